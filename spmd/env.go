@@ -1,0 +1,134 @@
+package spmd
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The launcher-to-rank contract: the environment gorun (or its agent) gives
+// every rank. gorun(1) lists each variable under ENVIRONMENT.
+const (
+	EnvRank        = "GORUN_RANK"         // this rank, 0..size-1
+	EnvSize        = "GORUN_SIZE"         // number of ranks in the job
+	EnvLocalRank   = "GORUN_LOCAL_RANK"   // rank among the ranks of this host
+	EnvLocalSize   = "GORUN_LOCAL_SIZE"   // number of ranks on this host
+	EnvNodeRank    = "GORUN_NODE_RANK"    // index of this host among the job's hosts
+	EnvNodeCount   = "GORUN_NODE_COUNT"   // number of hosts in the job
+	EnvJobID       = "GORUN_JOB_ID"       // job id; labels the gossip
+	EnvSeeds       = "GORUN_SEEDS"        // comma-separated gossip seed addresses
+	EnvHostID      = "GORUN_HOST_ID"      // host identity; overrides hostname+boot id
+	EnvProfileDir  = "GORUN_PROFILE_DIR"  // where to write trace files (profiling on)
+	EnvSecretFD    = "GORUN_SECRET_FD"    // fd to read the per-job secret from (hex, one line)
+	EnvSecret      = "GORUN_SECRET"       // the per-job secret in hex, when no fd can be passed
+	EnvInitTimeout = "GORUN_INIT_TIMEOUT" // how long Init waits for every rank (Go duration)
+	EnvBindAddr    = "GORUN_BIND_ADDR"    // IP that gossip and data plane listen on
+	EnvVerbose     = "GORUN_VERBOSE"      // "1": log rendezvous and connection steps to stderr
+	EnvTransport   = "GORUN_TRANSPORT"    // force a transport: tcp, shm
+	EnvAlgo        = "GORUN_ALGO"         // force a collective algorithm
+
+	// The names torchrun sets, for programs written against it.
+	EnvTorchRank       = "RANK"
+	EnvTorchWorldSize  = "WORLD_SIZE"
+	EnvTorchLocalRank  = "LOCAL_RANK"
+	EnvTorchLocalWorld = "LOCAL_WORLD_SIZE"
+	EnvMasterAddr      = "MASTER_ADDR"
+	EnvMasterPort      = "MASTER_PORT"
+)
+
+// DefaultInitTimeout is how long Init waits for every rank to arrive when
+// GORUN_INIT_TIMEOUT is not set.
+const DefaultInitTimeout = 60 * time.Second
+
+// Env is the launcher's environment as a rank reads it.
+type Env struct {
+	Rank, Size           int
+	LocalRank, LocalSize int
+	NodeRank, NodeCount  int
+	JobID                string
+	Seeds                []string
+	HostID               string
+	ProfileDir           string
+	Secret               []byte
+	InitTimeout          time.Duration
+	BindAddr             string
+	Verbose              bool
+}
+
+// Launched reports whether the process was started by gorun (GORUN_RANK set)
+// or, for torchrun-style launchers, RANK and WORLD_SIZE.
+func Launched(getenv func(string) string) bool {
+	return getenv(EnvRank) != "" || getenv(EnvTorchRank) != "" && getenv(EnvTorchWorldSize) != ""
+}
+
+// ReadEnv parses the launcher's environment through getenv (os.Getenv in
+// production). Errors name the variable and the value that was wrong. The
+// secret itself is read by Init, not here.
+func ReadEnv(getenv func(string) string) (Env, error) {
+	e := Env{InitTimeout: DefaultInitTimeout}
+	ints := []struct {
+		dst      *int
+		names    []string
+		required bool
+	}{
+		{&e.Rank, []string{EnvRank, EnvTorchRank}, true},
+		{&e.Size, []string{EnvSize, EnvTorchWorldSize}, true},
+		{&e.LocalRank, []string{EnvLocalRank, EnvTorchLocalRank}, false},
+		{&e.LocalSize, []string{EnvLocalSize, EnvTorchLocalWorld}, false},
+		{&e.NodeRank, []string{EnvNodeRank}, false},
+		{&e.NodeCount, []string{EnvNodeCount}, false},
+	}
+	for _, v := range ints {
+		name, val := first(getenv, v.names)
+		if val == "" {
+			if v.required {
+				return e, fmt.Errorf("%s is not set: start the program with gorun, or run it alone", v.names[0])
+			}
+			continue
+		}
+		n, err := strconv.Atoi(val)
+		if err != nil || n < 0 {
+			return e, fmt.Errorf("%s=%q: want a whole number >= 0", name, val)
+		}
+		*v.dst = n
+	}
+	if e.Size < 1 || e.Rank >= e.Size {
+		return e, fmt.Errorf("%s=%d with %s=%d: want 0 <= rank < size", EnvRank, e.Rank, EnvSize, e.Size)
+	}
+	if e.LocalSize == 0 {
+		e.LocalSize = 1
+	}
+	if e.NodeCount == 0 {
+		e.NodeCount = 1
+	}
+	e.JobID = getenv(EnvJobID)
+	if s := getenv(EnvSeeds); s != "" {
+		for _, a := range strings.Split(s, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				e.Seeds = append(e.Seeds, a)
+			}
+		}
+	}
+	e.HostID = getenv(EnvHostID)
+	e.ProfileDir = getenv(EnvProfileDir)
+	e.BindAddr = getenv(EnvBindAddr)
+	e.Verbose = getenv(EnvVerbose) == "1"
+	if s := getenv(EnvInitTimeout); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return e, fmt.Errorf("%s=%q: want a positive duration such as 30s", EnvInitTimeout, s)
+		}
+		e.InitTimeout = d
+	}
+	return e, nil
+}
+
+func first(getenv func(string) string, names []string) (string, string) {
+	for _, n := range names {
+		if v := getenv(n); v != "" {
+			return n, v
+		}
+	}
+	return names[0], ""
+}

@@ -1,0 +1,102 @@
+// Package transport is the contract between spmd's communicators and the
+// data-plane transports that move their bytes: net/tcp, net/shm and net/mem.
+//
+// spmd owns message matching (communicator, source, tag, MPI's
+// non-overtaking rule); a Transport only moves framed messages between the
+// ranks of one job and reports peers it has lost. The types live in their own
+// package because both sides must name them and spmd imports the transports
+// to build a World.
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ErrPeerLost is wrapped by every error caused by a peer that died, closed
+// its side or became unreachable. spmd.ErrPeerLost is the same value.
+var ErrPeerLost = errors.New("peer lost")
+
+// ErrClosed is returned by calls on a transport that has been closed.
+// spmd.ErrClosed is the same value.
+var ErrClosed = errors.New("closed")
+
+// Header describes one framed message.
+type Header struct {
+	Comm uint32 // communicator id; 0 is the world
+	Tag  int32  // user tags are >= 0, negative tags are reserved for collectives
+	Len  int    // payload length in bytes
+}
+
+// Handler receives what a Transport reads. spmd's matching engine implements
+// it. A Transport calls it from its own goroutines: concurrently for
+// different peers, but strictly in arrival order for any one peer.
+type Handler interface {
+	// Buffer returns the slice, exactly h.Len bytes long, that the payload of
+	// the message h from peer is to be read into: the posted receive's own
+	// buffer when one matches, so that large messages land without a copy.
+	Buffer(peer int, h Header) []byte
+	// Deliver hands over the message once its payload fills the slice that
+	// Buffer returned.
+	Deliver(peer int, h Header, payload []byte)
+	// Lost reports that peer is gone; err wraps ErrPeerLost and names the
+	// peer. A Transport reports each peer at most once and calls neither
+	// Buffer nor Deliver for it afterwards, except to finish a message whose
+	// Buffer call came before (then Deliver is not called at all).
+	Lost(peer int, err error)
+}
+
+// Transport moves framed messages between the ranks of one job. Send may
+// be called concurrently for different peers; spmd never calls it
+// concurrently for the same peer, and messages to one peer arrive in the
+// order they were sent.
+type Transport interface {
+	// Start begins delivering incoming messages to h. It is called once,
+	// before any Send.
+	Start(h Handler) error
+	// Send writes one message to peer (never the transport's own rank) and
+	// returns once payload may be reused. Errors caused by the peer wrap
+	// ErrPeerLost.
+	Send(ctx context.Context, peer int, h Header, payload []byte) error
+	// Watch asks the transport to notice, and report through Lost, the loss
+	// of peer even when nothing has been sent to it yet: spmd calls it when a
+	// receive from peer is posted. It must not block.
+	Watch(peer int)
+	// Close releases the transport and reports every peer not yet lost as
+	// lost with ErrClosed. It is idempotent and waits for its goroutines.
+	Close() error
+}
+
+// PeerError names the peer behind a failure. It unwraps to Err, which wraps
+// ErrPeerLost (or ErrClosed).
+type PeerError struct {
+	Rank int    // the peer's world rank
+	Addr string // where it was reached, if known
+	Err  error
+}
+
+func (e *PeerError) Error() string {
+	if e.Addr != "" {
+		return fmt.Sprintf("rank %d (%s): %v", e.Rank, e.Addr, e.Err)
+	}
+	return fmt.Sprintf("rank %d: %v", e.Rank, e.Err)
+}
+
+func (e *PeerError) Unwrap() error { return e.Err }
+
+// Lost builds the error a transport reports for a lost peer: it names the
+// rank and address and wraps both ErrPeerLost and the cause.
+func Lost(rank int, addr string, cause error) error {
+	if cause == nil || errors.Is(cause, ErrPeerLost) {
+		return &PeerError{Rank: rank, Addr: addr, Err: orLost(cause)}
+	}
+	return &PeerError{Rank: rank, Addr: addr, Err: fmt.Errorf("%w: %w", ErrPeerLost, cause)}
+}
+
+func orLost(err error) error {
+	if err == nil {
+		return ErrPeerLost
+	}
+	return err
+}
