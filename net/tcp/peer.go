@@ -1,0 +1,256 @@
+package tcp
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/transport"
+)
+
+// linkState is where a peer's connection stands. It only moves forward:
+// idle -> dialing -> up -> lost, where any state may jump to lost and idle
+// may jump to up (an accepted connection).
+type linkState int
+
+const (
+	idle    linkState = iota // no connection, no dial
+	dialing                  // our dial is in flight or backing off
+	up                       // one authenticated, accepted connection
+	lost                     // reported, or about to be reported, to Handler.Lost
+)
+
+const (
+	firstBackoff = 10 * time.Millisecond
+	maxBackoff   = 500 * time.Millisecond
+)
+
+// errPeerClosed is the cause of a loss at a clean end of stream.
+var errPeerClosed = errors.New("connection closed by the peer")
+
+// failure boxes a loss error for atomic publication.
+type failure struct{ err error }
+
+// peer is the link to one other rank. Its reader goroutine, while it runs,
+// is the only caller of the Handler for this rank; it reports the loss of an
+// up link, while fail reports the loss of a link that never came up.
+type peer struct {
+	t         *Transport
+	rank      int
+	addr      string
+	closedErr error         // returned by Send after Close
+	ready     chan struct{} // closed when the state becomes up or lost
+
+	conn   atomic.Pointer[net.TCPConn] // set when the state becomes up
+	failed atomic.Pointer[failure]     // set when the state becomes lost
+
+	mu    sync.Mutex // protects following
+	state linkState
+	err   error // the first loss error
+
+	sendMu sync.Mutex // serialises writes; protects following
+	sender
+}
+
+func newPeer(t *Transport, rank int, addr string) *peer {
+	p := &peer{
+		t:         t,
+		rank:      rank,
+		addr:      addr,
+		closedErr: &transport.PeerError{Rank: rank, Addr: addr, Err: transport.ErrClosed},
+		ready:     make(chan struct{}),
+	}
+	p.sender.init(p)
+	return p
+}
+
+// ensureDial starts a dial in the background unless one ran already.
+func (p *peer) ensureDial() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state == idle && p.t.spawn(p.dialLoop) {
+		p.state = dialing
+	}
+}
+
+// connect returns the connection, dialing first if need be.
+func (p *peer) connect(ctx context.Context) (*net.TCPConn, error) {
+	p.ensureDial()
+	select {
+	case <-p.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if f := p.failed.Load(); f != nil {
+		return nil, f.err
+	}
+	return p.conn.Load(), nil
+}
+
+// dialLoop dials until a connection is up (ours or the peer's), the dial
+// timeout passes, or the transport closes.
+func (p *peer) dialLoop() {
+	deadline := time.Now().Add(p.t.cfg.dialTimeout)
+	backoff := firstBackoff
+	for !p.settled() {
+		c, err := p.dialOnce(deadline)
+		if err == nil {
+			p.install(c)
+			return
+		}
+		if p.t.ctx.Err() != nil {
+			return
+		}
+		p.t.logf("rank %d: dial rank %d at %s: %v", p.t.rank, p.rank, p.addr, err)
+		if errors.Is(err, errAuth) || !time.Now().Before(deadline) {
+			p.giveUp(transport.Lost(p.rank, p.addr, fmt.Errorf("dial: %w", err)))
+			return
+		}
+		if !p.t.sleep(min(backoff, time.Until(deadline))) {
+			return
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// dialOnce makes one connection attempt and runs the dialer's handshake.
+func (p *peer) dialOnce(deadline time.Time) (*net.TCPConn, error) {
+	d := net.Dialer{Deadline: deadline}
+	nc, err := d.DialContext(p.t.ctx, "tcp", p.addr)
+	if err != nil {
+		return nil, err
+	}
+	c := nc.(*net.TCPConn)
+	stop := context.AfterFunc(p.t.ctx, func() { c.Close() })
+	c.SetDeadline(time.Now().Add(p.t.cfg.dialTimeout))
+	err = dialHandshake(c, p.t.secret, p.t.rank, p.rank)
+	if !stop() && err == nil {
+		err = transport.ErrClosed
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// settled reports whether the link is up or lost.
+func (p *peer) settled() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state >= up
+}
+
+// install takes our dialed, accepted connection.
+func (p *peer) install(c *net.TCPConn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state >= up || !p.upLocked(c) {
+		c.Close()
+		return
+	}
+	p.t.logf("rank %d: connected to rank %d at %s", p.t.rank, p.rank, p.addr)
+}
+
+// accept decides on an authenticated incoming connection from this peer.
+// It is accepted when there is no link yet, or when both dials are in
+// flight and the peer, the dialer, is the lower rank.
+func (p *peer) accept(c *net.TCPConn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ok := p.state == idle || p.state == dialing && p.rank < p.t.rank
+	if !ok {
+		c.Write([]byte{verdictReject})
+		c.Close()
+		p.t.logf("rank %d: rejected a second connection from rank %d (%s)", p.t.rank, p.rank, c.RemoteAddr())
+		return
+	}
+	// Written under mu, so that no Send writes on c before the verdict.
+	if _, err := c.Write([]byte{verdictAccept}); err != nil || !p.upLocked(c) {
+		c.Close()
+		return
+	}
+	p.t.logf("rank %d: accepted rank %d from %s", p.t.rank, p.rank, c.RemoteAddr())
+}
+
+// upLocked starts the reader of c and makes c the link. It fails only when
+// the transport is closing. p.mu is held.
+func (p *peer) upLocked(c *net.TCPConn) bool {
+	c.SetDeadline(time.Time{})
+	c.SetNoDelay(true)
+	if !p.t.spawn(func() { p.readLoop(c) }) {
+		return false
+	}
+	p.conn.Store(c)
+	p.state = up
+	close(p.ready)
+	return true
+}
+
+// readLoop delivers the frames of c until it fails, then reports the loss.
+func (p *peer) readLoop(c *net.TCPConn) {
+	r := frameReader{
+		br:      bufio.NewReaderSize(c, readBufferSize),
+		peer:    p.rank,
+		h:       p.t.handler,
+		dropped: func() bool { return p.failed.Load() != nil },
+	}
+	err := r.run()
+	if err == io.EOF {
+		err = errPeerClosed
+	}
+	err = p.fail(transport.Lost(p.rank, p.addr, err))
+	c.Close()
+	p.t.handler.Lost(p.rank, err)
+}
+
+// fail records err as the reason the peer is lost, unless one is recorded
+// already, and returns the recorded reason. It reports the loss at once if
+// the link never came up; an up link's reader reports it when it stops.
+func (p *peer) fail(err error) error {
+	return p.lose(err, false)
+}
+
+// giveUp is fail for a dial that failed: it does nothing if the link came
+// up meanwhile (through the peer's own dial) or was lost otherwise.
+func (p *peer) giveUp(err error) {
+	p.lose(err, true)
+}
+
+func (p *peer) lose(err error, onlyDialing bool) error {
+	p.mu.Lock()
+	if p.state == lost || onlyDialing && p.state != dialing {
+		e := p.err
+		p.mu.Unlock()
+		return e
+	}
+	wasUp := p.state == up
+	p.state, p.err = lost, err
+	p.failed.Store(&failure{err})
+	if !wasUp {
+		close(p.ready)
+	}
+	p.mu.Unlock()
+	p.t.logf("rank %d: lost %v", p.t.rank, err)
+	if !wasUp && p.t.handler != nil {
+		p.t.handler.Lost(p.rank, err)
+	}
+	return err
+}
+
+// shutdown is Close's part for this peer: mark it lost with ErrClosed and
+// half-close the link, so the peer reads all we sent and closes its side,
+// which ends our reader's drain.
+func (p *peer) shutdown() {
+	p.fail(p.closedErr)
+	if c := p.conn.Load(); c != nil {
+		c.CloseWrite()
+		c.SetReadDeadline(time.Now().Add(lingerTimeout))
+	}
+}

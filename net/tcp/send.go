@@ -1,0 +1,118 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/transport"
+)
+
+// aLongTimeAgo is a write deadline in the past: it interrupts a blocked
+// write at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// sender is the per-peer send state, reused by every Send so that a Send
+// allocates nothing. It is guarded by peer.sendMu.
+type sender struct {
+	p           *peer
+	hdr         [headerSize]byte
+	iov         [2][]byte
+	bufs        net.Buffers
+	interrupt   func()        // sets a past write deadline on the link
+	interrupted chan struct{} // receives once interrupt has run
+	deadlineSet bool          // the link's write deadline must be cleared
+}
+
+func (s *sender) init(p *peer) {
+	s.p = p
+	s.interrupted = make(chan struct{}, 1)
+	s.interrupt = func() {
+		if c := p.conn.Load(); c != nil {
+			c.SetWriteDeadline(aLongTimeAgo)
+		}
+		s.interrupted <- struct{}{}
+	}
+}
+
+// Send writes one message to peer and returns once payload may be reused.
+// h.Len must equal len(payload). Sends to one peer are serialised and
+// arrive in order. Cancelling ctx interrupts a blocked write; if part of the
+// frame had already gone out, the link is dropped and the peer reported
+// lost, since the stream can no longer be framed.
+func (t *Transport) Send(ctx context.Context, peer int, h transport.Header, payload []byte) error {
+	p, err := t.peer(peer)
+	if err != nil {
+		return err
+	}
+	if h.Len != len(payload) {
+		return fmt.Errorf("tcp: send to rank %d: header says %d bytes, payload has %d", peer, h.Len, len(payload))
+	}
+	if t.closed.Load() {
+		return p.closedErr
+	}
+	if !t.started.Load() {
+		return fmt.Errorf("tcp: send to rank %d before Start", peer)
+	}
+	if f := p.failed.Load(); f != nil {
+		return f.err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c := p.conn.Load()
+	if c == nil {
+		if c, err = p.connect(ctx); err != nil {
+			return err
+		}
+	}
+	p.sendMu.Lock()
+	defer p.sendMu.Unlock()
+	return p.sender.write(ctx, c, h, payload)
+}
+
+// write sends header and payload with one writev. p.sendMu is held.
+func (s *sender) write(ctx context.Context, c *net.TCPConn, h transport.Header, payload []byte) error {
+	if f := s.p.failed.Load(); f != nil {
+		return f.err
+	}
+	if s.deadlineSet {
+		c.SetWriteDeadline(time.Time{})
+		s.deadlineSet = false
+	}
+	putHeader(s.hdr[:], h)
+	s.iov[0], s.iov[1] = s.hdr[:], payload
+	s.bufs = s.iov[:]
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, s.interrupt)
+	}
+	n, err := s.bufs.WriteTo(c)
+	s.iov[1] = nil // do not keep the caller's payload alive
+	if stop != nil && !stop() {
+		<-s.interrupted // interrupt ran: clear its deadline next time
+		s.deadlineSet = true
+	}
+	if err == nil {
+		return nil
+	}
+	return s.failed(ctx, c, n, int64(headerSize+len(payload)), err)
+}
+
+// failed handles a write error: a write interrupted before its first byte
+// leaves the link intact; any other drops it.
+func (s *sender) failed(ctx context.Context, c *net.TCPConn, n, total int64, err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
+		if n == 0 {
+			return ctx.Err()
+		}
+		err = fmt.Errorf("send cancelled after %d of %d bytes, which leaves the stream unframed: %w",
+			n, total, ctx.Err())
+	}
+	err = s.p.fail(transport.Lost(s.p.rank, s.p.addr, err))
+	c.Close()
+	return err
+}
