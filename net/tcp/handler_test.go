@@ -84,7 +84,13 @@ func (r *recorder) signal() {
 // wait blocks until cond, called under r.mu, holds.
 func (r *recorder) wait(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	limit := time.NewTimer(waitLimit)
+	r.waitWithin(t, waitLimit, what, cond)
+}
+
+// waitWithin is wait with a limit of its own.
+func (r *recorder) waitWithin(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	limit := time.NewTimer(d)
 	defer limit.Stop()
 	for {
 		r.mu.Lock()

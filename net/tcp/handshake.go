@@ -122,7 +122,15 @@ func dialHandshake(c net.Conn, secret []byte, me, peer int) error {
 // then writes the verdict.
 func acceptHandshake(c net.Conn, secret []byte, me, size int) (int, error) {
 	var buf [replySize]byte
-	if _, err := io.ReadFull(c, buf[:helloSize]); err != nil {
+	// The magic first, so that a stranger's short request is refused at
+	// once instead of at the handshake timeout.
+	if _, err := io.ReadFull(c, buf[:4]); err != nil {
+		return -1, fmt.Errorf("reading hello: %w", err)
+	}
+	if m := binary.LittleEndian.Uint32(buf[0:4]); m != handshakeMagic {
+		return -1, fmt.Errorf("not a gorun handshake (magic %#08x)", m)
+	}
+	if _, err := io.ReadFull(c, buf[4:helloSize]); err != nil {
 		return -1, fmt.Errorf("reading hello: %w", err)
 	}
 	var d hello

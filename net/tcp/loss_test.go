@@ -1,0 +1,146 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/transport"
+)
+
+// stallReceiver makes r's Buffer block until release is closed, after
+// signalling entered, so that a large message stays half-sent.
+func stallReceiver(r *recorder) (entered, release chan struct{}) {
+	entered, release = make(chan struct{}), make(chan struct{})
+	r.bufferFor = func(_ int, h transport.Header) []byte {
+		close(entered)
+		<-release
+		return make([]byte, h.Len)
+	}
+	return entered, release
+}
+
+// sendAsync sends n bytes from tr to peer in a goroutine and returns its
+// result channel.
+func sendAsync(ctx context.Context, tr *Transport, peer, n int) chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- tr.Send(ctx, peer, transport.Header{Tag: 9, Len: n}, make([]byte, n))
+	}()
+	return done
+}
+
+func checkLostRank(t *testing.T, err error, rank int, addr string) {
+	t.Helper()
+	var pe *transport.PeerError
+	if !errors.Is(err, transport.ErrPeerLost) || !errors.As(err, &pe) || pe.Rank != rank || pe.Addr != addr {
+		t.Fatalf("loss error %v: want a PeerError for rank %d at %s wrapping ErrPeerLost", err, rank, addr)
+	}
+}
+
+func TestPeerDiesMidMessage(t *testing.T) {
+	const big = 64 << 20 // far more than loopback socket buffers hold
+	for _, c := range []struct {
+		name string
+		kill func(*Transport)
+	}{
+		{"transport closed", func(tr *Transport) { tr.Close() }},
+		{"connection closed", func(tr *Transport) { tr.peers[1].conn.Load().Close() }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ts, rs := newCluster(t, 2)
+			entered, release := stallReceiver(rs[1])
+			sent := sendAsync(context.Background(), ts[0], 1, big)
+			<-entered
+			go c.kill(ts[0])
+			if err := <-sent; err == nil {
+				t.Fatal("send of a half-received message succeeded after its sender died")
+			}
+			close(release)
+			var err error
+			rs[1].waitWithin(t, 2*time.Second, "Lost(0)", func() bool { err = rs[1].lost[0]; return err != nil })
+			checkLostRank(t, err, 0, ts[0].ln.Addr())
+			if n := rs[1].count(); n != 0 {
+				t.Errorf("%d messages delivered from a truncated stream", n)
+			}
+		})
+	}
+}
+
+func TestSendCancelledMidFrame(t *testing.T) {
+	ts, rs := newCluster(t, 2)
+	entered, release := stallReceiver(rs[1])
+	ctx, cancel := context.WithCancel(context.Background())
+	sent := sendAsync(ctx, ts[0], 1, 64<<20)
+	<-entered // the header is out: the frame is half-written
+	cancel()
+	err := <-sent
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled send: %v, want context.Canceled", err)
+	}
+	checkLostRank(t, err, 1, ts[1].ln.Addr())
+	if again := ts[0].Send(context.Background(), 1, transport.Header{}, nil); again != err {
+		t.Errorf("send after the loss: %v, want the same error %v", again, err)
+	}
+	close(release)
+	checkLostRank(t, rs[1].waitLost(t, 0), 0, ts[0].ln.Addr())
+	checkLostRank(t, rs[0].waitLost(t, 1), 1, ts[1].ln.Addr())
+}
+
+func TestSendWithDoneContext(t *testing.T) {
+	ts, rs := newCluster(t, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := ts[0].Send(ctx, 1, transport.Header{Len: 1}, []byte{1}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("send with a cancelled context: %v", err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := ts[0].Send(ctx, 1, transport.Header{Len: 1}, []byte{1}); err != nil {
+		t.Fatalf("the link should be intact: %v", err)
+	}
+	rs[1].waitMsgs(t, 1)
+}
+
+func TestWatchNoticesDeath(t *testing.T) {
+	ts, rs := newCluster(t, 3)
+	ts[0].Watch(1)
+	ts[2].Watch(0)
+	for ts[0].peers[1].conn.Load() == nil || ts[2].peers[0].conn.Load() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	ts[1].Close()
+	checkLostRank(t, rs[0].waitLost(t, 1), 1, ts[1].ln.Addr())
+	ts[0].Close()
+	checkLostRank(t, rs[2].waitLost(t, 0), 0, ts[0].ln.Addr())
+}
+
+func TestDialFailure(t *testing.T) {
+	// A port that was just free: nothing listens there.
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	l, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := New(l, 0, []string{l.Addr(), deadAddr, deadAddr}, testSecret, WithDialTimeout(200*time.Millisecond))
+	r := newRecorder()
+	if err := tr.Start(r); err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	tr.Watch(2)
+	err = tr.Send(context.Background(), 1, transport.Header{Len: 1}, []byte{1})
+	checkLostRank(t, err, 1, deadAddr)
+	if got := r.waitLost(t, 1); got != err {
+		t.Errorf("Lost(1) got %v, Send returned %v; want the same error", got, err)
+	}
+	checkLostRank(t, r.waitLost(t, 2), 2, deadAddr)
+	r.checkRules(t)
+}
