@@ -1,0 +1,130 @@
+// Package mem is the in-process transport: the N ranks of a test are
+// goroutines of one process and a message is one copy from the sender's
+// buffer into the receiver's. It implements the same surface as net/tcp and
+// net/shm, so every layer above can be tested without sockets.
+package mem
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/gorun-hpc/gorun/spmd/transport"
+)
+
+// Network joins the transports of the ranks of one test job.
+type Network struct {
+	ranks []*Transport
+}
+
+// NewNetwork returns a network of n ranks.
+func NewNetwork(n int) *Network {
+	nw := &Network{ranks: make([]*Transport, n)}
+	for i := range nw.ranks {
+		nw.ranks[i] = &Transport{nw: nw, rank: i, started: make(chan struct{})}
+	}
+	return nw
+}
+
+// Transport returns the transport of rank r.
+func (nw *Network) Transport(r int) *Transport { return nw.ranks[r] }
+
+// Size returns the number of ranks.
+func (nw *Network) Size() int { return len(nw.ranks) }
+
+// Kill makes rank r vanish as a crashed process would: every other rank is
+// told it is lost, and its own sends and receives fail.
+func (nw *Network) Kill(r int) { nw.ranks[r].die(fmt.Errorf("killed")) }
+
+// Transport is one rank's end of a Network.
+type Transport struct {
+	nw      *Network
+	rank    int
+	started chan struct{} // closed by Start
+	h       transport.Handler
+
+	// alive is held for reading while this rank delivers a message, and for
+	// writing when it dies, so no delivery from it follows its loss.
+	alive sync.RWMutex
+	dead  error // guarded by alive
+}
+
+var _ transport.Transport = (*Transport)(nil)
+
+// Start implements transport.Transport.
+func (t *Transport) Start(h transport.Handler) error {
+	t.h = h
+	close(t.started)
+	for _, o := range t.nw.ranks {
+		o.alive.RLock()
+		gone := o.dead
+		o.alive.RUnlock()
+		if gone != nil && o != t {
+			h.Lost(o.rank, transport.Lost(o.rank, "mem", gone))
+		}
+	}
+	return nil
+}
+
+// Send implements transport.Transport: the message is copied into dst's
+// posted buffer (or an unexpected one) before Send returns.
+func (t *Transport) Send(ctx context.Context, peer int, h transport.Header, payload []byte) error {
+	if peer < 0 || peer >= len(t.nw.ranks) || peer == t.rank {
+		return fmt.Errorf("mem: send from rank %d to rank %d of %d", t.rank, peer, len(t.nw.ranks))
+	}
+	dst := t.nw.ranks[peer]
+	select {
+	case <-dst.started:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	t.alive.RLock()
+	defer t.alive.RUnlock()
+	if t.dead != nil {
+		return transport.Lost(t.rank, "mem", t.dead)
+	}
+	dst.alive.RLock()
+	gone := dst.dead
+	dst.alive.RUnlock()
+	if gone != nil {
+		return transport.Lost(peer, "mem", gone)
+	}
+	buf := dst.h.Buffer(t.rank, h)
+	copy(buf, payload)
+	dst.h.Deliver(t.rank, h, buf)
+	return nil
+}
+
+// Watch implements transport.Transport; losses are reported when they happen.
+func (t *Transport) Watch(int) {}
+
+// Close implements transport.Transport: the rank leaves the network.
+func (t *Transport) Close() error {
+	t.die(transport.ErrClosed)
+	return nil
+}
+
+func (t *Transport) die(cause error) {
+	t.alive.Lock()
+	if t.dead != nil {
+		t.alive.Unlock()
+		return
+	}
+	t.dead = cause
+	t.alive.Unlock()
+	for _, o := range t.nw.ranks {
+		if o == t {
+			continue
+		}
+		select {
+		case <-o.started:
+			o.h.Lost(t.rank, transport.Lost(t.rank, "mem", cause))
+		default:
+		}
+		select {
+		case <-t.started:
+			t.h.Lost(o.rank, transport.Lost(o.rank, "mem", cause))
+		default:
+		}
+	}
+}

@@ -1,0 +1,158 @@
+package spmd
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gorun-hpc/gorun/spmd/trace"
+)
+
+// Comm is a communicator: an ordered group of ranks whose messages never mix
+// with another communicator's. Ranks passed to its methods are ranks within
+// the communicator. A Comm is safe for concurrent use; messages sent
+// concurrently from several goroutines to one peer with one tag have no
+// defined order between them.
+type Comm struct {
+	core  *core
+	id    uint32 // header id of point-to-point traffic; id+1 carries collectives
+	rank  int    // our rank in the communicator
+	ranks []int  // communicator rank -> world rank
+	coll  bool   // this value is the collective context of its communicator
+}
+
+// Rank returns the calling rank's index in the communicator.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size returns the number of ranks in the communicator.
+func (c *Comm) Size() int { return len(c.ranks) }
+
+// WorldRank returns the world rank of communicator rank r.
+func (c *Comm) WorldRank(r int) int { return c.ranks[r] }
+
+// ID returns the communicator's id, unique among the communicators that
+// share any rank with it.
+func (c *Comm) ID() uint32 { return c.id }
+
+// Collective returns the communicator's collective context: the same ranks
+// and tags, but traffic that never matches the communicator's
+// point-to-point messages, the way MPI keeps a separate context for
+// collectives. Libraries that implement collectives (package prims) send on
+// it so that a user's pending receive can never take their messages.
+func (c *Comm) Collective() *Comm {
+	if c.coll {
+		return c
+	}
+	cc := *c
+	cc.id = c.id + 1
+	cc.coll = true
+	return &cc
+}
+
+// Trace returns the recorder that every message and collective passes, or
+// nil when profiling is off. Its methods are no-ops on nil.
+func (c *Comm) Trace() *trace.Recorder { return c.core.trace }
+
+func (c *Comm) peer(op string, r int) (int, error) {
+	if r < 0 || r >= len(c.ranks) {
+		return 0, fmt.Errorf("%s: rank %d on a communicator of %d ranks: %w", op, r, len(c.ranks), ErrBadRank)
+	}
+	return c.ranks[r], nil
+}
+
+func checkTag(op string, tag int) error {
+	if tag < 0 || tag > MaxTag {
+		return fmt.Errorf("%s: tag %d: %w (want 0..%d)", op, tag, ErrBadTag, MaxTag)
+	}
+	return nil
+}
+
+// Isend starts sending buf to rank dst with tag and returns at once. buf must
+// not be modified until the request completes. ctx bounds the send.
+func (c *Comm) Isend(ctx context.Context, dst, tag int, buf []byte) *Request {
+	return c.send(ctx, dst, tag, buf, false)
+}
+
+// Send sends buf to rank dst with tag and returns once buf may be reused.
+func (c *Comm) Send(ctx context.Context, dst, tag int, buf []byte) error {
+	r := c.send(ctx, dst, tag, buf, true)
+	_, err := r.Wait(ctx)
+	return err
+}
+
+func (c *Comm) send(ctx context.Context, dst, tag int, buf []byte, wait bool) *Request {
+	e := c.core.engine
+	r := newRequest(e, sendReq, buf)
+	r.ctx = ctx
+	w, err := c.peer("send", dst)
+	if err == nil {
+		err = checkTag("send", tag)
+	}
+	if err != nil {
+		r.finish(0, err)
+		return r
+	}
+	r.key = matchKey{comm: c.id, src: w, tag: int32(tag)} // src holds the destination for sends
+	if t := c.core.trace; t != nil {
+		t.Record(trace.Event{Kind: trace.Send, Comm: c.id, Peer: w, Tag: int32(tag), Bytes: len(buf)})
+	}
+	e.isend(r, w, wait)
+	return r
+}
+
+// Irecv posts a receive of a message from rank src with tag into buf and
+// returns at once. Wait returns the message's length.
+func (c *Comm) Irecv(src, tag int, buf []byte) *Request {
+	w, err := c.peer("recv", src)
+	if err == nil {
+		err = checkTag("recv", tag)
+	}
+	if err != nil {
+		r := newRequest(c.core.engine, recvReq, buf)
+		r.finish(0, err)
+		return r
+	}
+	if t := c.core.trace; t != nil {
+		t.Record(trace.Event{Kind: trace.Recv, Comm: c.id, Peer: w, Tag: int32(tag), Bytes: len(buf)})
+	}
+	return c.core.engine.irecv(c.id, w, int32(tag), buf)
+}
+
+// Recv receives a message from rank src with tag into buf and returns its
+// length. A message longer than buf fails with ErrTruncated.
+func (c *Comm) Recv(ctx context.Context, src, tag int, buf []byte) (int, error) {
+	return c.Irecv(src, tag, buf).Wait(ctx)
+}
+
+// Sendrecv sends sendbuf to dst and receives from src into recvbuf at the
+// same time, so that ranks exchanging in a ring cannot deadlock.
+func (c *Comm) Sendrecv(ctx context.Context, sendbuf []byte, dst, sendtag int, recvbuf []byte, src, recvtag int) (int, error) {
+	rr := c.Irecv(src, recvtag, recvbuf)
+	sr := c.Isend(ctx, dst, sendtag, sendbuf)
+	n, rerr := rr.Wait(ctx)
+	_, serr := sr.Wait(ctx)
+	if rerr != nil {
+		return n, rerr
+	}
+	return n, serr
+}
+
+// barrierTag is the collective-context tag of Barrier's messages.
+const barrierTag = 1<<31 - 1
+
+// Barrier returns once every rank of the communicator has entered it. It
+// uses the dissemination algorithm: ceil(log2 p) rounds of empty messages.
+func (c *Comm) Barrier(ctx context.Context) error {
+	cc := c.Collective()
+	p := cc.Size()
+	if t := c.core.trace; t != nil {
+		defer t.Span(trace.Collective, "barrier", c.id, 0)()
+	}
+	for d := 1; d < p; d <<= 1 {
+		to := (cc.rank + d) % p
+		from := (cc.rank - d + p) % p
+		if _, err := cc.Sendrecv(ctx, nil, to, barrierTag, nil, from, barrierTag); err != nil {
+			return fmt.Errorf("barrier on comm %d: %w", c.id, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,17 @@
+// Package spmd is what a gorun program imports: Init joins the job and
+// returns the World, whose communicators send and receive messages between
+// ranks with MPI's semantics.
+//
+//	w, err := spmd.Init(ctx)
+//	if err != nil { ... }
+//	defer w.Close()
+//	fmt.Printf("rank %d of %d\n", w.Rank(), w.Size())
+//
+// Run without gorun, Init returns a world of one rank (MPI's singleton), so
+// every program also runs alone.
+//
+// Messages from one source with one tag on one communicator arrive in the
+// order they were sent. Every blocking call takes a context first; a call
+// waiting on a rank that died returns an error wrapping ErrPeerLost that
+// names the rank.
+package spmd

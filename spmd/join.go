@@ -1,0 +1,105 @@
+package spmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync/atomic"
+
+	"github.com/gorun-hpc/gorun/net/gossip"
+	"github.com/gorun-hpc/gorun/net/tcp"
+	"github.com/gorun-hpc/gorun/spmd/trace"
+)
+
+// join is Init's work for a launched rank: listener, gossip, transport,
+// barrier.
+func join(ctx context.Context, env Env, secret []byte, o options) (*World, error) {
+	bind := env.BindAddr
+	if bind == "" {
+		bind = "127.0.0.1"
+	}
+	hostID := env.HostID
+	if hostID == "" {
+		hostID = LocalHostID()
+	}
+	hostname, _ := os.Hostname()
+	l, err := tcp.Listen(net.JoinHostPort(bind, "0"))
+	if err != nil {
+		return nil, fmt.Errorf("opening the data-plane listener on %s (set %s to an address of this host): %w", bind, EnvBindAddr, err)
+	}
+	o.logger.Printf("data plane listening on %s", l.Addr())
+
+	ictx, cancel := context.WithTimeout(ctx, env.InitTimeout)
+	defer cancel()
+
+	// The gossip reports lost ranks from the moment Join returns; the
+	// transport that acts on them exists only after, so the callback looks it up.
+	var tr atomic.Pointer[tcp.Transport]
+	cfg := gossip.Config{
+		JobID:    env.JobID,
+		Secret:   secret,
+		BindAddr: bind,
+		Seeds:    env.Seeds,
+		Logger:   verboseOnly(env, o),
+		OnLost: func(rank int, reason string) {
+			o.logger.Printf("gossip: rank %d %s", rank, reason)
+			gossipLost(tr.Load(), rank)
+		},
+	}
+	self := gossip.Member{Rank: env.Rank, HostID: hostID, Hostname: hostname, Addr: l.Addr(), Pid: os.Getpid()}
+	node, members, err := gossip.Join(ictx, cfg, self, env.Size)
+	if err != nil {
+		l.Close()
+		if errors.Is(err, gossip.ErrTimeout) {
+			return nil, fmt.Errorf("%w (raise %s, or check that every rank started)", err, EnvInitTimeout)
+		}
+		return nil, err
+	}
+	peers := make([]Peer, len(members))
+	addrs := make([]string, len(members))
+	for i, m := range members {
+		peers[i] = Peer{Rank: m.Rank, HostID: m.HostID, Hostname: m.Hostname, Addr: m.Addr, Pid: m.Pid}
+		addrs[i] = m.Addr
+	}
+	t := tcp.New(l, env.Rank, addrs, secret, tcp.WithLogger(verboseOnly(env, o)))
+	tr.Store(t)
+
+	rec := o.trace
+	if rec == nil && env.ProfileDir != "" {
+		if rec, err = trace.New(env.ProfileDir, env.Rank, env.Size, hostname); err != nil {
+			node.Close()
+			t.Close()
+			return nil, err
+		}
+	}
+	w, err := New(t, env.Rank, peers, WithLogger(o.logger), WithTrace(rec))
+	if err != nil {
+		node.Close()
+		t.Close()
+		return nil, err
+	}
+	w.env = env
+	w.closers = append(w.closers, node.Close)
+
+	if err := w.Barrier(ictx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("barrier after rendezvous: %w", err)
+	}
+	o.logger.Printf("ready: %d ranks", env.Size)
+	return w, nil
+}
+
+// gossipLost acts on the gossip's word that rank is gone. The transport is
+// asked to watch the rank rather than the rank being dropped at once: one
+// that left gracefully may still have messages in flight on its connection
+// (they drain, then the closed connection reports the loss), and one that
+// the gossip only suspects, as a slow rank on an oversubscribed host can be,
+// must not be cut off while its connection still answers. A dead process's
+// connection closes, or refuses the dial, at once.
+func gossipLost(t *tcp.Transport, rank int) {
+	if t != nil {
+		t.Watch(rank)
+	}
+}

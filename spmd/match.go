@@ -1,0 +1,380 @@
+package spmd
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/gorun-hpc/gorun/spmd/transport"
+)
+
+// matchKey is what a receive matches: communicator, source world rank, tag.
+// There are no wildcards, so one FIFO per key gives MPI's ordering rule.
+type matchKey struct {
+	comm uint32
+	src  int
+	tag  int32
+}
+
+// inbox is a message that arrived before a receive matched it.
+type inbox struct {
+	buf      []byte
+	complete bool     // the transport has filled buf
+	waiter   *Request // a receive matched while it was still arriving
+}
+
+type queue struct {
+	posted []*Request // receives in posting order
+	unexp  []*inbox   // messages in arrival order
+}
+
+// engine matches incoming messages with posted receives for one rank and
+// keeps sends to each peer in program order. It implements
+// transport.Handler. Its methods are safe for concurrent use.
+type engine struct {
+	self int
+	tr   transport.Transport
+
+	selfMu sync.Mutex // serializes sends to ourselves
+
+	mu sync.Mutex
+	// protects following
+	queues   map[matchKey]*queue
+	inflight []any   // per peer: the *Request or *inbox being filled
+	lost     []error // per peer: why it is gone
+	watched  []bool  // per peer: Watch called
+	senders  []sender
+	closed   error
+}
+
+// sender orders the sends to one peer: one goroutine moves bytes at a time,
+// the others wait their turn in q.
+type sender struct {
+	busy bool
+	q    []*Request
+}
+
+var _ transport.Handler = (*engine)(nil)
+
+func newEngine(self, size int, tr transport.Transport) *engine {
+	return &engine{
+		self:     self,
+		tr:       tr,
+		queues:   make(map[matchKey]*queue),
+		inflight: make([]any, size),
+		lost:     make([]error, size),
+		watched:  make([]bool, size),
+		senders:  make([]sender, size),
+	}
+}
+
+func (e *engine) queue(k matchKey) *queue {
+	q := e.queues[k]
+	if q == nil {
+		q = &queue{}
+		e.queues[k] = q
+	}
+	return q
+}
+
+func (e *engine) tidy(k matchKey, q *queue) {
+	if len(q.posted) == 0 && len(q.unexp) == 0 {
+		delete(e.queues, k)
+	}
+}
+
+// Buffer implements transport.Handler.
+func (e *engine) Buffer(peer int, h transport.Header) []byte {
+	k := matchKey{h.Comm, peer, h.Tag}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if q := e.queues[k]; q != nil && len(q.posted) > 0 {
+		r := q.posted[0]
+		q.posted[0] = nil
+		q.posted = q.posted[1:]
+		e.tidy(k, q)
+		r.state = reqClaimed
+		if h.Len <= len(r.buf) {
+			e.inflight[peer] = r
+			return r.buf[:h.Len]
+		}
+		// Too long for the posted buffer: take it aside, fail the receive.
+		in := &inbox{buf: make([]byte, h.Len), waiter: r}
+		e.inflight[peer] = in
+		return in.buf
+	}
+	in := &inbox{buf: make([]byte, h.Len)}
+	q := e.queue(k)
+	q.unexp = append(q.unexp, in)
+	e.inflight[peer] = in
+	return in.buf
+}
+
+// Deliver implements transport.Handler.
+func (e *engine) Deliver(peer int, h transport.Header, payload []byte) {
+	e.mu.Lock()
+	x := e.inflight[peer]
+	e.inflight[peer] = nil
+	var w *Request
+	switch v := x.(type) {
+	case *Request:
+		v.state = reqDone
+		e.mu.Unlock()
+		v.finish(h.Len, nil)
+		return
+	case *inbox:
+		v.complete = true
+		w = v.waiter
+	}
+	e.mu.Unlock()
+	if w != nil {
+		in := x.(*inbox)
+		w.finish(fill(w.buf, in.buf))
+	}
+}
+
+// fill copies a message into a receive buffer and reports the result.
+func fill(dst, msg []byte) (int, error) {
+	n := copy(dst, msg)
+	if len(msg) > len(dst) {
+		return n, fmt.Errorf("%w: %d bytes arrived for a %d-byte buffer", ErrTruncated, len(msg), len(dst))
+	}
+	return n, nil
+}
+
+// Lost implements transport.Handler: every receive that can no longer be
+// satisfied by peer fails with err; messages that already arrived stay
+// receivable.
+func (e *engine) Lost(peer int, err error) {
+	var fail []*Request
+	e.mu.Lock()
+	if e.lost[peer] != nil {
+		e.mu.Unlock()
+		return
+	}
+	e.lost[peer] = err
+	switch v := e.inflight[peer].(type) {
+	case *Request:
+		fail = append(fail, v)
+	case *inbox:
+		if v.waiter != nil {
+			fail = append(fail, v.waiter)
+		}
+	}
+	e.inflight[peer] = nil
+	for k, q := range e.queues {
+		if k.src != peer {
+			continue
+		}
+		fail = append(fail, q.posted...)
+		q.posted = nil
+		kept := q.unexp[:0]
+		for _, in := range q.unexp {
+			if in.complete {
+				kept = append(kept, in)
+			}
+		}
+		q.unexp = kept
+		e.tidy(k, q)
+	}
+	s := &e.senders[peer]
+	fail = append(fail, s.q...)
+	s.q = nil
+	for _, r := range fail {
+		r.state = reqDone
+	}
+	e.mu.Unlock()
+	for _, r := range fail {
+		r.finish(0, err)
+	}
+}
+
+// irecv posts a receive from world rank src.
+func (e *engine) irecv(comm uint32, src int, tag int32, buf []byte) *Request {
+	r := newRequest(e, recvReq, buf)
+	r.key = matchKey{comm, src, tag}
+	e.mu.Lock()
+	if q := e.queues[r.key]; q != nil && len(q.unexp) > 0 {
+		in := q.unexp[0]
+		q.unexp[0] = nil
+		q.unexp = q.unexp[1:]
+		e.tidy(r.key, q)
+		if !in.complete {
+			in.waiter = r
+			r.state = reqClaimed
+			e.mu.Unlock()
+			return r
+		}
+		r.state = reqDone
+		e.mu.Unlock()
+		r.finish(fill(buf, in.buf))
+		return r
+	}
+	if err := e.unusable(src); err != nil {
+		r.state = reqDone
+		e.mu.Unlock()
+		r.finish(0, err)
+		return r
+	}
+	q := e.queue(r.key)
+	q.posted = append(q.posted, r)
+	watch := !e.watched[src] && src != e.self
+	e.watched[src] = true
+	e.mu.Unlock()
+	if watch {
+		e.tr.Watch(src)
+	}
+	return r
+}
+
+// unusable says why peer cannot be talked to, or nil. Caller holds e.mu.
+func (e *engine) unusable(peer int) error {
+	if e.closed != nil {
+		return e.closed
+	}
+	return e.lost[peer]
+}
+
+// isend sends buf to world rank dst. With wait, the caller's goroutine moves
+// the bytes when it is dst's turn; otherwise a goroutine does.
+func (e *engine) isend(r *Request, dst int, wait bool) {
+	if dst == e.self {
+		e.sendSelf(r)
+		return
+	}
+	e.mu.Lock()
+	if err := e.unusable(dst); err != nil {
+		r.state = reqDone
+		e.mu.Unlock()
+		r.finish(0, err)
+		return
+	}
+	s := &e.senders[dst]
+	if s.busy {
+		s.q = append(s.q, r)
+		e.mu.Unlock()
+		return
+	}
+	s.busy = true
+	r.state = reqClaimed
+	e.mu.Unlock()
+	if !wait {
+		go e.drain(dst, r)
+		return
+	}
+	e.transmit(dst, r)
+	if next := e.next(dst); next != nil {
+		go e.drain(dst, next)
+	}
+}
+
+// drain sends r and then every request queued for dst, in order.
+func (e *engine) drain(dst int, r *Request) {
+	for r != nil {
+		e.transmit(dst, r)
+		r = e.next(dst)
+	}
+}
+
+// next pops dst's next queued send, or marks dst idle.
+func (e *engine) next(dst int) *Request {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := &e.senders[dst]
+	if len(s.q) == 0 {
+		s.busy = false
+		return nil
+	}
+	r := s.q[0]
+	s.q[0] = nil
+	s.q = s.q[1:]
+	r.state = reqClaimed
+	return r
+}
+
+func (e *engine) transmit(dst int, r *Request) {
+	h := transport.Header{Comm: r.key.comm, Tag: r.key.tag, Len: len(r.buf)}
+	err := e.tr.Send(r.ctx, dst, h, r.buf)
+	e.mu.Lock()
+	r.state = reqDone
+	e.mu.Unlock()
+	if err != nil {
+		r.finish(0, err)
+		return
+	}
+	r.finish(len(r.buf), nil)
+}
+
+// sendSelf matches a message to ourselves as if it had arrived.
+func (e *engine) sendSelf(r *Request) {
+	h := transport.Header{Comm: r.key.comm, Tag: r.key.tag, Len: len(r.buf)}
+	e.selfMu.Lock()
+	buf := e.Buffer(e.self, h)
+	copy(buf, r.buf)
+	e.Deliver(e.self, h, buf)
+	e.selfMu.Unlock()
+	r.finish(len(r.buf), nil)
+}
+
+// cancel removes r if no bytes of it have moved yet and completes it with
+// cause; it reports whether it did.
+func (e *engine) cancel(r *Request, cause error) bool {
+	e.mu.Lock()
+	if r.state != reqQueued {
+		e.mu.Unlock()
+		return false
+	}
+	if r.kind == recvReq {
+		if q := e.queues[r.key]; q != nil {
+			q.posted = remove(q.posted, r)
+			e.tidy(r.key, q)
+		}
+	} else {
+		s := &e.senders[r.key.src]
+		s.q = remove(s.q, r)
+	}
+	r.state = reqDone
+	e.mu.Unlock()
+	r.finish(0, cause)
+	return true
+}
+
+func remove(rs []*Request, r *Request) []*Request {
+	for i, x := range rs {
+		if x == r {
+			copy(rs[i:], rs[i+1:])
+			rs[len(rs)-1] = nil
+			return rs[:len(rs)-1]
+		}
+	}
+	return rs
+}
+
+// close fails every posted receive and queued send with err.
+func (e *engine) close(err error) {
+	var fail []*Request
+	e.mu.Lock()
+	if e.closed != nil {
+		e.mu.Unlock()
+		return
+	}
+	e.closed = err
+	for k, q := range e.queues {
+		for _, r := range q.posted {
+			r.state = reqDone
+			fail = append(fail, r)
+		}
+		q.posted = nil
+		e.tidy(k, q)
+	}
+	for i := range e.senders {
+		for _, r := range e.senders[i].q {
+			r.state = reqDone
+			fail = append(fail, r)
+		}
+		e.senders[i].q = nil
+	}
+	e.mu.Unlock()
+	for _, r := range fail {
+		r.finish(0, err)
+	}
+}
