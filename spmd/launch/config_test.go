@@ -1,0 +1,103 @@
+package launch
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDecodeTOML(t *testing.T) {
+	cfg := DefaultConfig()
+	doc := `np = 4
+export = ["A=1", "B"]
+tag_output = true
+timeout = "90s"
+stdin = "all"
+`
+	if err := cfg.DecodeTOML("c.toml", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NP != 4 || !cfg.TagOutput || cfg.Stdin != "all" || time.Duration(cfg.Timeout) != 90*time.Second ||
+		len(cfg.Export) != 2 || time.Duration(cfg.KillGrace) != DefaultKillGrace {
+		t.Fatalf("decoded %+v", cfg)
+	}
+}
+
+func TestDecodeTOMLErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc, want string
+	}{
+		{"unknown key", "np = 2\nbogus = 1\n", `c.toml:2: unknown key "bogus"`},
+		{"wrong type", "np = 2\n\ntag_output = \"yes\"\n", "c.toml:3: cannot decode TOML string into tag_output"},
+		{"bad duration", "timeout = \"3x\"\n", `c.toml:1: "3x" is not a duration`},
+		{"syntax", "np = 2\n[[x\n", "c.toml:2: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			err := cfg.DecodeTOML("c.toml", []byte(tc.doc))
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want prefix %q", err, tc.want)
+			}
+			if !errors.Is(err, ErrUsage) {
+				t.Errorf("err %v is not ErrUsage", err)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := func() Config { c := DefaultConfig(); c.NP, c.Program = 2, "prog"; return c }
+	for _, tc := range []struct {
+		name   string
+		change func(*Config)
+		want   string // "" means valid
+	}{
+		{"valid", func(*Config) {}, ""},
+		{"np 0", func(c *Config) { c.NP = 0 }, "-np 0"},
+		{"no program", func(c *Config) { c.Program = "" }, "no program"},
+		{"stdin word", func(c *Config) { c.Stdin = "some" }, `--stdin "some"`},
+		{"stdin rank too big", func(c *Config) { c.Stdin = "2" }, "only 2 ranks"},
+		{"stdin all", func(c *Config) { c.Stdin = "all" }, ""},
+		{"negative timeout", func(c *Config) { c.Timeout = -1 }, "negative"},
+		{"export empty name", func(c *Config) { c.Export = []string{"=x"} }, "-x"},
+		{"export contract var", func(c *Config) { c.Export = []string{"GORUN_RANK=3"} }, "gorun sets GORUN_RANK"},
+		{"export algo", func(c *Config) { c.Export = []string{"GORUN_ALGO=ring"} }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ok()
+			tc.change(&c)
+			err := c.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Validate: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Validate = %v, want it to mention %q", err, tc.want)
+			case err != nil && !errors.Is(err, ErrUsage):
+				t.Fatalf("%v is not ErrUsage", err)
+			}
+		})
+	}
+}
+
+func TestDefaultConfigPath(t *testing.T) {
+	env := map[string]string{"XDG_CONFIG_HOME": "/x", "HOME": "/h"}
+	if got := DefaultConfigPath(func(k string) string { return env[k] }); got != "/x/gorun/config.toml" {
+		t.Errorf("with XDG_CONFIG_HOME: %s", got)
+	}
+	delete(env, "XDG_CONFIG_HOME")
+	if got := DefaultConfigPath(func(k string) string { return env[k] }); got != "/h/.config/gorun/config.toml" {
+		t.Errorf("with HOME: %s", got)
+	}
+}
+
+func FuzzDecodeTOML(f *testing.F) {
+	f.Add([]byte("np = 2\ntimeout = \"1s\"\n"))
+	f.Add([]byte("[[x\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cfg := DefaultConfig()
+		if err := cfg.DecodeTOML("f.toml", b); err != nil && !errors.Is(err, ErrUsage) {
+			t.Fatalf("error without ErrUsage: %v", err)
+		}
+	})
+}

@@ -1,0 +1,206 @@
+package launch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/gorun-hpc/gorun/spmd"
+)
+
+// Seed is the launcher's gossip node that ranks join (GORUN_SEEDS).
+type Seed interface {
+	Addr() string
+	// Wait blocks until ranks 0..size-1 have all joined.
+	Wait(ctx context.Context, size int) error
+	Close() error
+}
+
+// SeedConfig is what a SeedOpener gets to open the job's seed.
+type SeedConfig struct {
+	JobID    string
+	Secret   []byte
+	BindAddr string
+	Verbose  bool
+	Logf     func(format string, args ...any) // gorun's log, one line per call
+}
+
+// SeedOpener opens the gossip seed of a job. cmd/gorun wires net/gossip.
+type SeedOpener func(ctx context.Context, cfg SeedConfig) (Seed, error)
+
+// Launcher runs jobs. Set the fields, then call Run; a Launcher runs one job
+// at a time.
+type Launcher struct {
+	Stdin          *os.File  // gorun's stdin, forwarded per Config.Stdin; nil: none
+	Stdout, Stderr io.Writer // where rank output and gorun's messages go
+	// Signals delivers the signals sent to gorun: SIGINT, SIGTERM and SIGHUP
+	// stop the job (a second one kills it), SIGUSR1 and SIGUSR2 are
+	// forwarded to every rank. May be nil.
+	Signals  <-chan os.Signal
+	Starter  Starter    // nil: Local{}
+	OpenSeed SeedOpener // nil: no seed, GORUN_SEEDS unset
+	Getenv   func(string) string
+}
+
+// Run validates cfg, resolves (and if needed builds) the program, plans the
+// job and, unless cfg.DryRun, starts every rank and supervises them until
+// they have all ended. It returns the job's exit status; err is set, and
+// the status meaningless, when the job could not be started (see ExitCode).
+func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
+	if err := cfg.Validate(); err != nil {
+		return 0, err
+	}
+	out := NewOutput(l.Stdout, l.Stderr)
+	out.Tag, out.Timestamp = cfg.TagOutput, cfg.TimestampOutput
+	logf := func(format string, args ...any) {}
+	if cfg.Verbose {
+		logf = out.Logf
+	}
+	prog, err := ResolveProgram(cfg.Program)
+	if err != nil {
+		return 0, err
+	}
+	if cfg.DryRun {
+		cfg.Program = prog.String()
+		plan, err := l.plan(&cfg, newID(8), nil)
+		if err != nil {
+			return 0, err
+		}
+		return 0, plan.Format(l.Stdout)
+	}
+	if prog.Package != "" {
+		logf("building %s", prog.Package)
+	}
+	cleanup, err := prog.Build(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer cleanup()
+	cfg.Program = prog.Path
+	if err := prepareDirs(&cfg); err != nil {
+		return 0, err
+	}
+	if n := runtime.NumCPU(); cfg.NP > n {
+		out.Logf("%d ranks on %d cores: oversubscribed, ranks will share cores", cfg.NP, n)
+	}
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	jobID := newID(8)
+	logf("job %s: %d ranks of %s", jobID, cfg.NP, cfg.Program)
+	seed := l.openSeed(ctx, jobID, secret, cfg.Verbose, out)
+	if seed != nil {
+		defer seed.Close()
+	}
+	plan, err := l.plan(&cfg, jobID, seed)
+	if err != nil {
+		return 0, err
+	}
+	j := &job{cfg: &cfg, plan: plan, out: out, logf: logf, secret: secret, l: l}
+	return j.run(ctx, seed), nil
+}
+
+func (l *Launcher) plan(cfg *Config, jobID string, seed Seed) (*Plan, error) {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	job := Job{
+		ID:         jobID,
+		HostIDs:    map[string]string{host: spmd.LocalHostID()},
+		MasterAddr: "127.0.0.1",
+		MasterPort: freePort(),
+		Getenv:     l.Getenv,
+	}
+	if seed != nil {
+		job.Seeds = []string{seed.Addr()}
+	} else if cfg.DryRun {
+		job.Seeds = []string{"<seed address, chosen at launch>"}
+	}
+	return NewPlan(cfg, job, LocalHosts(cfg.NP, host))
+}
+
+// openSeed opens the gossip seed; a job without one still runs programs
+// that do not call spmd.Init, so failing to open it is only a warning.
+func (l *Launcher) openSeed(ctx context.Context, jobID string, secret []byte, verbose bool, out *Output) Seed {
+	if l.OpenSeed == nil {
+		return nil
+	}
+	seed, err := l.OpenSeed(ctx, SeedConfig{
+		JobID: jobID, Secret: secret, BindAddr: "127.0.0.1", Verbose: verbose, Logf: out.Logf,
+	})
+	if err != nil {
+		out.Logf("cannot open the gossip seed (%v); ranks that call spmd.Init will not find each other", err)
+		return nil
+	}
+	if verbose {
+		out.Logf("gossip seed listening on %s", seed.Addr())
+	}
+	return seed
+}
+
+// prepareDirs makes the directories of cfg absolute and creates the output
+// and profile directories.
+func prepareDirs(cfg *Config) error {
+	if cfg.Wdir != "" {
+		fi, err := os.Stat(cfg.Wdir)
+		if err != nil || !fi.IsDir() {
+			return errorf(ErrUsage, "--wdir %s: not a directory", cfg.Wdir)
+		}
+	}
+	for _, d := range []*string{&cfg.OutputDir, &cfg.ProfileDir} {
+		if *d == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*d)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", abs, err)
+		}
+		*d = abs
+	}
+	return nil
+}
+
+// ExitCode is the status gorun exits with for an error from Run: 2 for
+// ErrUsage, 127 for ErrNotFound, 126 for ErrNotExecutable, else 1.
+func ExitCode(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, ErrUsage):
+		return 2
+	case errors.Is(err, ErrNotFound):
+		return 127
+	case errors.Is(err, ErrNotExecutable):
+		return 126
+	}
+	return 1
+}
+
+// ExitTimeout is gorun's exit status when --timeout stopped the job.
+const ExitTimeout = 124
+
+func newID(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// freePort returns a TCP port that was free on 127.0.0.1 a moment ago.
+func freePort() int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}

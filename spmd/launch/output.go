@@ -1,0 +1,179 @@
+package launch
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// DefaultMaxLine is the longest line Output holds back: a rank that writes
+// more without a newline has it forwarded in pieces of this size, each
+// ending with a newline.
+const DefaultMaxLine = 64 << 10
+
+// TimestampLayout is how --timestamp-output writes the time of a line.
+const TimestampLayout = "2006-01-02T15:04:05.000"
+
+// Output puts the lines of every rank, and gorun's own messages, onto one
+// stdout and one stderr so that no line is interleaved with another. It is
+// safe for concurrent use; each writer it returns is for one goroutine.
+type Output struct {
+	Tag       bool             // prefix "[rank] "
+	Timestamp bool             // prefix the time the line was complete
+	MaxLine   int              // 0: DefaultMaxLine
+	Now       func() time.Time // nil: time.Now
+
+	mu     sync.Mutex // protects writes to the following
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// NewOutput returns an Output onto stdout and stderr.
+func NewOutput(stdout, stderr io.Writer) *Output {
+	return &Output{stdout: stdout, stderr: stderr}
+}
+
+// Logf writes one line "gorun: ..." to stderr.
+func (o *Output) Logf(format string, args ...any) {
+	msg := fmt.Sprintf("gorun: "+format, args...)
+	if len(msg) == 0 || msg[len(msg)-1] != '\n' {
+		msg += "\n"
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	io.WriteString(o.stderr, msg)
+}
+
+// RankWriters returns the writers for one rank's stdout and stderr. Lines
+// go to o; with dir set the bytes also go, unchanged, to dir/rank.N.out and
+// dir/rank.N.err. Close flushes a last partial line and closes the files.
+func (o *Output) RankWriters(rank int, dir string) (stdout, stderr io.WriteCloser, err error) {
+	stdout = o.lineWriter(rank, o.stdout)
+	stderr = o.lineWriter(rank, o.stderr)
+	if dir == "" {
+		return stdout, stderr, nil
+	}
+	base := filepath.Join(dir, "rank."+strconv.Itoa(rank))
+	fo, err := os.Create(base + ".out")
+	if err != nil {
+		return nil, nil, fmt.Errorf("output dir: %w", err)
+	}
+	fe, err := os.Create(base + ".err")
+	if err != nil {
+		fo.Close()
+		return nil, nil, fmt.Errorf("output dir: %w", err)
+	}
+	return &tee{file: fo, lines: stdout}, &tee{file: fe, lines: stderr}, nil
+}
+
+func (o *Output) lineWriter(rank int, dst io.Writer) *lineWriter {
+	max := o.MaxLine
+	if max <= 0 {
+		max = DefaultMaxLine
+	}
+	return &lineWriter{out: o, dst: dst, rank: rank, max: max}
+}
+
+// emit writes one line (without its newline) with its prefix.
+func (o *Output) emit(dst io.Writer, rank int, line []byte) {
+	var b bytes.Buffer
+	if o.Timestamp {
+		now := time.Now
+		if o.Now != nil {
+			now = o.Now
+		}
+		b.WriteString(now().Format(TimestampLayout))
+		b.WriteByte(' ')
+	}
+	if o.Tag {
+		b.WriteByte('[')
+		b.WriteString(strconv.Itoa(rank))
+		b.WriteString("] ")
+	}
+	b.Write(line)
+	b.WriteByte('\n')
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	dst.Write(b.Bytes())
+}
+
+// lineWriter holds back a partial line until its newline arrives, or until
+// it is max bytes long. Not safe for concurrent use.
+type lineWriter struct {
+	out  *Output
+	dst  io.Writer
+	rank int
+	max  int
+	buf  []byte // the partial line, shorter than max
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			room := w.max - len(w.buf)
+			if len(p) < room {
+				w.buf = append(w.buf, p...)
+				return n, nil
+			}
+			w.emit(p[:room])
+			p = p[room:]
+			continue
+		}
+		if len(w.buf)+i > w.max {
+			room := w.max - len(w.buf)
+			w.emit(p[:room])
+			p = p[room:]
+			continue
+		}
+		w.emit(p[:i])
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+// emit forwards the held-back bytes followed by p as one line.
+func (w *lineWriter) emit(p []byte) {
+	if len(w.buf) > 0 {
+		p = append(w.buf, p...)
+	}
+	w.out.emit(w.dst, w.rank, p)
+	w.buf = w.buf[:0]
+}
+
+// Close forwards a last partial line, ending it with a newline.
+func (w *lineWriter) Close() error {
+	if len(w.buf) > 0 {
+		w.emit(nil)
+	}
+	return nil
+}
+
+// tee writes raw bytes to a file and to the line writer.
+type tee struct {
+	file  *os.File
+	lines io.WriteCloser
+	err   error // the first error writing the file
+}
+
+func (t *tee) Write(p []byte) (int, error) {
+	if t.err == nil {
+		_, t.err = t.file.Write(p)
+	}
+	return t.lines.Write(p)
+}
+
+func (t *tee) Close() error {
+	t.lines.Close()
+	err := t.file.Close()
+	if t.err != nil {
+		return t.err
+	}
+	return err
+}

@@ -1,0 +1,133 @@
+package launch
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestOutputLines(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tag    bool
+		stamp  bool
+		max    int
+		writes []string
+		want   string
+	}{
+		{"plain", false, false, 0, []string{"a\nb\n"}, "a\nb\n"},
+		{"split writes", false, false, 0, []string{"he", "llo\nwo", "rld\n"}, "hello\nworld\n"},
+		{"partial flushed at close", false, false, 0, []string{"no newline"}, "no newline\n"},
+		{"empty lines", false, false, 0, []string{"\n\n"}, "\n\n"},
+		{"tag", true, false, 0, []string{"x\ny\n"}, "[7] x\n[7] y\n"},
+		{"timestamp and tag", true, true, 0, []string{"x\n"}, "2001-02-03T04:05:06.007 [7] x\n"},
+		{"long line in chunks", false, false, 4, []string{"abcdefghij\n"}, "abcd\nefgh\nij\n"},
+		{"long line across writes", true, false, 4, []string{"ab", "cdef", "g"}, "[7] abcd\n[7] efg\n"},
+		{"exactly max", false, false, 4, []string{"abcd\nab\n"}, "abcd\nab\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			o := NewOutput(&stdout, &stderr)
+			o.Tag, o.Timestamp, o.MaxLine = tc.tag, tc.stamp, tc.max
+			o.Now = func() time.Time { return time.Date(2001, 2, 3, 4, 5, 6, 7e6, time.Local) }
+			w, _, err := o.RankWriters(7, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range tc.writes {
+				w.Write([]byte(s))
+			}
+			w.Close()
+			if stdout.String() != tc.want {
+				t.Errorf("got %q, want %q", stdout.String(), tc.want)
+			}
+		})
+	}
+}
+
+// TestOutputNoInterleaving writes lines from many ranks at once in odd
+// pieces; every line must come out whole.
+func TestOutputNoInterleaving(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	o := NewOutput(&stdout, &stderr)
+	o.Tag = true
+	const ranks, lines = 8, 200
+	var wg sync.WaitGroup
+	for r := 0; r < ranks; r++ {
+		w, _, _ := o.RankWriters(r, "")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer w.Close()
+			var all strings.Builder
+			for i := 0; i < lines; i++ {
+				fmt.Fprintf(&all, "rank %d line %d %s\n", r, i, strings.Repeat("x", i%37))
+			}
+			b := []byte(all.String())
+			for len(b) > 0 {
+				n := min(len(b), 1+len(b)%13)
+				w.Write(b[:n])
+				b = b[n:]
+			}
+		}()
+	}
+	wg.Wait()
+	got := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
+	if len(got) != ranks*lines {
+		t.Fatalf("%d lines, want %d", len(got), ranks*lines)
+	}
+	next := make([]int, ranks)
+	for _, l := range got {
+		var r, r2, i int
+		var xs string
+		if _, err := fmt.Sscanf(l, "[%d] rank %d line %d %s", &r, &r2, &i, &xs); err != nil && i%37 != 0 {
+			t.Fatalf("mangled line %q: %v", l, err)
+		}
+		if r != r2 || i != next[r] || len(xs) != i%37 {
+			t.Fatalf("line %q out of place (want rank %d line %d)", l, r, next[r])
+		}
+		next[r]++
+	}
+}
+
+func TestOutputDir(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	o := NewOutput(&stdout, &stderr)
+	o.Tag = true
+	out, errw, err := o.RankWriters(3, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Write([]byte("one\ntwo"))
+	errw.Write([]byte("oops\n"))
+	out.Close()
+	errw.Close()
+	for file, want := range map[string]string{"rank.3.out": "one\ntwo", "rank.3.err": "oops\n"} {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil || string(b) != want {
+			t.Errorf("%s = %q, %v; want %q", file, b, err, want)
+		}
+	}
+	if stdout.String() != "[3] one\n[3] two\n" || stderr.String() != "[3] oops\n" {
+		t.Errorf("stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+}
+
+func BenchmarkOutputLines(b *testing.B) {
+	var sink bytes.Buffer
+	o := NewOutput(&sink, &sink)
+	o.Tag = true
+	w, _, _ := o.RankWriters(0, "")
+	chunk := []byte(strings.Repeat("some output of a rank\n", 100))
+	b.SetBytes(int64(len(chunk)))
+	for i := 0; i < b.N; i++ {
+		sink.Reset()
+		w.Write(chunk)
+	}
+}

@@ -1,0 +1,193 @@
+package launch
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorun-hpc/gorun/spmd"
+)
+
+// SecretFD is the descriptor a rank reads the per-job secret from: the first
+// of exec.Cmd.ExtraFiles.
+const SecretFD = 3
+
+// Plan is what a job will start: one RankPlan per rank, in rank order.
+// A Plan is built once and then only read.
+type Plan struct {
+	JobID   string
+	Program string   // what runs: a path, or the package that will be built
+	Args    []string // the program's arguments
+	Hosts   []string // the job's hosts, in node-rank order
+	Ranks   []RankPlan
+}
+
+// RankPlan is one rank of a Plan.
+type RankPlan struct {
+	Rank      int
+	Host      string
+	LocalRank int
+	NodeRank  int
+	// Env is what gorun sets for this rank, "NAME=VALUE" sorted by name, on
+	// top of the environment the rank inherits.
+	Env []string
+}
+
+// Job is what is decided once per job, before planning.
+type Job struct {
+	ID         string
+	Seeds      []string          // gossip seed addresses (GORUN_SEEDS)
+	HostIDs    map[string]string // host -> GORUN_HOST_ID; a missing host: unset
+	MasterAddr string            // MASTER_ADDR
+	MasterPort int               // MASTER_PORT
+	// Getenv resolves -x VAR without a value; nil means os.Getenv.
+	Getenv func(string) string
+}
+
+// LocalHosts places np ranks on the one host named host.
+func LocalHosts(np int, host string) []string {
+	h := make([]string, np)
+	for i := range h {
+		h[i] = host
+	}
+	return h
+}
+
+// NewPlan plans cfg.NP ranks; hosts[i] is the host of rank i. Local ranks
+// count the ranks of each host in rank order; node ranks number the hosts in
+// order of their first rank.
+func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
+	if len(hosts) != cfg.NP {
+		return nil, fmt.Errorf("plan: %d hosts for %d ranks", len(hosts), cfg.NP)
+	}
+	getenv := job.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	exports, err := exports(cfg.Export, getenv)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{JobID: job.ID, Program: cfg.Program, Args: cfg.Args}
+	node := map[string]int{}
+	localSize := map[string]int{}
+	for _, h := range hosts {
+		if _, ok := node[h]; !ok {
+			node[h] = len(p.Hosts)
+			p.Hosts = append(p.Hosts, h)
+		}
+		localSize[h]++
+	}
+	local := map[string]int{}
+	for r, h := range hosts {
+		rp := RankPlan{Rank: r, Host: h, LocalRank: local[h], NodeRank: node[h]}
+		local[h]++
+		env := map[string]string{
+			spmd.EnvRank:            strconv.Itoa(r),
+			spmd.EnvSize:            strconv.Itoa(cfg.NP),
+			spmd.EnvLocalRank:       strconv.Itoa(rp.LocalRank),
+			spmd.EnvLocalSize:       strconv.Itoa(localSize[h]),
+			spmd.EnvNodeRank:        strconv.Itoa(rp.NodeRank),
+			spmd.EnvNodeCount:       strconv.Itoa(len(node)),
+			spmd.EnvJobID:           job.ID,
+			spmd.EnvSecretFD:        strconv.Itoa(SecretFD),
+			spmd.EnvTorchRank:       strconv.Itoa(r),
+			spmd.EnvTorchWorldSize:  strconv.Itoa(cfg.NP),
+			spmd.EnvTorchLocalRank:  strconv.Itoa(rp.LocalRank),
+			spmd.EnvTorchLocalWorld: strconv.Itoa(localSize[h]),
+		}
+		setIf(env, spmd.EnvSeeds, strings.Join(job.Seeds, ","))
+		setIf(env, spmd.EnvHostID, job.HostIDs[h])
+		setIf(env, spmd.EnvMasterAddr, job.MasterAddr)
+		if job.MasterPort > 0 {
+			env[spmd.EnvMasterPort] = strconv.Itoa(job.MasterPort)
+		}
+		if cfg.InitTimeout > 0 {
+			env[spmd.EnvInitTimeout] = time.Duration(cfg.InitTimeout).String()
+		}
+		setIf(env, spmd.EnvProfileDir, cfg.ProfileDir)
+		if cfg.Verbose {
+			env[spmd.EnvVerbose] = "1"
+		}
+		for k, v := range exports {
+			env[k] = v
+		}
+		rp.Env = sortedEnv(env)
+		p.Ranks = append(p.Ranks, rp)
+	}
+	return p, nil
+}
+
+func setIf(env map[string]string, k, v string) {
+	if v != "" {
+		env[k] = v
+	}
+}
+
+func sortedEnv(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// exports resolves -x entries: VAR=VAL as given, VAR from getenv (skipped
+// when unset, as mpirun does).
+func exports(xs []string, getenv func(string) string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, x := range xs {
+		name, val, ok := strings.Cut(x, "=")
+		if name == "" {
+			return nil, errorf(ErrUsage, "-x %q: want VAR or VAR=VALUE", x)
+		}
+		if !ok {
+			val = getenv(name)
+			if val == "" {
+				continue
+			}
+		}
+		out[name] = val
+	}
+	return out, nil
+}
+
+// contractVars are the variables gorun sets per rank; -x may not override them.
+var contractVars = map[string]bool{
+	spmd.EnvRank: true, spmd.EnvSize: true, spmd.EnvLocalRank: true, spmd.EnvLocalSize: true,
+	spmd.EnvNodeRank: true, spmd.EnvNodeCount: true, spmd.EnvJobID: true, spmd.EnvSeeds: true,
+	spmd.EnvSecretFD: true, spmd.EnvSecret: true,
+	spmd.EnvTorchRank: true, spmd.EnvTorchWorldSize: true, spmd.EnvTorchLocalRank: true,
+	spmd.EnvTorchLocalWorld: true,
+}
+
+func isContractVar(name string) bool { return contractVars[name] }
+
+// Format writes the plan for --dry-run: a header line, then per rank one
+// line with its host and local rank and one indented line per variable.
+func (p *Plan) Format(w io.Writer) error {
+	var b strings.Builder
+	cmd := strings.Join(append([]string{p.Program}, p.Args...), " ")
+	fmt.Fprintf(&b, "job %s: %d %s of %s on %d %s\n",
+		p.JobID, len(p.Ranks), plural(len(p.Ranks), "rank"), cmd, len(p.Hosts), plural(len(p.Hosts), "host"))
+	for _, r := range p.Ranks {
+		fmt.Fprintf(&b, "rank %d: host %s, node %d, local rank %d\n", r.Rank, r.Host, r.NodeRank, r.LocalRank)
+		for _, kv := range r.Env {
+			fmt.Fprintf(&b, "    %s\n", kv)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func plural(n int, s string) string {
+	if n == 1 {
+		return s
+	}
+	return s + "s"
+}

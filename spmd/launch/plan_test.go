@@ -1,0 +1,98 @@
+package launch
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+func testJob() Job {
+	return Job{
+		ID:         "0123456789abcdef",
+		Seeds:      []string{"127.0.0.1:7946"},
+		HostIDs:    map[string]string{"a": "a:0badf00d", "b": "b:deadbeef"},
+		MasterAddr: "127.0.0.1",
+		MasterPort: 29500,
+		Getenv:     func(k string) string { return map[string]string{"HOME": "/home/u"}[k] },
+	}
+}
+
+func TestPlanGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   func(*Config)
+		hosts []string
+	}{
+		{"local1", func(c *Config) { c.NP = 1 }, []string{"a"}},
+		{"local4", func(c *Config) {
+			c.NP, c.Export = 4, []string{"OMP_NUM_THREADS=1", "HOME", "UNSET_VAR"}
+			c.Verbose, c.ProfileDir, c.InitTimeout = true, "/tmp/prof", Duration(30*time.Second)
+		}, []string{"a", "a", "a", "a"}},
+		{"twohosts", func(c *Config) { c.NP = 3 }, []string{"a", "b", "a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Program, cfg.Args = "/bin/prog", []string{"-x", "1"}
+			tc.cfg(&cfg)
+			plan, err := NewPlan(&cfg, testJob(), tc.hosts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b bytes.Buffer
+			if err := plan.Format(&b); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, filepath.Join("testdata", tc.name+".plan"), b.Bytes())
+		})
+	}
+}
+
+func TestPlanRanks(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.NP, cfg.Program = 4, "p"
+	plan, err := NewPlan(&cfg, testJob(), []string{"b", "a", "b", "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		host            string
+		local, node, ls int
+	}{{"b", 0, 0, 3}, {"a", 0, 1, 1}, {"b", 1, 0, 3}, {"b", 2, 0, 3}}
+	for i, w := range want {
+		r := plan.Ranks[i]
+		if r.Rank != i || r.Host != w.host || r.LocalRank != w.local || r.NodeRank != w.node {
+			t.Errorf("rank %d = %+v, want %+v", i, r, w)
+		}
+		env := strings.Join(r.Env, "\n")
+		if !strings.Contains(env, "GORUN_LOCAL_SIZE="+string(rune('0'+w.ls))) || !strings.Contains(env, "GORUN_NODE_COUNT=2") {
+			t.Errorf("rank %d env:\n%s", i, env)
+		}
+	}
+	if _, err := NewPlan(&cfg, testJob(), []string{"a"}); err == nil {
+		t.Error("NewPlan with too few hosts did not fail")
+	}
+}
+
+// golden compares got with the file at path, or rewrites it with -update.
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -run %s -update to create it)", err, t.Name())
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (run with -update if the change is intended):\ngot:\n%s\nwant:\n%s", path, got, want)
+	}
+}

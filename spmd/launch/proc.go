@@ -1,0 +1,208 @@
+package launch
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Spec is everything needed to start one rank.
+type Spec struct {
+	Rank RankPlan
+	Path string   // absolute path of the executable
+	Args []string // arguments after the program name
+	Dir  string   // working directory; "" inherits
+	Env  []string // the complete environment of the rank
+	// Secret is the per-job secret; the rank reads it, in hex and ending
+	// with a newline, from descriptor SecretFD (GORUN_SECRET_FD).
+	Secret []byte
+	// Stdin is what the rank reads on its standard input; nil means
+	// /dev/null. Start takes ownership of it.
+	Stdin *os.File
+	// Stdout and Stderr receive the rank's output. The Proc closes them once
+	// the output is drained, before Wait returns.
+	Stdout, Stderr io.WriteCloser
+}
+
+// Starter starts ranks. Local starts them as child processes; a remote
+// agent (ssh, srun) implements Starter to start the ranks of its host and
+// forward their output, exit status and signals.
+type Starter interface {
+	Start(spec *Spec) (Proc, error)
+}
+
+// Proc is a started rank. Its methods are safe for concurrent use.
+type Proc interface {
+	// Pid is the process id of the rank on its host.
+	Pid() int
+	// Signal sends sig to the rank's process group (the rank and its
+	// children). Signalling a rank that has ended is not an error.
+	Signal(sig syscall.Signal) error
+	// Wait blocks until the rank has ended, its process group is gone and
+	// its output is drained; it returns how the rank ended.
+	Wait() Status
+}
+
+// Status is how a rank ended.
+type Status struct {
+	Code   int            // exit code when Signal is 0
+	Signal syscall.Signal // the signal that killed the rank, or 0
+}
+
+// Success reports whether the rank exited with status 0.
+func (s Status) Success() bool { return s.Code == 0 && s.Signal == 0 }
+
+// ExitCode is the shell's view: the exit code, or 128+signal.
+func (s Status) ExitCode() int {
+	if s.Signal != 0 {
+		return 128 + int(s.Signal)
+	}
+	return s.Code
+}
+
+// String says how the rank ended: "exited with status 3" or "was killed by
+// signal 9 (killed)".
+func (s Status) String() string {
+	if s.Signal != 0 {
+		return fmt.Sprintf("was killed by signal %d (%v)", int(s.Signal), s.Signal)
+	}
+	return fmt.Sprintf("exited with status %d", s.Code)
+}
+
+// drainTimeout bounds the wait for output after a rank's process group was
+// killed: only a process that left the group can still hold the pipes.
+const drainTimeout = 2 * time.Second
+
+// Local starts ranks as child processes of this one, each in its own
+// process group, killed with SIGKILL if this process dies (Linux).
+type Local struct{}
+
+var _ Starter = Local{}
+
+// Start starts the rank described by spec.
+func (Local) Start(spec *Spec) (Proc, error) {
+	secretR, err := secretPipe(spec.Secret)
+	if err != nil {
+		return nil, err
+	}
+	defer secretR.Close()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer outW.Close()
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		return nil, err
+	}
+	defer errW.Close()
+
+	cmd := exec.Command(spec.Path, spec.Args...)
+	cmd.Dir = spec.Dir
+	cmd.Env = spec.Env
+	if spec.Stdin != nil {
+		cmd.Stdin = spec.Stdin
+		defer spec.Stdin.Close()
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.ExtraFiles = []*os.File{secretR} // SecretFD
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, fmt.Errorf("rank %d: start %s: %w", spec.Rank.Rank, spec.Path, err)
+	}
+	p := &localProc{cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
+	p.drained.Add(2)
+	go p.copy(spec.Stdout, outR)
+	go p.copy(spec.Stderr, errR)
+	go p.wait(outR, errR)
+	return p, nil
+}
+
+// secretPipe returns the read end of a pipe that holds hex(secret)+"\n".
+func secretPipe(secret []byte) (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("secret pipe: %w", err)
+	}
+	defer w.Close()
+	// 65 bytes fit the pipe buffer: this does not block.
+	if _, err := io.WriteString(w, hex.EncodeToString(secret)+"\n"); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("secret pipe: %w", err)
+	}
+	return r, nil
+}
+
+type localProc struct {
+	cmd     *exec.Cmd
+	pid     int
+	drained sync.WaitGroup // the two output copiers
+	done    chan struct{}  // closed when status is set
+
+	mu     sync.Mutex // protects following
+	ended  bool       // the group was killed after the leader ended
+	status Status
+}
+
+func (p *localProc) Pid() int { return p.pid }
+
+func (p *localProc) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended {
+		return nil
+	}
+	err := syscall.Kill(-p.pid, sig)
+	if errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return err
+}
+
+func (p *localProc) Wait() Status {
+	<-p.done
+	return p.status
+}
+
+// wait reaps the rank, kills what is left of its process group, and waits
+// for the output to drain.
+func (p *localProc) wait(outR, errR *os.File) {
+	err := p.cmd.Wait()
+	st := statusOf(p.cmd.ProcessState, err)
+	p.mu.Lock()
+	syscall.Kill(-p.pid, syscall.SIGKILL)
+	p.ended = true
+	p.mu.Unlock()
+	deadline := time.Now().Add(drainTimeout)
+	outR.SetReadDeadline(deadline)
+	errR.SetReadDeadline(deadline)
+	p.drained.Wait()
+	p.status = st
+	close(p.done)
+}
+
+func (p *localProc) copy(dst io.WriteCloser, src *os.File) {
+	defer p.drained.Done()
+	io.Copy(dst, src)
+	src.Close()
+	dst.Close()
+}
+
+func statusOf(ps *os.ProcessState, err error) Status {
+	if ps == nil {
+		return Status{Code: 127}
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return Status{Signal: ws.Signal()}
+	}
+	return Status{Code: ps.ExitCode()}
+}

@@ -1,0 +1,145 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"go/build"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Errors about the program, for errors.Is. gorun exits 127 for
+// ErrNotFound, 126 for ErrNotExecutable, and 1 for ErrBuild.
+var (
+	ErrNotFound      = errors.New("program not found")
+	ErrNotExecutable = errors.New("program not executable")
+	ErrBuild         = errors.New("go build failed")
+)
+
+// Program is the resolved PROGRAM of a command line.
+type Program struct {
+	Path    string // absolute path of the executable; empty until built for a package
+	Package string // absolute directory of a Go main package to build, or ""
+	// Files are the package's Go files when it is outside any module; they
+	// are built as a list of files, as "go run *.go" would.
+	Files []string
+}
+
+// String is the path, or the package and "(built at launch)".
+func (p Program) String() string {
+	if p.Path != "" {
+		return p.Path
+	}
+	return p.Package + " (go package, built at launch)"
+}
+
+// ResolveProgram finds name as a shell would: a name with a slash is a path
+// (relative to the current directory), any other name is looked up on PATH.
+// A directory holding a Go main package resolves to that package, which
+// Build turns into an executable.
+func ResolveProgram(name string) (Program, error) {
+	if !strings.Contains(name, "/") && name != "." && name != ".." {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			return Program{}, errorf(ErrNotFound, "%s: not found on PATH (%s); give a path such as ./%s", name, os.Getenv("PATH"), name)
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return Program{}, err
+		}
+		return Program{Path: abs}, nil
+	}
+	abs, err := filepath.Abs(name)
+	if err != nil {
+		return Program{}, err
+	}
+	fi, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return Program{}, errorf(ErrNotFound, "%s: no such file or directory (looked at %s)", name, abs)
+	case err != nil:
+		return Program{}, fmt.Errorf("%s: %w", name, err)
+	case fi.IsDir():
+		return goPackage(name, abs)
+	case fi.Mode()&0o111 == 0:
+		return Program{}, errorf(ErrNotExecutable, "%s: not executable; chmod +x it", abs)
+	}
+	return Program{Path: abs}, nil
+}
+
+func goPackage(name, dir string) (Program, error) {
+	pkg, err := build.ImportDir(dir, 0)
+	var noGo *build.NoGoError
+	switch {
+	case errors.As(err, &noGo):
+		return Program{}, errorf(ErrNotExecutable, "%s is a directory without Go files: give an executable or a Go main package", name)
+	case err == nil && pkg.Name != "main":
+		return Program{}, errorf(ErrNotExecutable, "%s holds Go package %s, not package main: there is nothing to run", name, pkg.Name)
+	}
+	// On other errors, let the compiler say what is wrong.
+	p := Program{Package: dir}
+	if !inModule(dir) {
+		p.Files = append(pkg.GoFiles, pkg.CgoFiles...)
+	}
+	return p, nil
+}
+
+// inModule reports whether dir is inside a Go module or workspace.
+func inModule(dir string) bool {
+	for {
+		for _, f := range []string{"go.mod", "go.work"} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+				return true
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return false
+		}
+		dir = parent
+	}
+}
+
+// Build builds p.Package once with "go build" into a new temporary
+// directory, sets p.Path, and returns a function that removes the directory.
+// A program that is already an executable is returned as is. The compiler's
+// output is part of the error, which wraps ErrBuild.
+func (p *Program) Build(ctx context.Context) (cleanup func(), err error) {
+	if p.Path != "" {
+		return func() {}, nil
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		return nil, errorf(ErrBuild, "%s is a Go package but there is no go command on PATH to build it", p.Package)
+	}
+	dir, err := os.MkdirTemp("", "gorun-build-")
+	if err != nil {
+		return nil, fmt.Errorf("build %s: %w", p.Package, err)
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	out := filepath.Join(dir, filepath.Base(p.Package))
+	args := []string{"build", "-o", out}
+	if len(p.Files) > 0 {
+		args = append(args, p.Files...)
+	} else {
+		args = append(args, ".")
+	}
+	cmd := exec.CommandContext(ctx, gobin, args...)
+	cmd.Dir = p.Package
+	var msg bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &msg, &msg
+	if err := cmd.Run(); err != nil {
+		cleanup()
+		text := strings.TrimRight(msg.String(), "\n")
+		if text == "" {
+			text = err.Error()
+		}
+		return nil, errorf(ErrBuild, "go build %s failed:\n%s", p.Package, text)
+	}
+	p.Path = out
+	return cleanup, nil
+}

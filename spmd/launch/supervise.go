@@ -1,0 +1,302 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// job is one run of a Plan: it starts the ranks and supervises them. It is
+// used by one goroutine, Launcher.Run's.
+type job struct {
+	l      *Launcher
+	cfg    *Config
+	plan   *Plan
+	out    *Output
+	logf   func(format string, args ...any)
+	secret []byte
+
+	procs []Proc // the started ranks, in rank order
+}
+
+// ended is a rank that ended.
+type ended struct {
+	rank   int
+	status Status
+}
+
+// supervisor state, owned by job.run.
+type supervisor struct {
+	*job
+	running  int
+	status   int  // the job's exit status, once decided
+	decided  bool // the first failure, signal, or timeout has set status
+	stopping bool // SIGTERM has been sent
+	signals  int  // stop signals received
+	grace    <-chan time.Time
+}
+
+// run starts every rank and supervises them until all have ended, then
+// returns the job's exit status.
+func (j *job) run(ctx context.Context, seed Seed) int {
+	s := &supervisor{job: j}
+	exits := make(chan ended, len(j.plan.Ranks))
+	stdins, stopStdin := j.stdin()
+	defer stopStdin()
+	for _, rp := range j.plan.Ranks {
+		p, err := j.start(rp, stdins[rp.Rank])
+		if err != nil {
+			j.out.Logf("%v; stopping the other ranks", err)
+			s.decide(startFailure(err))
+			s.stop()
+			break
+		}
+		j.logf("started rank %d (pid %d on %s)", rp.Rank, p.Pid(), rp.Host)
+		j.procs = append(j.procs, p)
+		s.running++
+		go func() { exits <- ended{rp.Rank, p.Wait()} }()
+	}
+	for _, f := range stdins[len(j.procs):] {
+		if f != nil {
+			f.Close()
+		}
+	}
+	if seed != nil && j.cfg.Verbose && len(j.procs) == len(j.plan.Ranks) {
+		done := j.waitSeed(ctx, seed)
+		defer done()
+	}
+	return s.loop(ctx, exits)
+}
+
+func (s *supervisor) loop(ctx context.Context, exits <-chan ended) int {
+	var timeout <-chan time.Time
+	if s.cfg.Timeout > 0 {
+		t := time.NewTimer(time.Duration(s.cfg.Timeout))
+		defer t.Stop()
+		timeout = t.C
+	}
+	ctxDone := ctx.Done()
+	for s.running > 0 {
+		select {
+		case e := <-exits:
+			s.running--
+			s.ended(e)
+		case sig := <-s.l.Signals:
+			s.signal(sig)
+		case <-timeout:
+			timeout = nil
+			s.decide(ExitTimeout)
+			s.out.Logf("job timed out after %v; stopping %s", time.Duration(s.cfg.Timeout), s.ranks())
+			s.stop()
+		case <-s.grace:
+			s.grace = nil
+			s.logf("kill grace of %v is over; killing %s", time.Duration(s.cfg.KillGrace), s.ranks())
+			s.signalAll(syscall.SIGKILL)
+		case <-ctxDone:
+			ctxDone = nil
+			s.stop()
+		}
+	}
+	if !s.decided && ctx.Err() != nil {
+		return 1
+	}
+	return s.status
+}
+
+// ended handles the end of one rank; the first failure stops the job.
+func (s *supervisor) ended(e ended) {
+	rp := s.plan.Ranks[e.rank]
+	s.logf("rank %d (pid %d on %s) %v", e.rank, s.procs[e.rank].Pid(), rp.Host, e.status)
+	if e.status.Success() || s.decided {
+		return
+	}
+	s.decide(e.status.ExitCode())
+	msg := ""
+	if s.running > 0 {
+		msg = "; stopping the other ranks"
+	}
+	s.out.Logf("rank %d (pid %d on %s) %v%s", e.rank, s.procs[e.rank].Pid(), rp.Host, e.status, msg)
+	s.stop()
+}
+
+// signal handles a signal sent to gorun.
+func (s *supervisor) signal(sig os.Signal) {
+	ss, _ := sig.(syscall.Signal)
+	switch ss {
+	case syscall.SIGUSR1, syscall.SIGUSR2:
+		s.logf("forwarding %v to %s", ss, s.ranks())
+		s.signalAll(ss)
+		return
+	}
+	s.signals++
+	if s.signals > 1 {
+		s.out.Logf("%v again: killing %s", sig, s.ranks())
+		s.signalAll(syscall.SIGKILL)
+		return
+	}
+	if ss != 0 {
+		s.decide(128 + int(ss))
+	} else {
+		s.decide(1)
+	}
+	s.out.Logf("%v: stopping %s (send it again to kill them)", sig, s.ranks())
+	s.stop()
+}
+
+// decide sets the job's exit status unless it was set already.
+func (s *supervisor) decide(status int) {
+	if !s.decided {
+		s.status, s.decided = status, true
+	}
+}
+
+// stop sends SIGTERM to every rank once and arms the kill grace.
+func (s *supervisor) stop() {
+	if s.stopping {
+		return
+	}
+	s.stopping = true
+	s.signalAll(syscall.SIGTERM)
+	s.grace = time.After(time.Duration(s.cfg.KillGrace))
+}
+
+func (s *supervisor) signalAll(sig syscall.Signal) {
+	for _, p := range s.procs {
+		p.Signal(sig)
+	}
+}
+
+// ranks names the running ranks for a message: "the 3 running ranks".
+func (s *supervisor) ranks() string {
+	if s.running == 1 {
+		return "the running rank"
+	}
+	return "the " + itoa(s.running) + " running ranks"
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// start starts one rank.
+func (j *job) start(rp RankPlan, stdin *os.File) (Proc, error) {
+	stdout, stderr, err := j.out.RankWriters(rp.Rank, j.cfg.OutputDir)
+	if err != nil {
+		return nil, err
+	}
+	starter := j.l.Starter
+	if starter == nil {
+		starter = Local{}
+	}
+	p, err := starter.Start(&Spec{
+		Rank: rp, Path: j.cfg.Program, Args: j.cfg.Args, Dir: j.cfg.Wdir,
+		Env:    append(inheritedEnv(), rp.Env...),
+		Secret: j.secret, Stdin: stdin, Stdout: stdout, Stderr: stderr,
+	})
+	if err != nil {
+		stdout.Close()
+		stderr.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// startFailure is the job's status when a rank could not be started, as a
+// shell would report it.
+func startFailure(err error) int {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return 127
+	case errors.Is(err, fs.ErrPermission):
+		return 126
+	}
+	return 1
+}
+
+// inheritedEnv is gorun's environment without the per-job variables of an
+// outer job, which the plan sets afresh.
+func inheritedEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !isContractVar(name) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// waitSeed logs when every rank has joined the seed; the returned function
+// stops waiting and returns once the waiting goroutine has.
+func (j *job) waitSeed(ctx context.Context, seed Seed) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t0 := time.Now()
+		if err := seed.Wait(ctx, len(j.plan.Ranks)); err == nil {
+			j.logf("all %d ranks ready after %v", len(j.plan.Ranks), time.Since(t0).Round(time.Millisecond))
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// stdin returns, per rank, the read end of the pipe that rank reads its
+// stdin from (nil: /dev/null), and starts copying l.Stdin into them.
+// stopStdin closes the pipes the ranks did not take. The copying goroutine
+// ends at the end of gorun's stdin or when no rank reads any more; while
+// gorun's stdin is silent it stays blocked reading it.
+func (j *job) stdin() (files []*os.File, stopStdin func()) {
+	files = make([]*os.File, len(j.plan.Ranks))
+	target, _ := j.cfg.StdinRank()
+	if j.l.Stdin == nil || target == StdinNone {
+		return files, func() {}
+	}
+	var dsts []*os.File
+	for r := range files {
+		if target != StdinAll && r != target {
+			continue
+		}
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			j.out.Logf("stdin for rank %d: %v", r, err)
+			continue
+		}
+		files[r] = pr
+		dsts = append(dsts, pw)
+	}
+	go forwardStdin(j.l.Stdin, dsts)
+	return files, func() {}
+}
+
+// forwardStdin copies src to every dst that still reads, and closes them
+// all at the end of src.
+func forwardStdin(src io.Reader, dsts []*os.File) {
+	defer func() {
+		for _, d := range dsts {
+			d.Close()
+		}
+	}()
+	buf := make([]byte, 32<<10)
+	for len(dsts) > 0 {
+		n, err := src.Read(buf)
+		if n > 0 {
+			live := dsts[:0]
+			for _, d := range dsts {
+				if _, werr := d.Write(buf[:n]); werr != nil {
+					d.Close()
+					continue
+				}
+				live = append(live, d)
+			}
+			dsts = live
+		}
+		if err != nil {
+			return
+		}
+	}
+}
