@@ -48,6 +48,34 @@ func (c *Comm) Collective() *Comm {
 	return &cc
 }
 
+// Peer returns what the rendezvous said about communicator rank r: its
+// host identity, hostname and address.
+func (c *Comm) Peer(r int) Peer { return c.core.peers[c.ranks[r]] }
+
+// Value returns the value attached to the communicator under key, or nil.
+// Communicators made by Split inherit their parent's values. Packages use
+// it to cache per-communicator state, as topo caches its fitted model.
+func (c *Comm) Value(key any) any {
+	c.core.mu.Lock()
+	defer c.core.mu.Unlock()
+	return c.core.values[valueKey{c.base(), key}]
+}
+
+// SetValue attaches v to the communicator under key, for this rank only.
+func (c *Comm) SetValue(key, v any) {
+	c.core.mu.Lock()
+	defer c.core.mu.Unlock()
+	c.core.values[valueKey{c.base(), key}] = v
+}
+
+// base is the id of the point-to-point context, shared by both contexts.
+func (c *Comm) base() uint32 {
+	if c.coll {
+		return c.id - 1
+	}
+	return c.id
+}
+
 // Trace returns the recorder that every message and collective passes, or
 // nil when profiling is off. Its methods are no-ops on nil.
 func (c *Comm) Trace() *trace.Recorder { return c.core.trace }

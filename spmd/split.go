@@ -53,13 +53,21 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	}
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
 
+	idx := sort.Search(len(sorted), func(i int) bool { return sorted[i] >= int64(color) })
+	id := maxNext + 2*uint32(idx)
 	core.mu.Lock()
 	core.nextID = max(core.nextID, maxNext+2*uint32(len(sorted)))
+	if color != Undefined {
+		for k, v := range core.values {
+			if k.comm == c.base() {
+				core.values[valueKey{id, k.key}] = v
+			}
+		}
+	}
 	core.mu.Unlock()
 	if color == Undefined {
 		return nil, nil
 	}
-	idx := sort.Search(len(sorted), func(i int) bool { return sorted[i] >= int64(color) })
 
 	var members []int // ranks of c, ordered by (key, rank)
 	for r, rec := range recs {
@@ -68,7 +76,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		}
 	}
 	sort.SliceStable(members, func(i, j int) bool { return recs[members[i]].key < recs[members[j]].key })
-	nc := &Comm{core: core, id: maxNext + 2*uint32(idx), ranks: make([]int, len(members))}
+	nc := &Comm{core: core, id: id, ranks: make([]int, len(members))}
 	for i, r := range members {
 		nc.ranks[i] = c.ranks[r]
 		if r == c.rank {

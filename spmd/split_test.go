@@ -16,10 +16,15 @@ func TestSplitGroupsAndOrders(t *testing.T) {
 		if w.Rank() == 6 {
 			color = spmd.Undefined
 		}
+		type k struct{}
+		w.SetValue(k{}, "model")
 		// Reverse order within each color through the key.
 		sub, err := w.Split(ctx, color, -w.Rank())
 		if err != nil {
 			return err
+		}
+		if sub != nil && (sub.Value(k{}) != "model" || sub.Collective().Value(k{}) != "model") {
+			return fmt.Errorf("split did not inherit the parent's values")
 		}
 		if color == spmd.Undefined {
 			if sub != nil {

@@ -28,12 +28,19 @@ type core struct {
 	tr     transport.Transport
 	trace  *trace.Recorder
 	log    *log.Logger
+	peers  []Peer // by world rank
 
 	splitMu sync.Mutex // one Split at a time on this rank
 
 	mu sync.Mutex
 	// protects following
-	nextID uint32 // lowest communicator id this rank has not used
+	nextID uint32               // lowest communicator id this rank has not used
+	values map[valueKey]any // values attached to communicators
+}
+
+type valueKey struct {
+	comm uint32
+	key  any
 }
 
 // World is the job as one rank sees it: the world communicator (embedded,
@@ -95,7 +102,7 @@ func New(tr transport.Transport, rank int, peers []Peer, opts ...Option) (*World
 	if rank < 0 || rank >= size {
 		return nil, fmt.Errorf("spmd.New: rank %d of %d: %w", rank, size, ErrBadRank)
 	}
-	c := &core{engine: newEngine(rank, size, tr), tr: tr, trace: o.trace, log: o.logger, nextID: 2}
+	c := &core{engine: newEngine(rank, size, tr), tr: tr, trace: o.trace, log: o.logger, peers: peers, nextID: 2, values: map[valueKey]any{}}
 	if err := tr.Start(c.engine); err != nil {
 		return nil, fmt.Errorf("starting transport: %w", err)
 	}
