@@ -1,0 +1,106 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gorun-hpc/gorun/spmd/launch"
+)
+
+// newApp builds the gorun command. sigs delivers the signals gorun
+// receives, to the supervisor.
+func newApp(sigs <-chan os.Signal) *cli.App {
+	return &cli.App{
+		Name:      "gorun",
+		Usage:     "start the ranks of an SPMD program and supervise them",
+		UsageText: "gorun [flags] PROGRAM [ARGS...]",
+		Description: "gorun starts N copies (ranks) of PROGRAM, gives each its rank through the environment, " +
+			"forwards their output line by line, and stops them all when one fails. " +
+			"Flags after PROGRAM belong to the program.",
+		Flags:                     flags(),
+		HideHelpCommand:           true,
+		HideVersion:               true,
+		DisableSliceFlagSeparator: true,
+		OnUsageError: func(cliCtx *cli.Context, err error, _ bool) error {
+			return usageError{fmt.Errorf("%v: see gorun --help", err)}
+		},
+		ExitErrHandler: func(*cli.Context, error) {}, // only main exits
+		Action: func(cliCtx *cli.Context) error {
+			return run(cliCtx, sigs)
+		},
+	}
+}
+
+// run is the action of the app: config file, then flags, then the launcher.
+func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
+	cfg := launch.DefaultConfig()
+	if err := loadConfig(cliCtx, &cfg); err != nil {
+		return err
+	}
+	applyFlags(cliCtx, &cfg)
+	if args := cliCtx.Args().Slice(); len(args) > 0 {
+		cfg.Program, cfg.Args = args[0], args[1:]
+	}
+	if cfg.NP == 0 && cfg.Program != "" && !cliCtx.IsSet(flagNP) {
+		return usageError{fmt.Errorf("how many ranks? give -np N, as in gorun -np 4 %s", cfg.Program)}
+	}
+	l := &launch.Launcher{
+		Stdin:    os.Stdin,
+		Stdout:   cliCtx.App.Writer,
+		Stderr:   cliCtx.App.ErrWriter,
+		Signals:  sigs,
+		OpenSeed: openSeed,
+	}
+	status, err := l.Run(cliCtx.Context, cfg)
+	if err != nil {
+		return err
+	}
+	if status != 0 {
+		return exitStatus(status)
+	}
+	return nil
+}
+
+// loadConfig decodes --config, or the default config file when it exists.
+func loadConfig(cliCtx *cli.Context, cfg *launch.Config) error {
+	if path := cliCtx.String(flagConfig); path != "" {
+		return cfg.LoadTOML(path)
+	}
+	path := launch.DefaultConfigPath(os.Getenv)
+	if path == "" {
+		return nil
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil
+	}
+	return cfg.LoadTOML(path)
+}
+
+// usageError is a mistake on the command line; gorun exits 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string        { return e.err.Error() }
+func (e usageError) Is(target error) bool { return target == launch.ErrUsage }
+
+// exitStatus is the job's exit status; the reason was printed already.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// exitCode prints err, unless it is the job's status, and returns the
+// status gorun exits with.
+func exitCode(err error, stderr io.Writer) int {
+	var st exitStatus
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &st):
+		return int(st)
+	}
+	fmt.Fprintf(stderr, "gorun: %v\n", err)
+	return launch.ExitCode(err)
+}

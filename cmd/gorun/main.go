@@ -1,0 +1,20 @@
+// Command gorun starts the ranks of an SPMD program and supervises them.
+// See gorun(1).
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	// The supervisor sees every signal, the second Ctrl-C included.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	err := newApp(sigs).RunContext(ctx, os.Args)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
