@@ -146,8 +146,26 @@ var testSecret = []byte("0123456789abcdef0123456789abcdef")
 // closes them when the test ends.
 func newCluster(t testing.TB, n int, opts ...Option) ([]*Transport, []*recorder) {
 	t.Helper()
-	lns := make([]*Listener, n)
-	addrs := make([]string, n)
+	rs := make([]*recorder, n)
+	hs := make([]transport.Handler, n)
+	for i := range rs {
+		rs[i] = newRecorder()
+		hs[i] = rs[i]
+	}
+	t.Cleanup(func() {
+		for _, r := range rs {
+			r.checkRules(t)
+		}
+	})
+	return startCluster(t, hs, opts...), rs
+}
+
+// startCluster starts one transport per handler on loopback and closes
+// them when the test ends.
+func startCluster(t testing.TB, hs []transport.Handler, opts ...Option) []*Transport {
+	t.Helper()
+	lns := make([]*Listener, len(hs))
+	addrs := make([]string, len(hs))
 	for i := range lns {
 		l, err := Listen("127.0.0.1:0")
 		if err != nil {
@@ -155,24 +173,21 @@ func newCluster(t testing.TB, n int, opts ...Option) ([]*Transport, []*recorder)
 		}
 		lns[i], addrs[i] = l, l.Addr()
 	}
-	ts := make([]*Transport, n)
-	rs := make([]*recorder, n)
+	ts := make([]*Transport, len(hs))
 	for i := range ts {
 		ts[i] = New(lns[i], i, addrs, testSecret, opts...)
-		rs[i] = newRecorder()
 	}
 	t.Cleanup(func() {
-		for i, tr := range ts {
+		for _, tr := range ts {
 			tr.Close()
-			rs[i].checkRules(t)
 		}
 	})
 	for i, tr := range ts {
-		if err := tr.Start(rs[i]); err != nil {
+		if err := tr.Start(hs[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return ts, rs
+	return ts
 }
 
 // logBuffer is a log destination that tests can read while goroutines log.

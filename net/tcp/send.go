@@ -79,27 +79,54 @@ func (s *sender) write(ctx context.Context, c *net.TCPConn, h transport.Header, 
 	if f := s.p.failed.Load(); f != nil {
 		return f.err
 	}
-	if s.deadlineSet {
-		c.SetWriteDeadline(time.Time{})
-		s.deadlineSet = false
-	}
 	putHeader(s.hdr[:], h)
 	s.iov[0], s.iov[1] = s.hdr[:], payload
 	s.bufs = s.iov[:]
-	var stop func() bool
-	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, s.interrupt)
+	var n int64
+	var err error
+	if ctx.Done() == nil {
+		s.clearDeadline(c)
+		n, err = s.bufs.WriteTo(c)
+	} else {
+		n, err = s.writeWatched(ctx, c)
 	}
-	n, err := s.bufs.WriteTo(c)
 	s.iov[1] = nil // do not keep the caller's payload alive
-	if stop != nil && !stop() {
-		<-s.interrupted // interrupt ran: clear its deadline next time
-		s.deadlineSet = true
-	}
 	if err == nil {
 		return nil
 	}
 	return s.failed(ctx, c, n, int64(headerSize+len(payload)), err)
+}
+
+// probeTime is how long a Send with a cancellable context writes before it
+// starts watching the context: most writes finish well within it, so they
+// pay for one deadline update and no context.AfterFunc.
+const probeTime = 5 * time.Millisecond
+
+// writeWatched writes s.bufs so that cancelling ctx interrupts a write that
+// blocks, because the peer reads slowly or not at all.
+func (s *sender) writeWatched(ctx context.Context, c *net.TCPConn) (int64, error) {
+	c.SetWriteDeadline(time.Now().Add(probeTime))
+	s.deadlineSet = true
+	n, err := s.bufs.WriteTo(c)
+	if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return n, err
+	}
+	// Blocked past the probe: clear the deadline, then let ctx set one.
+	s.clearDeadline(c)
+	stop := context.AfterFunc(ctx, s.interrupt)
+	m, err := s.bufs.WriteTo(c)
+	if !stop() {
+		<-s.interrupted // interrupt ran: clear its deadline next time
+		s.deadlineSet = true
+	}
+	return n + m, err
+}
+
+func (s *sender) clearDeadline(c *net.TCPConn) {
+	if s.deadlineSet {
+		c.SetWriteDeadline(time.Time{})
+		s.deadlineSet = false
+	}
 }
 
 // failed handles a write error: a write interrupted before its first byte
