@@ -1,0 +1,49 @@
+# gorun's developer entry points. `make test` is what CI runs (.ci/run).
+GO ?= go
+# Debian packages the tests need: mandoc lints the man pages; iproute2 and
+# openssh-server build the multi-host test rig (network namespaces, sshd).
+TEST_DEBS := mandoc iproute2 openssh-server openssh-client
+BENCH_DEBS := openmpi-bin libopenmpi-dev hyperfine
+
+.PHONY: all build test deps bench-deps vet bench-launch bench-mpi man
+
+all: build
+
+build:
+	$(GO) build ./...
+
+# deps installs what the tests need when it is missing (as root, from
+# Debian); without root it says what is missing and the tests that need it skip.
+deps:
+	@missing=""; \
+	command -v mandoc >/dev/null || missing="$$missing mandoc"; \
+	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	test -x /usr/sbin/sshd || missing="$$missing openssh-server"; \
+	command -v ssh >/dev/null || missing="$$missing openssh-client"; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "make deps: installing$$missing"; \
+			(apt-get install -y -qq $$missing >/dev/null 2>&1 || \
+			 (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null)) || exit 1; \
+		else \
+			echo "make deps: missing$$missing (not root: the tests that need them skip)"; \
+		fi; \
+	fi
+
+bench-deps:
+	@command -v mpirun >/dev/null && command -v mpicc >/dev/null && command -v hyperfine >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BENCH_DEBS) >/dev/null)
+
+vet:
+	$(GO) vet ./...
+
+# The whole suite, with the race detector.
+test: deps vet
+	$(GO) test -race -timeout 30m ./...
+
+# Launch to all-ranks-ready against mpirun (issue: launch latency).
+bench-launch: bench-deps
+	bench/launch/run.sh 8 20
+
+man:
+	$(GO) test ./cmd/gorun -run TestManPage -update
