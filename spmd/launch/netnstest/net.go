@@ -135,10 +135,19 @@ func emptyNetns(ns string) error {
 	}
 }
 
-// alive reports whether a process with this pid exists.
+// alive reports whether a process with this pid exists and is not a
+// zombie waiting to be reaped.
 func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses: "pid (comm) S ...".
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }
 
 var (
