@@ -73,19 +73,19 @@ func decodeMeta(b []byte) (Member, byte, error) {
 	}
 	b = b[2:]
 	rank, n := binary.Varint(b)
-	if n <= 0 || rank < SeedRank || rank > 1<<30 {
+	if n <= 0 || n != varintLen(rank) || rank < SeedRank || rank > 1<<30 {
 		return m, 0, fmt.Errorf("%w: bad rank", errMeta)
 	}
 	b = b[n:]
 	pid, n := binary.Uvarint(b)
-	if n <= 0 || pid > 1<<31-1 {
+	if n <= 0 || n != uvarintLen(pid) || pid > 1<<31-1 {
 		return m, 0, fmt.Errorf("%w: bad pid", errMeta)
 	}
 	b = b[n:]
 	m.Rank, m.Pid = int(rank), int(pid)
 	for _, dst := range []*string{&m.HostID, &m.Hostname, &m.Addr} {
 		l, n := binary.Uvarint(b)
-		if n <= 0 || l > maxField || l > uint64(len(b)-n) {
+		if n <= 0 || n != uvarintLen(l) || l > maxField || l > uint64(len(b)-n) {
 			return Member{}, 0, fmt.Errorf("%w: bad string length", errMeta)
 		}
 		s := b[n : n+int(l)]
@@ -100,6 +100,11 @@ func decodeMeta(b []byte) (Member, byte, error) {
 	}
 	return m, flags, nil
 }
+
+// varintLen and uvarintLen are the lengths of the shortest encodings:
+// decodeMeta refuses longer ones, so that each Member has one encoding.
+func varintLen(v int64) int   { return len(binary.AppendVarint(nil, v)) }
+func uvarintLen(v uint64) int { return len(binary.AppendUvarint(nil, v)) }
 
 // nodeName is the memberlist node name of a rank: "r3".
 func nodeName(rank int) string { return "r" + strconv.Itoa(rank) }
