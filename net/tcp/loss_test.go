@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"net"
 	"testing"
@@ -143,4 +144,32 @@ func TestDialFailure(t *testing.T) {
 	}
 	checkLostRank(t, r.waitLost(t, 2), 2, deadAddr)
 	r.checkRules(t)
+}
+
+func TestMalformedFrameDropsPeer(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		hdr  func([]byte)
+	}{
+		{"bad magic", func(b []byte) { copy(b, "HTTP") }},
+		{"absurd length", func(b []byte) { binary.LittleEndian.PutUint64(b[12:], 1<<62) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ts, rs := newCluster(t, 2)
+			send(t, ts[0], 1, 0, []byte("fine"))
+			rs[1].waitMsgs(t, 1)
+			b := make([]byte, headerSize)
+			putHeader(b, transport.Header{Len: 4})
+			c.hdr(b)
+			ts[0].peers[1].conn.Load().Write(append(b, "junk"...))
+			err := rs[1].waitLost(t, 0)
+			checkLostRank(t, err, 0, ts[0].ln.Addr())
+			if !errors.Is(err, errMalformed) {
+				t.Errorf("loss error %v: want errMalformed", err)
+			}
+			if n := rs[1].count(); n != 1 {
+				t.Errorf("%d messages delivered, want only the first", n)
+			}
+		})
+	}
 }

@@ -31,6 +31,10 @@ const (
 	maxBackoff   = 500 * time.Millisecond
 )
 
+// keepAlive notices a peer host that vanished without closing its
+// connections (power loss, network partition) within about 20 s.
+var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: 5 * time.Second, Count: 3}
+
 // errPeerClosed is the cause of a loss at a clean end of stream.
 var errPeerClosed = errors.New("connection closed by the peer")
 
@@ -184,6 +188,7 @@ func (p *peer) accept(c *net.TCPConn) {
 func (p *peer) upLocked(c *net.TCPConn) bool {
 	c.SetDeadline(time.Time{})
 	c.SetNoDelay(true)
+	c.SetKeepAliveConfig(keepAlive)
 	if !p.t.spawn(func() { p.readLoop(c) }) {
 		return false
 	}

@@ -129,7 +129,8 @@ func (t *Transport) Start(h transport.Handler) error {
 }
 
 // Watch makes sure that the loss of peer will be noticed: it starts a dial
-// in the background if there is no connection yet. It does not block.
+// in the background if there is no connection yet. It does not block, and
+// does nothing before Start.
 func (t *Transport) Watch(peer int) {
 	if p, err := t.peer(peer); err == nil && t.started.Load() {
 		p.ensureDial()
