@@ -15,7 +15,7 @@ import (
 
 func TestOrderingPerSourceAndTag(t *testing.T) {
 	const msgs = 500
-	spmdtest.Run(t, 3, func(ctx context.Context, w *spmd.World) error {
+	each(t, 3, func(ctx context.Context, w *spmd.World) error {
 		if w.Rank() != 0 {
 			for i := 0; i < msgs; i++ {
 				// Two tags interleaved; each must arrive in its own order.
@@ -45,7 +45,7 @@ func TestOrderingPerSourceAndTag(t *testing.T) {
 }
 
 func TestZeroByteAndSelf(t *testing.T) {
-	spmdtest.Run(t, 2, func(ctx context.Context, w *spmd.World) error {
+	each(t, 2, func(ctx context.Context, w *spmd.World) error {
 		peer := 1 - w.Rank()
 		n, err := w.Sendrecv(ctx, nil, peer, 7, make([]byte, 4), peer, 7)
 		if err != nil || n != 0 {
@@ -66,7 +66,7 @@ func TestZeroByteAndSelf(t *testing.T) {
 
 func TestManyTagsConcurrently(t *testing.T) {
 	const tags = 64
-	spmdtest.Run(t, 4, func(ctx context.Context, w *spmd.World) error {
+	each(t, 4, func(ctx context.Context, w *spmd.World) error {
 		var wg sync.WaitGroup
 		errs := make(chan error, 2*tags*w.Size())
 		for peer := 0; peer < w.Size(); peer++ {
@@ -100,7 +100,7 @@ func TestManyTagsConcurrently(t *testing.T) {
 }
 
 func TestTruncatedReceive(t *testing.T) {
-	spmdtest.Run(t, 2, func(ctx context.Context, w *spmd.World) error {
+	each(t, 2, func(ctx context.Context, w *spmd.World) error {
 		if w.Rank() == 0 {
 			return w.Send(ctx, 1, 0, []byte("too long"))
 		}
@@ -113,7 +113,7 @@ func TestTruncatedReceive(t *testing.T) {
 }
 
 func TestBadRankAndTag(t *testing.T) {
-	spmdtest.Run(t, 2, func(ctx context.Context, w *spmd.World) error {
+	each(t, 2, func(ctx context.Context, w *spmd.World) error {
 		if err := w.Send(ctx, 2, 0, nil); !errors.Is(err, spmd.ErrBadRank) {
 			return fmt.Errorf("send to rank 2: %v", err)
 		}
@@ -125,7 +125,7 @@ func TestBadRankAndTag(t *testing.T) {
 }
 
 func TestCancelledReceive(t *testing.T) {
-	spmdtest.Run(t, 2, func(ctx context.Context, w *spmd.World) error {
+	each(t, 2, func(ctx context.Context, w *spmd.World) error {
 		if w.Rank() == 0 {
 			cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 			defer cancel()
@@ -150,12 +150,15 @@ func TestCancelledReceive(t *testing.T) {
 }
 
 func TestPeerDiesMidReceive(t *testing.T) {
-	ws, nw := spmdtest.Worlds(t, 3)
-	defer func() {
-		for _, w := range ws {
-			w.Close()
-		}
-	}()
+	for _, kind := range spmdtest.Kinds {
+		t.Run(string(kind), func(t *testing.T) { testPeerDiesMidReceive(t, kind) })
+	}
+}
+
+func testPeerDiesMidReceive(t *testing.T, kind spmdtest.Kind) {
+	j := spmdtest.NewJob(t, kind, 3)
+	defer j.Close()
+	ws := j.Worlds
 	ctx := context.Background()
 	errc := make(chan error, 1)
 	go func() {
@@ -163,7 +166,7 @@ func TestPeerDiesMidReceive(t *testing.T) {
 		errc <- err
 	}()
 	time.Sleep(10 * time.Millisecond)
-	nw.Kill(2)
+	j.Kill(2)
 	select {
 	case err := <-errc:
 		var pe *spmd.PeerError
@@ -185,13 +188,20 @@ func TestPeerDiesMidReceive(t *testing.T) {
 }
 
 func TestMessagesBeforeLossStayReceivable(t *testing.T) {
-	ws, nw := spmdtest.Worlds(t, 2)
-	defer ws[0].Close()
+	for _, kind := range spmdtest.Kinds {
+		t.Run(string(kind), func(t *testing.T) { testMessagesBeforeLoss(t, kind) })
+	}
+}
+
+func testMessagesBeforeLoss(t *testing.T, kind spmdtest.Kind) {
+	j := spmdtest.NewJob(t, kind, 2)
+	defer j.Close()
+	ws := j.Worlds
 	ctx := context.Background()
 	if err := ws[1].Send(ctx, 0, 0, []byte("last words")); err != nil {
 		t.Fatal(err)
 	}
-	nw.Kill(1)
+	j.Kill(1)
 	buf := make([]byte, 16)
 	n, err := ws[0].Recv(ctx, 1, 0, buf)
 	if err != nil || string(buf[:n]) != "last words" {
@@ -204,7 +214,7 @@ func TestMessagesBeforeLossStayReceivable(t *testing.T) {
 
 func TestIsendOrderAndWaitAll(t *testing.T) {
 	const n = 200
-	spmdtest.Run(t, 2, func(ctx context.Context, w *spmd.World) error {
+	each(t, 2, func(ctx context.Context, w *spmd.World) error {
 		reqs := make([]*spmd.Request, n)
 		bufs := make([][]int32, n)
 		for i := range reqs {
@@ -233,7 +243,7 @@ func TestBarrier(t *testing.T) {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			var mu sync.Mutex
 			entered := 0
-			spmdtest.Run(t, n, func(ctx context.Context, w *spmd.World) error {
+			each(t, n, func(ctx context.Context, w *spmd.World) error {
 				for round := 1; round <= 3; round++ {
 					mu.Lock()
 					entered++
@@ -268,5 +278,13 @@ func TestSingleton(t *testing.T) {
 	}
 	if err := w.Barrier(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// each runs f as every rank of an n-rank job over each transport.
+func each(t *testing.T, n int, f func(ctx context.Context, w *spmd.World) error) {
+	t.Helper()
+	for _, kind := range spmdtest.Kinds {
+		t.Run(string(kind), func(t *testing.T) { spmdtest.RunOn(t, kind, n, f) })
 	}
 }

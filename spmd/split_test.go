@@ -7,11 +7,10 @@ import (
 	"testing"
 
 	"github.com/gorun-hpc/gorun/spmd"
-	"github.com/gorun-hpc/gorun/spmd/spmdtest"
 )
 
 func TestSplitGroupsAndOrders(t *testing.T) {
-	spmdtest.Run(t, 7, func(ctx context.Context, w *spmd.World) error {
+	each(t, 7, func(ctx context.Context, w *spmd.World) error {
 		color := w.Rank() % 3
 		if w.Rank() == 6 {
 			color = spmd.Undefined
@@ -53,7 +52,7 @@ func TestSplitGroupsAndOrders(t *testing.T) {
 // Traffic on split communicators with the same tags runs concurrently and
 // never mixes with the parent's or a sibling's.
 func TestSplitTrafficIsolated(t *testing.T) {
-	spmdtest.Run(t, 4, func(ctx context.Context, w *spmd.World) error {
+	each(t, 4, func(ctx context.Context, w *spmd.World) error {
 		a, err := w.Split(ctx, 0, w.Rank()) // everyone, same order as world
 		if err != nil {
 			return err
