@@ -1,0 +1,438 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	update      = flag.Bool("update", false, "rewrite man/gorun.1")
+	raceEnabled bool   // set by race_test.go
+	gorunBin    string // built by TestMain
+)
+
+// TestMain builds gorun once (with -race when the tests run with it).
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "gorun-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	gorunBin = filepath.Join(dir, "gorun")
+	args := []string{"build", "-o", gorunBin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building gorun: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is what a run of gorun left.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// gorun runs the built gorun with args and stdin, in a clean config home.
+func gorun(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	cmd := gorunCmd(t, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := result{stdout: stdout.String(), stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("gorun %v: %v", args, err)
+	}
+	return r
+}
+
+func gorunCmd(t *testing.T, args ...string) *exec.Cmd {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, gorunBin, args...)
+	// atexit_sleep_ms: a -race gorun would otherwise linger a second.
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "GORACE=atexit_sleep_ms=0")
+	return cmd
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("status %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+// lines returns the sorted lines of s.
+func lines(s string) []string {
+	l := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	sort.Strings(l)
+	return l
+}
+
+func TestRanks(t *testing.T) {
+	for _, n := range []int{1, 2, 4, 8} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			r := gorun(t, "", "-np", fmt.Sprint(n), "sh", "-c",
+				`echo "rank $GORUN_RANK of $GORUN_SIZE local $GORUN_LOCAL_RANK/$GORUN_LOCAL_SIZE torch $RANK/$WORLD_SIZE"`)
+			if r.code != 0 {
+				t.Fatal(r)
+			}
+			var want []string
+			for i := 0; i < n; i++ {
+				want = append(want, fmt.Sprintf("rank %d of %d local %d/%d torch %d/%d", i, n, i, n, i, n))
+			}
+			sort.Strings(want)
+			if got := lines(r.stdout); strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("got lines\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			over := strings.Contains(r.stderr, "oversubscribed")
+			if over != (n > runtime.NumCPU()) {
+				t.Errorf("oversubscribed line = %v with %d ranks on %d cores:\n%s", over, n, runtime.NumCPU(), r.stderr)
+			}
+		})
+	}
+}
+
+// TestContract checks the variables every rank gets and the secret on fd 3.
+func TestContract(t *testing.T) {
+	r := gorun(t, "", "-np", "2", "sh", "-c", `echo "$GORUN_RANK $GORUN_SECRET_FD $(cat <&3) $GORUN_JOB_ID`+
+		` $GORUN_NODE_RANK/$GORUN_NODE_COUNT $GORUN_HOST_ID $MASTER_ADDR:$MASTER_PORT $GORUN_SEEDS $LOCAL_WORLD_SIZE"`)
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	l := lines(r.stdout)
+	if len(l) != 2 {
+		t.Fatal(r)
+	}
+	f0, f1 := strings.Fields(l[0]), strings.Fields(l[1])
+	if len(f0) != 9 || len(f1) != 9 {
+		t.Fatalf("a variable is missing:\n%s", r.stdout)
+	}
+	if f0[1] != "3" || len(f0[2]) != 64 || f0[2] != f1[2] || f0[3] != f1[3] || f0[4] != "0/1" ||
+		!strings.Contains(f0[5], ":") || !strings.HasPrefix(f0[6], "127.0.0.1:") || f0[8] != "2" {
+		t.Errorf("unexpected contract values:\n%s", r.stdout)
+	}
+	ps, err := exec.Command("ps", "-eo", "args").Output()
+	if err == nil && bytes.Contains(ps, []byte(f0[2])) {
+		t.Error("the secret shows in ps output")
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	r := gorun(t, "", "-np", "3", "sh", "-c", `if [ "$GORUN_RANK" = 1 ]; then exit 3; fi; sleep 60`)
+	if r.code != 3 {
+		t.Fatalf("want status 3\n%v", r)
+	}
+	if !regexpMatch(`(?m)^gorun: rank 1 \(pid \d+ on \S+\) exited with status 3; stopping the other ranks$`, r.stderr) {
+		t.Errorf("no failure line naming rank 1:\n%s", r.stderr)
+	}
+	if n := strings.Count(r.stderr, "exited with status"); n != 1 {
+		t.Errorf("%d failure lines, want 1:\n%s", n, r.stderr)
+	}
+}
+
+func TestKilledRank(t *testing.T) {
+	r := gorun(t, "", "-np", "2", "sh", "-c", `if [ "$GORUN_RANK" = 1 ]; then kill -KILL $$; fi; sleep 60`)
+	if r.code != 137 {
+		t.Fatalf("want status 137\n%v", r)
+	}
+	if !regexpMatch(`(?m)^gorun: rank 1 \(pid \d+ on \S+\) was killed by signal 9 \(killed\); stopping the other ranks$`, r.stderr) {
+		t.Errorf("no line naming the killed rank:\n%s", r.stderr)
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	r := gorun(t, "", "-np", "2", "--timeout", "1s", "sleep", "60")
+	if r.code != 124 || !strings.Contains(r.stderr, "timed out after 1s") {
+		t.Fatalf("want status 124 and a timeout line\n%v", r)
+	}
+}
+
+func TestExport(t *testing.T) {
+	t.Setenv("GORUN_TEST_FROM_ENV", "inherited")
+	r := gorun(t, "", "-np", "2", "-x", "A=1,2", "-x", "GORUN_TEST_FROM_ENV", "-x", "B=x=y",
+		"sh", "-c", `echo "$A $GORUN_TEST_FROM_ENV $B"`)
+	if r.code != 0 || r.stdout != "1,2 inherited x=y\n1,2 inherited x=y\n" {
+		t.Fatal(r)
+	}
+}
+
+func TestProgramFlags(t *testing.T) {
+	// Flags after PROGRAM belong to it, even ones gorun has.
+	r := gorun(t, "", "-np", "1", "echo", "-np", "5", "--verbose", "-x")
+	if r.code != 0 || r.stdout != "-np 5 --verbose -x\n" {
+		t.Fatal(r)
+	}
+}
+
+func TestTagOutput(t *testing.T) {
+	r := gorun(t, "", "-np", "2", "--tag-output", "sh", "-c", `echo out; echo err >&2; printf partial`)
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	if got := lines(r.stdout); strings.Join(got, "|") != "[0] out|[0] partial|[1] out|[1] partial" {
+		t.Errorf("stdout: %q", r.stdout)
+	}
+	if !strings.Contains(r.stderr, "[0] err\n") || !strings.Contains(r.stderr, "[1] err\n") {
+		t.Errorf("stderr: %q", r.stderr)
+	}
+}
+
+func TestTimestampOutput(t *testing.T) {
+	r := gorun(t, "", "-np", "1", "--timestamp-output", "--tag-output", "echo", "hi")
+	if r.code != 0 || !regexpMatch(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3} \[0\] hi\n$`, r.stdout) {
+		t.Fatal(r)
+	}
+}
+
+func TestOutputDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	r := gorun(t, "", "-np", "2", "--output-dir", dir, "sh", "-c", `echo "out $GORUN_RANK"; echo "err $GORUN_RANK" >&2`)
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	for rank := 0; rank < 2; rank++ {
+		for ext, want := range map[string]string{"out": "out", "err": "err"} {
+			b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank.%d.%s", rank, ext)))
+			if err != nil || string(b) != fmt.Sprintf("%s %d\n", want, rank) {
+				t.Errorf("rank.%d.%s = %q, %v", rank, ext, b, err)
+			}
+		}
+	}
+}
+
+func TestStdin(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"rank 0 by default", nil, "0:hello|1:|2:"},
+		{"rank 2", []string{"--stdin", "2"}, "0:|1:|2:hello"},
+		{"all", []string{"--stdin", "all"}, "0:hello|1:hello|2:hello"},
+		{"none", []string{"--stdin", "none"}, "0:|1:|2:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{"-np", "3"}, tc.args...), "sh", "-c", `echo "$GORUN_RANK:$(cat)"`)
+			r := gorun(t, "hello\n", args...)
+			if r.code != 0 || strings.Join(lines(r.stdout), "|") != tc.want {
+				t.Fatalf("want %s\n%v", tc.want, r)
+			}
+		})
+	}
+}
+
+func TestWdir(t *testing.T) {
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
+	r := gorun(t, "", "-np", "1", "--wdir", dir, "pwd")
+	if r.code != 0 || r.stdout != dir+"\n" {
+		t.Fatal(r)
+	}
+}
+
+func TestProfileDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "prof")
+	r := gorun(t, "", "-np", "1", "--profile", dir, "sh", "-c", `echo "$GORUN_PROFILE_DIR"`)
+	if fi, err := os.Stat(dir); r.code != 0 || r.stdout != dir+"\n" || err != nil || !fi.IsDir() {
+		t.Fatal(r)
+	}
+}
+
+func TestDryRun(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "started")
+	r := gorun(t, "", "-np", "2", "--dry-run", "-x", "FOO=bar", "sh", "-c", "touch "+marker)
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	for _, want := range []string{"2 ranks of ", "rank 0: host ", "rank 1: host ", "local rank 1",
+		"    GORUN_RANK=1\n", "    GORUN_SIZE=2\n", "    FOO=bar\n", "    MASTER_ADDR=127.0.0.1\n", "    GORUN_SECRET_FD=3\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("dry run output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("--dry-run started the program")
+	}
+}
+
+func TestGoPackage(t *testing.T) {
+	r := gorun(t, "", "-np", "2", "--verbose", "./testdata/hello")
+	if r.code != 0 || strings.Join(lines(r.stdout), "|") != "hello from rank 0 of 2|hello from rank 1 of 2" {
+		t.Fatal(r)
+	}
+	m := regexpFind(`ranks of (\S+gorun-build-\S+)/hello`, r.stderr)
+	if m == "" {
+		t.Fatalf("no build directory in the verbose log:\n%s", r.stderr)
+	}
+	if _, err := os.Stat(m); !os.IsNotExist(err) {
+		t.Errorf("build directory %s left behind (%v)", m, err)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "bad.toml")
+	os.WriteFile(cfg, []byte("np = 2\n\ntag_output = \"yes\"\n"), 0o644)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string // a regexp the one stderr line must match
+	}{
+		{"unknown flag", []string{"--bogus", "-np", "2", "true"}, 2, `flag provided but not defined: -bogus`},
+		{"np 0", []string{"-np", "0", "true"}, 2, `-np 0: want at least 1 rank`},
+		{"np missing", []string{"true"}, 2, `give -np N`},
+		{"np not a number", []string{"-np", "two", "true"}, 2, `invalid value "two"`},
+		{"no program", []string{"-np", "2"}, 2, `no program to run`},
+		{"bad stdin", []string{"-np", "2", "--stdin", "5", "true"}, 2, `--stdin 5: there are only 2 ranks`},
+		{"program not on PATH", []string{"-np", "2", "no-such-program-xyz"}, 127, `no-such-program-xyz: not found on PATH \(`},
+		{"program path missing", []string{"-np", "2", "./no/such"}, 127, `\./no/such: no such file or directory \(looked at /\S+/no/such\)`},
+		{"malformed config", []string{"--config", cfg, "true"}, 2, regexpQuote(cfg) + `:3: .*tag_output`},
+		{"missing config", []string{"--config", cfg + ".missing", "-np", "1", "true"}, 2, `no such file`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := gorun(t, "", tc.args...)
+			if r.code != tc.code {
+				t.Errorf("status %d, want %d", r.code, tc.code)
+			}
+			if !regexpMatch(`^gorun: .*`+tc.want+`.*\n$`, r.stderr) {
+				t.Errorf("stderr is not one line matching %q:\n%s", tc.want, r.stderr)
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout: %q", r.stdout)
+			}
+		})
+	}
+}
+
+func TestBuildFailure(t *testing.T) {
+	r := gorun(t, "", "-np", "2", "./testdata/nobuild")
+	if r.code == 0 || !strings.Contains(r.stderr, "go build") || !strings.Contains(r.stderr, "undefinedThing") {
+		t.Fatalf("want the compiler's message\n%v", r)
+	}
+}
+
+// TestSignalStopsJob sends SIGINT to gorun: every rank and the child each
+// rank started must be gone when gorun returns. With trapTerm the ranks
+// ignore SIGTERM, and a second SIGINT must kill them.
+func TestSignalStopsJob(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		trapTerm bool
+	}{{"sigint", false}, {"second sigint kills", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pidfile := filepath.Join(t.TempDir(), "pids")
+			script := `sleep 300 & echo "$$ $!" >> ` + pidfile + `; wait`
+			if tc.trapTerm {
+				script = `trap '' TERM; sleep 300 & echo "$$ $!" >> ` + pidfile + `; while :; do wait; done`
+			}
+			const n = 3
+			cmd := gorunCmd(t, "-np", fmt.Sprint(n), "--kill-grace", "5m", "sh", "-c", script)
+			var stderr syncBuffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pids := waitPids(t, pidfile, 2*n)
+			cmd.Process.Signal(syscall.SIGINT)
+			if tc.trapTerm {
+				waitLine(t, &stderr, "send it again")
+				cmd.Process.Signal(syscall.SIGINT)
+			}
+			err := cmd.Wait()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+				t.Errorf("gorun ended with %v, want status 130\n%s", err, stderr.String())
+			}
+			for _, pid := range pids {
+				if alive(pid) {
+					t.Errorf("pid %d survived gorun", pid)
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		})
+	}
+}
+
+// waitPids waits until file holds n pids and returns them.
+func waitPids(t *testing.T, file string, n int) []int {
+	t.Helper()
+	for i := 0; ; i++ {
+		b, _ := os.ReadFile(file)
+		var pids []int
+		for _, f := range strings.Fields(string(b)) {
+			var p int
+			fmt.Sscan(f, &p)
+			pids = append(pids, p)
+		}
+		if len(pids) >= n {
+			return pids
+		}
+		if i > 3000 {
+			t.Fatalf("ranks did not start: %q", b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex // protects b
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitLine waits until buf holds s.
+func waitLine(t *testing.T, buf *syncBuffer, s string) {
+	t.Helper()
+	for i := 0; !strings.Contains(buf.String(), s); i++ {
+		if i > 3000 {
+			t.Fatalf("gorun did not say %q:\n%s", s, buf.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// alive reports whether pid is a process that is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}

@@ -1,0 +1,6 @@
+// Command nobuild does not compile, on purpose.
+package main
+
+func main() {
+	undefinedThing()
+}
