@@ -1,0 +1,301 @@
+package topo
+
+import (
+	"math"
+	"math/bits"
+)
+
+// The formulas below follow DESIGN.md ("Choosing algorithms"), with three
+// refinements the measurements asked for:
+//
+//   - a round that crosses hosts pays the Remote link; one that stays on
+//     every host pays the Local one. For the distance-based schedules the
+//     Layout knows which rounds cross;
+//   - a host whose busy ranks outnumber its cores shares them: the bytes of
+//     a round cost Beta times (message endpoints on the busiest host)/Cores
+//     when that exceeds 1 (a ping-pong has 2 endpoints), and a reduction
+//     costs Gamma times (reducing ranks)/Cores;
+//   - non-power-of-two rank counts pay the fold steps of recursive doubling
+//     and Rabenseifner (the extra ranks hand their data to a partner first
+//     and get the result back last).
+//
+// n is the size of the call's whole buffer, as Choose counts it.
+
+// shape is what the formulas need to know about a layout.
+type shape struct {
+	p, hosts, perHost int
+	lay               Layout
+}
+
+func (m Model) cost(coll Collective, algo Algo, p int, n float64, lay Layout) float64 {
+	if p <= 1 {
+		return 0
+	}
+	s := shape{p: p, hosts: len(lay.Hosts), perHost: lay.MaxPerHost(), lay: lay}
+	if algo == Hierarchical {
+		if !lay.Hierarchical() {
+			return math.Inf(1)
+		}
+		return m.hier(coll, s, n)
+	}
+	switch coll {
+	case AllReduce:
+		return m.allReduce(algo, s, n)
+	case Broadcast:
+		return m.broadcast(algo, s, n)
+	case Reduce:
+		return m.reduce(algo, s, n)
+	case Gather, Scatter:
+		return m.gather(algo, s, n)
+	case AllGather:
+		return m.allGather(algo, s, n)
+	case ReduceScatter:
+		return m.reduceScatter(algo, s, n)
+	case AllToAll:
+		return m.ring(s, n/float64(p), 0) // pairwise exchange: p-1 steps of one block
+	case Barrier:
+		if algo == Tree {
+			return 2 * m.treeLatency(s)
+		}
+		return m.treeLatency(s)
+	}
+	return math.Inf(1)
+}
+
+// alpha is the latency of one message over the link class, grown by Wake
+// for every rank of the busiest host beyond its cores.
+func (m Model) alpha(s shape, cross bool) float64 {
+	a := m.Local.Alpha
+	if cross {
+		a = m.Remote.Alpha
+	}
+	return a + m.Wake*float64(max(0, s.perHost-m.Cores))
+}
+
+// beta is the seconds per byte of a round over the link class with busy
+// message endpoints on the busiest host.
+func (m Model) beta(cross bool, busy int) float64 {
+	b := m.Local.Beta
+	if cross {
+		b = m.Remote.Beta
+	}
+	return b * m.share(busy)
+}
+
+// gamma is the seconds per byte of a reduction done by busy ranks of one host at once.
+func (m Model) gamma(busy int) float64 { return m.Gamma * m.share(busy) }
+
+// share is how much slower work runs when busy ranks share a host's cores.
+func (m Model) share(busy int) float64 {
+	return max(1, float64(busy)/float64(max(1, m.Cores)))
+}
+
+// step is one round: a message of bytes bytes, red of which the receiver
+// reduces, with busy endpoints and reducers on the busiest host.
+func (m Model) step(s shape, cross bool, bytes, red float64, busy, reducers int) float64 {
+	return m.alpha(s, cross) + bytes*m.beta(cross, busy) + red*m.gamma(reducers)
+}
+
+// ring is p-1 steps in which every rank sends a block of b bytes to its
+// right neighbour and reduces red bytes of what it receives.
+func (m Model) ring(s shape, b, red float64) float64 {
+	cross := s.hosts > 1
+	return float64(s.p-1) * m.step(s, cross, b, red, 2*s.perHost, s.perHost)
+}
+
+// lg returns ceil(log2 p); pow2 the largest power of two <= p.
+func lg(p int) int { return bits.Len(uint(p - 1)) }
+
+func pow2(p int) int { return 1 << (bits.Len(uint(p)) - 1) }
+
+// fold is the cost of the fold steps of a non-power-of-two doubling
+// schedule: the extra ranks send n bytes (reduced by the partner when
+// reduce) and get back n2 bytes at the end.
+func (m Model) fold(s shape, n, n2 float64, reduce bool) float64 {
+	extra := s.p - pow2(s.p)
+	if extra == 0 {
+		return 0
+	}
+	red := 0.0
+	if reduce {
+		red = n
+	}
+	busy := min(2*extra, 2*s.perHost)
+	cross := s.hosts > 1
+	return m.step(s, cross, n, red, busy, min(extra, s.perHost)) + m.step(s, cross, n2, 0, busy, 0)
+}
+
+// doubling is recursive doubling over the pow2(p) ranks: in round k each
+// rank exchanges size(k) bytes with rank^(1<<k) and reduces red(k) of them.
+func (m Model) doubling(s shape, size, red func(k int) float64) float64 {
+	q := pow2(s.p)
+	busy := 2 * min(s.perHost, q)
+	t := 0.0
+	for k := 0; 1<<k < q; k++ {
+		t += m.step(s, s.lay.xorCross[k], size(k), red(k), busy, min(s.perHost, q))
+	}
+	return t
+}
+
+// binomial is a binomial tree rooted at rank 0 (broadcast when red is
+// false, reduce when true): in the round at distance d, the ranks
+// r%(2d)==0 exchange size(d) bytes with r+d.
+func (m Model) binomial(s shape, size func(d int) float64, reduce bool) float64 {
+	t := 0.0
+	for k := 0; 1<<k < s.p; k++ {
+		d := 1 << k
+		senders := (s.p - d + 2*d - 1) / (2 * d) // r%(2d)==0 with r+d < p
+		perHost := max(1, min(senders, (senders+s.hosts-1)/s.hosts+1, s.perHost))
+		red := 0.0
+		if reduce {
+			red = size(d)
+		}
+		t += m.step(s, s.lay.addCross[k], size(d), red, 2*perHost, perHost)
+	}
+	return t
+}
+
+// treeLatency is ceil(lg p) rounds of empty messages.
+func (m Model) treeLatency(s shape) float64 {
+	return m.binomial(s, func(int) float64 { return 0 }, false)
+}
+
+func (m Model) allReduce(algo Algo, s shape, n float64) float64 {
+	p := float64(s.p)
+	switch algo {
+	case Ring:
+		return 2*m.ring(s, n/p, 0) - m.ring(s, 0, 0) + float64(s.p-1)*n/p*m.gamma(s.perHost)
+	case RecursiveDoubling:
+		whole := func(int) float64 { return n }
+		return m.fold(s, n, n, true) + m.doubling(s, whole, whole)
+	case Rabenseifner:
+		return m.fold(s, n, n, true) + m.halving(s, n, true) + m.halving(s, n, false)
+	case Tree:
+		whole := func(int) float64 { return n }
+		return m.binomial(s, whole, true) + m.binomial(s, whole, false)
+	}
+	return math.Inf(1)
+}
+
+// halving is the recursive-halving reduce-scatter (reduce) or the mirrored
+// recursive-doubling all-gather over pow2(p) ranks: the round at distance
+// q/2 moves n/2 bytes, the one at q/4 n/4, and so on.
+func (m Model) halving(s shape, n float64, reduce bool) float64 {
+	q := pow2(s.p)
+	return m.doubling(s, func(k int) float64 { return n * float64(int(1)<<k) / float64(q) },
+		func(k int) float64 {
+			if reduce {
+				return n * float64(int(1)<<k) / float64(q)
+			}
+			return 0
+		})
+}
+
+func (m Model) broadcast(algo Algo, s shape, n float64) float64 {
+	switch algo {
+	case Tree:
+		return m.binomial(s, func(int) float64 { return n }, false)
+	case Ring:
+		return m.chain(s, n)
+	case Linear:
+		return float64(s.p-1) * m.step(s, s.hosts > 1, n, 0, 2, 0)
+	}
+	return math.Inf(1)
+}
+
+// Segment is the piece size that pipelined algorithms are modelled with:
+// a chain broadcast sends its buffer in pieces of at most Segment bytes.
+const Segment = 256 << 10
+
+// chain is a pipelined chain broadcast: the buffer in k pieces of at most
+// Segment bytes flows down the ranks, p-1+k-1 steps of one piece.
+func (m Model) chain(s shape, n float64) float64 {
+	k := max(1, math.Ceil(n/Segment))
+	steps := float64(s.p - 2 + int(k))
+	busy := 2 * min(s.perHost, int(k)+1)
+	return steps * m.step(s, s.hosts > 1, n/k, 0, busy, 0)
+}
+
+func (m Model) reduce(algo Algo, s shape, n float64) float64 {
+	p := float64(s.p)
+	switch algo {
+	case Tree:
+		return m.binomial(s, func(int) float64 { return n }, true)
+	case Ring:
+		return m.reduceScatter(Ring, s, n) + m.gather(Linear, s, n)
+	case Rabenseifner:
+		return m.fold(s, n, 0, true) - m.alpha(s, s.hosts > 1) + m.halving(s, n, true) + m.binomial(s, func(d int) float64 { return n * min(float64(d), p/2) / p }, false)
+	case Linear:
+		return float64(s.p-1) * m.step(s, s.hosts > 1, n, n, 2, 1)
+	}
+	return math.Inf(1)
+}
+
+// gather is Gather (or, mirrored, Scatter) of n bytes in p blocks at rank 0.
+func (m Model) gather(algo Algo, s shape, n float64) float64 {
+	block := n / float64(s.p)
+	switch algo {
+	case Linear:
+		return float64(s.p-1) * m.step(s, s.hosts > 1, block, 0, 2, 0)
+	case Tree:
+		return m.binomial(s, func(d int) float64 { return block * float64(min(d, s.p-d)) }, false)
+	}
+	return math.Inf(1)
+}
+
+func (m Model) allGather(algo Algo, s shape, n float64) float64 {
+	block := n / float64(s.p)
+	switch algo {
+	case Ring, Linear:
+		return m.ring(s, block, 0)
+	case RecursiveDoubling:
+		q := float64(pow2(s.p))
+		return m.fold(s, block, n, false) + m.doubling(s, func(k int) float64 { return n * float64(int(1)<<k) / q }, func(int) float64 { return 0 })
+	}
+	return math.Inf(1)
+}
+
+func (m Model) reduceScatter(algo Algo, s shape, n float64) float64 {
+	block := n / float64(s.p)
+	switch algo {
+	case Ring, Linear:
+		return m.ring(s, block, block)
+	case Rabenseifner:
+		return m.fold(s, n, block, true) + m.halving(s, n, true)
+	}
+	return math.Inf(1)
+}
+
+// hier is the hierarchical algorithm: a phase inside every host (the hosts
+// in parallel, the Local link), one across hosts between their leaders (the
+// Remote link), and one inside every host again; each phase by its
+// cheapest flat algorithm.
+func (m Model) hier(coll Collective, s shape, n float64) float64 {
+	local := Uniform(1, s.perHost)
+	leaders := Uniform(s.hosts, 1)
+	in := func(c Collective, bytes float64) float64 { return m.best(c, s.perHost, bytes, local) }
+	across := func(c Collective, bytes float64) float64 { return m.best(c, s.hosts, bytes, leaders) }
+	share := float64(s.perHost) / float64(s.p) // one host's part of a gathered buffer
+	switch coll {
+	case AllReduce:
+		return in(Reduce, n) + across(AllReduce, n) + in(Broadcast, n)
+	case Broadcast:
+		return across(Broadcast, n) + in(Broadcast, n)
+	case Reduce:
+		return in(Reduce, n) + across(Reduce, n)
+	case AllGather:
+		return in(Gather, n*share) + across(AllGather, n) + in(Broadcast, n)
+	}
+	return math.Inf(1)
+}
+
+// best is the cost of the cheapest flat algorithm for coll.
+func (m Model) best(coll Collective, p int, n float64, lay Layout) float64 {
+	b := math.Inf(1)
+	for _, a := range Algos(coll) {
+		if a != Hierarchical {
+			b = min(b, m.cost(coll, a, p, n, lay))
+		}
+	}
+	return b
+}
