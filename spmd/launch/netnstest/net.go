@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -152,12 +153,20 @@ func alive(pid int) bool {
 
 var (
 	staleNetns = regexp.MustCompile(`^` + nsPrefix + `(\d+)-\d+-(\d+|probe)$`)
+	staleDir   = regexp.MustCompile(`^` + nsPrefix + `(\d+)-\d+-\d+$`)
 	staleLink  = regexp.MustCompile(`^gr([0-9a-f]+)x[0-9a-f]+[bv]\d*$`)
 )
 
-// sweep removes namespaces and links left by rigs of test binaries that
-// died without closing them (their pid no longer exists).
+// sweep removes namespaces, links and temp dirs left by rigs of test
+// binaries that died without closing them (their pid no longer exists).
 func sweep() {
+	if dirs, err := filepath.Glob(filepath.Join(os.TempDir(), nsPrefix+"*")); err == nil {
+		for _, d := range dirs {
+			if m := staleDir.FindStringSubmatch(filepath.Base(d)); m != nil && !pidAlive(m[1], 10) {
+				_ = os.RemoveAll(d)
+			}
+		}
+	}
 	if out, err := ipOut("netns", "list"); err == nil {
 		for _, line := range strings.Split(out, "\n") {
 			f := strings.Fields(line)

@@ -175,13 +175,16 @@ func (r *Rig) SSHCommand(host string, argv ...string) *exec.Cmd {
 	return exec.Command("ssh", append(append(r.SSHArgs(), host), argv...)...)
 }
 
-// Run runs argv inside host's network namespace and returns its combined
-// output; it fails the test if the command fails.
+// Run runs argv inside host's network namespace and returns its standard
+// output; it fails the test, showing standard error, if the command fails.
 func (r *Rig) Run(t testing.TB, host string, argv ...string) string {
 	t.Helper()
-	out, err := r.Command(host, argv...).CombinedOutput()
+	var stderr strings.Builder
+	cmd := r.Command(host, argv...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("on %s: %s: %v\n%s", host, strings.Join(argv, " "), err, out)
+		t.Fatalf("on %s: %s: %v\n%s%s", host, strings.Join(argv, " "), err, out, stderr.String())
 	}
 	return string(out)
 }

@@ -1,0 +1,120 @@
+package spmd_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The process tests run real jobs: the built gorun starting the built rank
+// program of testdata/ranks.
+var gorunBin, ranksBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "spmd-process-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	gorunBin, ranksBin = filepath.Join(dir, "gorun"), filepath.Join(dir, "ranks")
+	for bin, pkg := range map[string]string{gorunBin: "../cmd/gorun", ranksBin: "./testdata/ranks"} {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func gorun(t *testing.T, timeout time.Duration, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(gorunBin, args...)
+	cmd.WaitDelay = timeout
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() {
+		out, err = cmd.CombinedOutput()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("gorun %v did not finish within %v:\n%s", args, timeout, out)
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("gorun %v: %v", args, err)
+	}
+	return string(out), code
+}
+
+func TestProcessHello(t *testing.T) {
+	for _, n := range []int{1, 2, 4, 8} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			out, code := gorun(t, time.Minute, "-np", fmt.Sprint(n), ranksBin, "hello")
+			if code != 0 {
+				t.Fatalf("exit %d:\n%s", code, out)
+			}
+			var got []string
+			for _, l := range strings.Split(out, "\n") {
+				if strings.HasPrefix(l, "rank ") {
+					got = append(got, l)
+				}
+			}
+			sort.Strings(got)
+			var want []string
+			for r := 0; r < n; r++ {
+				want = append(want, fmt.Sprintf("rank %d of %d", r, n))
+			}
+			sort.Strings(want)
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+// A rank that dies turns the receive waiting on it into ErrPeerLost naming
+// it, within 2 seconds, across real processes; gorun exits with its status.
+func TestProcessPeerLost(t *testing.T) {
+	out, code := gorun(t, time.Minute, "-np", "3", "--kill-grace", "10s", ranksBin, "crash")
+	if code != 7 {
+		t.Errorf("gorun exited %d, want the dead rank's 7:\n%s", code, out)
+	}
+	m := regexp.MustCompile(`lost=(\w+) rank=(-?\d+) after=(\S+):`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("rank 0 did not report its receive:\n%s", out)
+	}
+	if m[1] != "true" || m[2] != "1" {
+		t.Fatalf("rank 0's receive: errors.Is ErrPeerLost=%s, rank named %s; want true, 1:\n%s", m[1], m[2], out)
+	}
+	if d, err := time.ParseDuration(m[3]); err != nil || d > 2*time.Second {
+		t.Fatalf("loss noticed after %s, want within 2s:\n%s", m[3], out)
+	}
+}
+
+// A rank that never arrives fails Init on every other rank, naming it.
+func TestProcessLateRank(t *testing.T) {
+	out, code := gorun(t, time.Minute, "-np", "3", "-x", "GORUN_INIT_TIMEOUT=2s", "--kill-grace", "1s", ranksBin, "late")
+	if code == 0 {
+		t.Fatalf("gorun exited 0 though rank 2 never arrived:\n%s", out)
+	}
+	fails := regexp.MustCompile(`init failed: .*rank.* 2\b`).FindAllString(out, -1)
+	if len(fails) == 0 {
+		t.Fatalf("no rank's Init failure names rank 2:\n%s", out)
+	}
+}

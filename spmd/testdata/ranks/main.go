@@ -1,0 +1,75 @@
+// Command ranks is the rank program of spmd's process tests; its first
+// argument picks what it does.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/gorun-hpc/gorun/spmd"
+)
+
+func main() {
+	ctx := context.Background()
+	mode := "hello"
+	if len(os.Args) > 1 {
+		mode = os.Args[1]
+	}
+	if mode == "late" && os.Getenv("GORUN_RANK") == "2" {
+		time.Sleep(30 * time.Second) // never arrives within the init timeout
+		return
+	}
+	w, err := spmd.Init(ctx)
+	if err != nil {
+		fmt.Println("init failed:", err)
+		os.Exit(1)
+	}
+	defer w.Close()
+	switch mode {
+	case "hello":
+		fmt.Printf("rank %d of %d\n", w.Rank(), w.Size())
+		err = w.Barrier(ctx)
+	case "crash":
+		err = crash(ctx, w)
+	}
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+}
+
+// crash: rank 1 dies while rank 0 waits for a message from it; rank 0
+// reports what its receive returned and how long it took.
+func crash(ctx context.Context, w *spmd.World) error {
+	if w.Rank() == 0 {
+		signal.Ignore(syscall.SIGTERM) // outlive gorun's stop to report
+	}
+	if err := w.Barrier(ctx); err != nil {
+		return err
+	}
+	switch w.Rank() {
+	case 1:
+		time.Sleep(200 * time.Millisecond)
+		os.Exit(7)
+	case 0:
+		start := time.Now()
+		_, err := w.Recv(ctx, 1, 0, make([]byte, 8))
+		var pe *spmd.PeerError
+		fmt.Printf("lost=%v rank=%d after=%v: %v\n", errors.Is(err, spmd.ErrPeerLost),
+			func() int {
+				errors.As(err, &pe)
+				if pe == nil {
+					return -1
+				}
+				return pe.Rank
+			}(),
+			time.Since(start).Round(time.Millisecond), err)
+		os.Exit(0)
+	}
+	select {} // the others wait to be stopped
+}
