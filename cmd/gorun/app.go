@@ -11,6 +11,8 @@ import (
 	"github.com/gorun-hpc/gorun/spmd/launch"
 )
 
+//go:generate go test -run TestManPage -update
+
 // newApp builds the gorun command. sigs delivers the signals gorun
 // receives, to the supervisor.
 func newApp(sigs <-chan os.Signal) *cli.App {

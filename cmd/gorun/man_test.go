@@ -1,0 +1,167 @@
+package main
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
+
+// The man page is man/gorun.1.in with its OPTIONS marker replaced by the
+// flags of the app.
+const (
+	manSource = "../../man/gorun.1.in"
+	manPage   = "../../man/gorun.1"
+	manMarker = `.\" @OPTIONS@` + "\n"
+)
+
+// TestManPage fails when man/gorun.1 is not what the app and gorun.1.in
+// make; -update rewrites it.
+func TestManPage(t *testing.T) {
+	src, err := os.ReadFile(manSource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := renderMan(newApp(nil), string(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		if err := os.WriteFile(manPage, []byte(page), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(manPage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != page {
+		t.Fatalf("%s is stale: run go test ./cmd/gorun -run TestManPage -update", manPage)
+	}
+	for _, f := range newApp(nil).VisibleFlags() {
+		if !strings.Contains(page, manName(f.Names()[0])) {
+			t.Errorf("flag %s is missing from %s", f.Names()[0], manPage)
+		}
+	}
+	env := page[strings.Index(page, ".SH ENVIRONMENT"):]
+	env = env[:strings.Index(env, ".SH EXIT STATUS")]
+	for _, name := range contractVars(t) {
+		if !regexpMatch(`(?m)^\.BR? (.* )?`+name+`\b`, env) {
+			t.Errorf("%s does not list %s under ENVIRONMENT", manPage, name)
+		}
+	}
+	if mandoc, err := exec.LookPath("mandoc"); err == nil {
+		out, err := exec.Command(mandoc, "-Tlint", "-W", "warning", manPage).CombinedOutput()
+		if err != nil || len(out) > 0 {
+			t.Errorf("mandoc -Tlint: %v\n%s", err, out)
+		}
+	}
+}
+
+// renderMan puts the OPTIONS section of app into src at its marker.
+func renderMan(app *cli.App, src string) (string, error) {
+	if !strings.Contains(src, manMarker) {
+		return "", fmt.Errorf("%s has no %q line", manSource, manMarker)
+	}
+	var b strings.Builder
+	b.WriteString(".\\\" The OPTIONS section is generated from the flags of cmd/gorun.\n")
+	b.WriteString(".SH OPTIONS\n")
+	for _, f := range app.VisibleFlags() {
+		df, ok := f.(cli.DocGenerationFlag)
+		if !ok {
+			continue
+		}
+		placeholder, usage := unquoteUsage(df.GetUsage())
+		if df.TakesValue() && placeholder == "" {
+			placeholder = "VALUE"
+		}
+		b.WriteString(".TP\n")
+		for i, name := range f.Names() {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "\\fB%s\\fR", manName(name))
+			if df.TakesValue() {
+				fmt.Fprintf(&b, " \\fI%s\\fR", roff(placeholder))
+			}
+		}
+		b.WriteString("\n")
+		b.WriteString(roffLine(usage))
+		if def := df.GetValue(); df.TakesValue() && def != "" && def != "0s" && def != "0" && def != `""` {
+			fmt.Fprintf(&b, " (default: %s)", roff(strings.Trim(def, `"`)))
+		}
+		b.WriteString(".\n")
+	}
+	return strings.Replace(src, manMarker, b.String(), 1), nil
+}
+
+// unquoteUsage splits "start `N` ranks" into "N" and "start N ranks", as
+// urfave/cli does for --help.
+func unquoteUsage(usage string) (placeholder, text string) {
+	i := strings.IndexByte(usage, '`')
+	if i < 0 {
+		return "", usage
+	}
+	j := strings.IndexByte(usage[i+1:], '`')
+	if j < 0 {
+		return "", usage
+	}
+	placeholder = usage[i+1 : i+1+j]
+	return placeholder, usage[:i] + placeholder + usage[i+2+j:]
+}
+
+// manName writes a flag as users type it: -np, -n, -x, --tag-output.
+func manName(name string) string {
+	dash := "--"
+	if len(name) <= 2 {
+		dash = "-"
+	}
+	return roff(dash + name)
+}
+
+// roff escapes text for a man page.
+func roff(s string) string {
+	return strings.NewReplacer(`\`, `\e`, "-", `\-`).Replace(s)
+}
+
+// roffLine escapes text that starts a line.
+func roffLine(s string) string {
+	s = roff(s)
+	if strings.HasPrefix(s, ".") || strings.HasPrefix(s, "'") {
+		s = `\&` + s
+	}
+	return s
+}
+
+// contractVars returns the values of the string constants of spmd/env.go:
+// every variable of the launcher-to-rank contract.
+func contractVars(t *testing.T) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "../../spmd/env.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		vs, ok := n.(*ast.ValueSpec)
+		if !ok || len(vs.Values) != 1 {
+			return true
+		}
+		if lit, ok := vs.Values[0].(*ast.BasicLit); ok && lit.Kind == token.STRING && strings.HasPrefix(vs.Names[0].Name, "Env") {
+			s, _ := strconv.Unquote(lit.Value)
+			names = append(names, s)
+		}
+		return true
+	})
+	if len(names) < 10 {
+		t.Fatalf("found only %d variables in spmd/env.go", len(names))
+	}
+	return names
+}
