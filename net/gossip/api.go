@@ -20,9 +20,11 @@ type Config struct {
 	BindPort int         // 0 = any free port
 	Seeds    []string    // "host:port" addresses to join (empty for the seed itself)
 	Logger   *log.Logger // nil = silent; when set, log join/leave/convergence steps
-	// OnLost is called, after Join returned, once per rank that left or
-	// failed, from a goroutine the Node owns (never under a memberlist lock).
-	// reason starts with "left" for a graceful leave and "failed" otherwise.
+	// OnLost is called once per rank that left or failed: by a Node after
+	// Join returned, by a Seed from OpenSeed on. It runs on a goroutine the
+	// Node or Seed owns (never under a memberlist lock), one call at a time.
+	// reason starts with "left" for a graceful leave (Close) and "failed"
+	// otherwise.
 	OnLost func(rank int, reason string)
 }
 
@@ -70,7 +72,7 @@ func OpenSeed(cfg Config) (*Seed, error) {
 		return nil, err
 	}
 	c.mu.Lock()
-	c.armed = true
+	c.armLocked()
 	c.mu.Unlock()
 	if len(cfg.Seeds) > 0 {
 		if _, err := c.ml.Join(cfg.Seeds); err != nil {
@@ -84,8 +86,8 @@ func OpenSeed(cfg Config) (*Seed, error) {
 // Addr returns the "ip:port" ranks join, for GORUN_SEEDS.
 func (s *Seed) Addr() string { return s.c.addr() }
 
-// Wait blocks until ranks 0..size-1 are all known to the seed, and returns
-// them sorted by rank. On ctx expiry the error is a *MissingError; a rank
+// Wait blocks until ranks 0..size-1 have all been known to the seed (a rank
+// gone since still counts), and returns them sorted by rank. On ctx expiry the error is a *MissingError; a rank
 // claimed twice gives an error wrapping ErrDuplicateRank.
 func (s *Seed) Wait(ctx context.Context, size int) ([]Member, error) {
 	if size < 1 {
@@ -106,7 +108,9 @@ func (s *Seed) Close() error { return s.c.close(true) }
 type Node struct{ c *core }
 
 // Join joins the job as self.Rank and returns once all size ranks
-// 0..size-1 are known to this node, with the table sorted by rank.
+// 0..size-1 are known to this node, with the table sorted by rank. A rank
+// that arrived and left again before Join returned still counts, and is
+// reported through OnLost right after.
 // It retries cfg.Seeds until one accepts it; once in, it no longer needs
 // the seeds. ctx bounds the wait: on expiry the error is a *MissingError
 // (errors.Is ErrTimeout) naming the missing ranks. A rank claimed by two

@@ -30,6 +30,7 @@ type core struct {
 	meta       []byte     // our encoded metadata (NodeMeta)
 	self       Member
 	table      map[int]peer    // alive ranks by rank
+	seen       map[int]peer    // every rank ever alive, by rank
 	others     int             // alive nodes other than ourselves (ranks and seeds)
 	leaving    map[string]bool // names that announced a graceful leave
 	dups       []error         // duplicate ranks seen, wrapping ErrDuplicateRank
@@ -72,6 +73,7 @@ func open(cfg Config, name string, self Member) (*core, error) {
 		meta:       meta,
 		self:       self,
 		table:      make(map[int]peer),
+		seen:       make(map[int]peer),
 		leaving:    make(map[string]bool),
 		changed:    make(chan struct{}),
 		reported:   make(map[int]bool),
@@ -101,11 +103,11 @@ func (c *core) changedLocked() {
 	c.changed = make(chan struct{})
 }
 
-// members returns the alive ranks 0..size-1 sorted by rank (every rank when
-// size < 0). c.mu must be held.
-func (c *core) membersLocked(size int) []Member {
-	ms := make([]Member, 0, len(c.table))
-	for r, p := range c.table {
+// membersLocked returns the ranks 0..size-1 of table sorted by rank (every
+// rank when size < 0). c.mu must be held.
+func (c *core) membersLocked(table map[int]peer, size int) []Member {
+	ms := make([]Member, 0, len(table))
+	for r, p := range table {
 		if size < 0 || r < size {
 			ms = append(ms, p.Member)
 		}
@@ -114,11 +116,11 @@ func (c *core) membersLocked(size int) []Member {
 	return ms
 }
 
-// missingLocked returns the ranks 0..size-1 not in the table. c.mu must be held.
+// missingLocked returns the ranks 0..size-1 never seen. c.mu must be held.
 func (c *core) missingLocked(size int) []int {
 	var miss []int
 	for r := 0; r < size; r++ {
-		if _, ok := c.table[r]; !ok {
+		if _, ok := c.seen[r]; !ok {
 			miss = append(miss, r)
 		}
 	}
@@ -184,7 +186,8 @@ func (c *core) update(n *memberlist.Node, join bool) {
 		c.leaving[n.Name] = true
 	}
 	if m.Rank >= 0 {
-		c.table[m.Rank] = peer{Member: m, name: n.Name, gossip: n.Address()}
+		p := peer{Member: m, name: n.Name, gossip: n.Address()}
+		c.table[m.Rank], c.seen[m.Rank] = p, p
 	}
 	if join && c.cfg.Logger != nil && n.Name != c.name {
 		c.logf("gossip: %s: %s joined from %s (%d ranks known)", c.name, n.Name, n.Address(), len(c.table))
@@ -209,15 +212,37 @@ func (c *core) NotifyLeave(n *memberlist.Node) {
 		return
 	}
 	delete(c.table, m.Rank)
-	if c.armed && !c.closed && !c.reported[m.Rank] {
-		c.reported[m.Rank] = true
-		c.lost = append(c.lost, lostEvent{rank: m.Rank, name: n.Name, at: time.Now()})
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
+	if c.armed {
+		c.lostLocked(m.Rank, n.Name)
 	}
 	c.changedLocked()
+}
+
+// lostLocked queues the loss of rank for OnLost. c.mu must be held.
+func (c *core) lostLocked(rank int, name string) {
+	if c.closed || c.reported[rank] {
+		return
+	}
+	c.reported[rank] = true
+	c.lost = append(c.lost, lostEvent{rank: rank, name: name, at: time.Now()})
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// armLocked starts OnLost reports, first of the ranks that were seen and
+// are gone already. c.mu must be held.
+func (c *core) armLocked() {
+	if c.armed {
+		return
+	}
+	c.armed = true
+	for r, p := range c.seen {
+		if _, ok := c.table[r]; !ok {
+			c.lostLocked(r, p.name)
+		}
+	}
 }
 
 // NotifyConflict implements memberlist.ConflictDelegate: two nodes with one
@@ -243,5 +268,5 @@ func (c *core) NotifyConflict(existing, other *memberlist.Node) {
 func (c *core) members() []Member {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.membersLocked(-1)
+	return c.membersLocked(c.table, -1)
 }

@@ -52,7 +52,10 @@ func (e *MissingError) Is(target error) bool { return target == ErrTimeout }
 // Unwrap returns the context's error and the join error.
 func (e *MissingError) Unwrap() []error { return []error{e.Err, e.JoinErr} }
 
-// await waits until ranks 0..size-1 are known and returns them. A rank
+// await waits until ranks 0..size-1 have all been seen and returns them;
+// a rank that arrived and is gone again counts as arrived (and is reported
+// through OnLost once armed), so that one that finished early does not make
+// the others time out. A rank
 // (pull) first joins cfg.Seeds, retrying until one answers, then pulls the
 // state of a seed or a known peer now and then until the table is complete,
 // in case some gossip went astray or the seed is gone. With arm, OnLost
@@ -74,8 +77,10 @@ func (c *core) await(ctx context.Context, size int, pull, arm bool) ([]Member, e
 		}
 		missing := c.missingLocked(size)
 		if len(missing) == 0 && (joined || c.others > 0) {
-			c.armed = c.armed || arm
-			ms := c.membersLocked(size)
+			if arm {
+				c.armLocked()
+			}
+			ms := c.membersLocked(c.seen, size)
 			c.mu.Unlock()
 			c.logf("gossip: %s: all %d ranks known after %v", c.name, size, time.Since(start))
 			return ms, nil
@@ -137,7 +142,7 @@ func (c *core) pull() {
 	} else {
 		var peers []string
 		for _, p := range c.table {
-			if p.name != c.name {
+			if p.name != c.name { // the table is alive ranks
 				peers = append(peers, p.gossip)
 			}
 		}
