@@ -2,6 +2,7 @@ package hosts
 
 import (
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 )
@@ -121,6 +122,9 @@ func parseDest(tok string) (user, name string, count int, msg string) {
 			return "", "", 0, "missing ] after an IPv6 address (e.g. [fe80::1]:4)"
 		}
 		name, rest := tok[1:end], tok[end+1:]
+		if a, err := netip.ParseAddr(name); err != nil || !a.Is6() {
+			return "", "", 0, "a host name in [] must be an IPv6 address (e.g. [fe80::1]:4)"
+		}
 		if rest != "" {
 			if !strings.HasPrefix(rest, ":") {
 				return "", "", 0, "expected :count after ] (e.g. [fe80::1]:4)"
@@ -131,6 +135,10 @@ func parseDest(tok string) (user, name string, count int, msg string) {
 	case strings.Count(tok, ":") == 1:
 		c := strings.IndexByte(tok, ':')
 		tok, countText, hasCount = tok[:c], tok[c+1:], true
+	case strings.Count(tok, ":") > 1:
+		if a, err := netip.ParseAddr(tok); err != nil || !a.Is6() {
+			return "", "", 0, "expected host:count (e.g. node1:4); write an IPv6 address with a count as [fe80::1]:4"
+		}
 	}
 	if !validName(tok) {
 		return "", "", 0, "a host name must be letters, digits, '.', '-' or '_', not starting with '-' (e.g. node1)"
@@ -162,17 +170,22 @@ func parseCount(s string) (int, bool) {
 	return n, true
 }
 
-// validName accepts DNS names, IPv4 and IPv6 addresses (with a zone). It
-// refuses a leading '-' so that a name can never be read as an ssh option.
+// validName accepts host names (letters, digits, '.', '-', '_'), IPv4 and
+// IPv6 addresses (with a zone). It refuses a leading '-' so that a name can
+// never be read as an ssh option.
 func validName(s string) bool {
 	if s == "" || len(s) > maxNameLen || s[0] == '-' || s[0] == '.' {
 		return false
+	}
+	if strings.ContainsAny(s, ":%") {
+		a, err := netip.ParseAddr(s)
+		return err == nil && a.Is6()
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '-', c == '.', c == '_', c == ':', c == '%':
+		case c == '-', c == '.', c == '_':
 		default:
 			return false
 		}
