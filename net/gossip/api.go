@@ -140,7 +140,9 @@ func join(ctx context.Context, cfg Config, self Member, size int, started func(*
 	}
 	ms, err := c.await(ctx, size, true, true)
 	if err != nil {
-		c.close(true)
+		// A duplicate must not leave: its leave message carries the rank's
+		// name and would make peers drop the genuine rank.
+		c.close(!errors.Is(err, ErrDuplicateRank))
 		return nil, nil, fmt.Errorf("gossip: rank %d joining job %s: %w", self.Rank, cfg.JobID, err)
 	}
 	return &Node{c}, ms, nil

@@ -205,8 +205,8 @@ func (c *core) NotifyLeave(n *memberlist.Node) {
 	defer c.mu.Unlock()
 	if n.Name != c.name {
 		c.others--
+		c.logf("gossip: %s: %s is gone", c.name, n.Name)
 	}
-	c.logf("gossip: %s: %s is gone", c.name, n.Name)
 	if m.Rank < 0 {
 		c.changedLocked()
 		return

@@ -243,6 +243,9 @@ func TestDuplicateRank(t *testing.T) {
 	if _, err := seed.Wait(ctx, 2); !errors.Is(err, ErrDuplicateRank) {
 		t.Errorf("seed: got %v, want ErrDuplicateRank", err)
 	}
+	if ms := seed.Members(); len(ms) != 2 || ms[1].Pid != member(1).Pid {
+		t.Errorf("seed lost the genuine rank 1: %v", ms)
+	}
 }
 
 func TestConfigErrors(t *testing.T) {
