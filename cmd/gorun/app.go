@@ -44,10 +44,12 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 		return err
 	}
 	applyFlags(cliCtx, &cfg)
-	if args := cliCtx.Args().Slice(); len(args) > 0 {
-		cfg.Program, cfg.Args = args[0], args[1:]
+	args := cliCtx.Args().Slice()
+	if len(args) == 0 {
+		return usageError{fmt.Errorf("no program to run: usage is %s (see gorun --help)", cliCtx.App.UsageText)}
 	}
-	if cfg.NP == 0 && cfg.Program != "" && !cliCtx.IsSet(flagNP) {
+	cfg.Program, cfg.Args = args[0], args[1:]
+	if cfg.NP == 0 && !cliCtx.IsSet(flagNP) {
 		return usageError{fmt.Errorf("how many ranks? give -np N, as in gorun -np 4 %s", cfg.Program)}
 	}
 	l := &launch.Launcher{

@@ -307,6 +307,7 @@ func TestBadInput(t *testing.T) {
 		{"np missing", []string{"true"}, 2, `give -np N`},
 		{"np not a number", []string{"-np", "two", "true"}, 2, `invalid value "two"`},
 		{"no program", []string{"-np", "2"}, 2, `no program to run`},
+		{"nothing", nil, 2, `no program to run: usage is gorun \[flags\] PROGRAM`},
 		{"bad stdin", []string{"-np", "2", "--stdin", "5", "true"}, 2, `--stdin 5: there are only 2 ranks`},
 		{"program not on PATH", []string{"-np", "2", "no-such-program-xyz"}, 127, `no-such-program-xyz: not found on PATH \(`},
 		{"program path missing", []string{"-np", "2", "./no/such"}, 127, `\./no/such: no such file or directory \(looked at /\S+/no/such\)`},

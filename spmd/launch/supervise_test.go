@@ -1,0 +1,153 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// fakeStarter starts fake ranks in this process: what a remote agent looks
+// like to the supervisor. Each rank ends with exits[rank] when it gets that
+// status from the test, or with 128+sig when signalled (unless it ignores
+// SIGTERM).
+type fakeStarter struct {
+	mu     sync.Mutex // protects procs
+	procs  []*fakeProc
+	ignore bool // ranks ignore SIGTERM
+	start  chan int
+}
+
+func (s *fakeStarter) Start(spec *Spec) (Proc, error) {
+	p := &fakeProc{pid: 1000 + spec.Rank.Rank, end: make(chan Status, 1), ignore: s.ignore, out: spec.Stdout, errw: spec.Stderr}
+	fmt.Fprintf(spec.Stdout, "rank %d up\n", spec.Rank.Rank)
+	s.mu.Lock()
+	s.procs = append(s.procs, p)
+	s.mu.Unlock()
+	s.start <- spec.Rank.Rank
+	return p, nil
+}
+
+func (s *fakeStarter) proc(r int) *fakeProc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.procs[r]
+}
+
+type fakeProc struct {
+	pid       int
+	ignore    bool
+	end       chan Status
+	out, errw interface{ Close() error }
+
+	mu      sync.Mutex // protects signals
+	signals []syscall.Signal
+}
+
+func (p *fakeProc) Pid() int { return p.pid }
+
+func (p *fakeProc) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	p.signals = append(p.signals, sig)
+	p.mu.Unlock()
+	if sig == syscall.SIGKILL || !p.ignore {
+		p.exit(Status{Signal: sig})
+	}
+	return nil
+}
+
+func (p *fakeProc) exit(st Status) {
+	select {
+	case p.end <- st:
+	default:
+	}
+}
+
+func (p *fakeProc) Wait() Status {
+	st := <-p.end
+	p.end <- st
+	p.out.Close()
+	p.errw.Close()
+	return st
+}
+
+// runFake runs a job of n fake ranks; drive acts on them once all started.
+func runFake(t *testing.T, n int, ignoreTerm bool, sigs chan os.Signal, drive func(*fakeStarter)) (int, string, string) {
+	t.Helper()
+	st := &fakeStarter{ignore: ignoreTerm, start: make(chan int, n)}
+	var stdout, stderr bytes.Buffer
+	l := &Launcher{Stdout: &stdout, Stderr: &stderr, Starter: st, Signals: sigs}
+	cfg := DefaultConfig()
+	cfg.NP, cfg.Program = n, "/bin/true"
+	done := make(chan int)
+	var runErr error
+	go func() {
+		code, err := l.Run(context.Background(), cfg)
+		runErr = err
+		done <- code
+	}()
+	for i := 0; i < n; i++ {
+		<-st.start
+	}
+	drive(st)
+	code := <-done
+	if runErr != nil {
+		t.Fatal(runErr)
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+func TestSuperviseAllSucceed(t *testing.T) {
+	code, out, _ := runFake(t, 3, false, nil, func(s *fakeStarter) {
+		for r := 0; r < 3; r++ {
+			s.proc(r).exit(Status{})
+		}
+	})
+	if code != 0 || strings.Count(out, " up\n") != 3 {
+		t.Fatalf("status %d, output %q", code, out)
+	}
+}
+
+func TestSuperviseFirstFailure(t *testing.T) {
+	var others []*fakeProc
+	code, _, errOut := runFake(t, 3, false, nil, func(s *fakeStarter) {
+		s.proc(2).exit(Status{Code: 3})
+		others = []*fakeProc{s.proc(0), s.proc(1)}
+	})
+	if code != 3 {
+		t.Errorf("status %d, want 3", code)
+	}
+	if !strings.Contains(errOut, "gorun: rank 2 (pid 1002 on ") || !strings.Contains(errOut, ") exited with status 3; stopping the other ranks\n") {
+		t.Errorf("stderr: %q", errOut)
+	}
+	for _, p := range others {
+		if len(p.signals) == 0 || p.signals[0] != syscall.SIGTERM {
+			t.Errorf("rank pid %d got %v, want SIGTERM first", p.pid, p.signals)
+		}
+	}
+}
+
+func TestSuperviseSecondSignalKills(t *testing.T) {
+	sigs := make(chan os.Signal, 2)
+	var procs []*fakeProc
+	code, _, errOut := runFake(t, 2, true, sigs, func(s *fakeStarter) {
+		procs = []*fakeProc{s.proc(0), s.proc(1)}
+		sigs <- syscall.SIGINT
+		sigs <- syscall.SIGINT
+	})
+	if code != 130 {
+		t.Errorf("status %d, want 130", code)
+	}
+	for _, p := range procs {
+		if fmt.Sprint(p.signals) != fmt.Sprint([]syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}) {
+			t.Errorf("pid %d got %v, want SIGTERM then SIGKILL", p.pid, p.signals)
+		}
+	}
+	if !strings.Contains(errOut, "send it again") {
+		t.Errorf("stderr: %q", errOut)
+	}
+}
