@@ -28,6 +28,8 @@ type Model struct {
 	// its host: an oversubscribed receiver has to be scheduled before it
 	// sees its message.
 	Wake float64
+
+	LocalProbed, RemoteProbed bool // whether Probe measured the link; else defaults
 }
 
 // DefaultModel returns constants for a typical machine: TCP over loopback

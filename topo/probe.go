@@ -2,21 +2,296 @@ package topo
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/bits"
+	"runtime"
+	"slices"
+	"time"
 
 	"github.com/gorun-hpc/gorun/spmd"
 )
+
+// The collective-context tags topo sends on. prims and other libraries
+// that send on Comm.Collective() must not use them (spmd itself takes
+// spmd.MaxTag and spmd.MaxTag-1).
+const (
+	ProbeTag = spmd.MaxTag - 16 // the ping-pongs of Probe
+	AgreeTag = spmd.MaxTag - 17 // rank 0's constants, broadcast
+)
+
+// The probe's message sizes and round trips: a few of the smallest
+// message for the latency, fewer of the larger ones for the bandwidth.
+var probeSizes = []struct{ bytes, warm, rounds int }{
+	{8, 3, 15},
+	{64 << 10, 1, 4},
+	{256 << 10, 1, 4},
+}
 
 // modelKey caches a communicator's fitted Model with Comm.SetValue;
 // communicators made by Split inherit it.
 type modelKey struct{}
 
-// ModelFor returns the model cached on c, fitting one by probing c
-// collectively the first time (see Choose).
+// ModelFor returns the model cached on c, fitting one with Probe and
+// caching it the first time (see Choose).
 func ModelFor(ctx context.Context, c *spmd.Comm) (Model, error) {
 	if m, ok := c.Value(modelKey{}).(Model); ok {
 		return m, nil
 	}
-	m := DefaultModel()
+	m, err := Probe(ctx, c)
+	if err != nil {
+		return Model{}, err
+	}
 	c.SetValue(modelKey{}, m)
+	return m, nil
+}
+
+// Probe measures the links between the ranks of c and fits a Model; every
+// rank of c must call it. It times ping-pongs of a few sizes between one
+// pair of ranks per link class (sharing a host, on two hosts), the
+// dissemination barrier of c for the latency of busy oversubscribed
+// ranks, and a float32 sum on rank 0, fits alpha and beta per class by
+// least squares, and broadcasts rank 0's constants to every rank. A class
+// that c has no pair for keeps DefaultModel's constants. On 8 ranks of one
+// host it takes a few milliseconds.
+func Probe(ctx context.Context, c *spmd.Comm) (Model, error) {
+	m := DefaultModel()
+	m.Cores = runtime.NumCPU()
+	cc := c.Collective()
+	if cc.Size() == 1 {
+		return m, nil
+	}
+	lay := LayoutOf(c)
+	local, remote := probePairs(lay)
+	if local != nil {
+		k, ok, err := pingPong(ctx, cc, local)
+		if err != nil {
+			return Model{}, fmt.Errorf("probing a same-host link on comm %d: %w", c.ID(), err)
+		}
+		if ok {
+			m.Local, m.LocalProbed = k, true
+		}
+	}
+	if remote != nil {
+		k, ok, err := pingPong(ctx, cc, remote)
+		if err != nil {
+			return Model{}, fmt.Errorf("probing an other-host link on comm %d: %w", c.ID(), err)
+		}
+		if ok {
+			m.Remote, m.RemoteProbed = k, true
+		}
+	}
+	busy, err := barrierLatency(ctx, cc)
+	if err != nil {
+		return Model{}, fmt.Errorf("probing the barrier on comm %d: %w", c.ID(), err)
+	}
+	if cc.Rank() == 0 {
+		m.Gamma = reductionTime()
+		if over := lay.MaxPerHost() - m.Cores; over > 0 && m.LocalProbed {
+			m.Wake = max(0, busy-m.alpha(shape{perHost: m.Cores}, len(lay.Hosts) > 1)) / float64(over)
+		}
+	}
+	m, err = agree(ctx, cc, m)
+	if err != nil {
+		return Model{}, fmt.Errorf("agreeing on the model of comm %d: %w", c.ID(), err)
+	}
+	return m, nil
+}
+
+// probePairs picks the pair that measures each link class: rank 0 and the
+// next rank of its host (else the first two ranks of the first host that
+// has two), and rank 0 and the first rank of the next host.
+func probePairs(lay Layout) (local, remote []int) {
+	for _, h := range lay.Hosts {
+		if len(h) > 1 && (local == nil || h[0] == 0) {
+			local = h[:2]
+		}
+	}
+	if len(lay.Hosts) > 1 {
+		remote = []int{lay.Hosts[0][0], lay.Hosts[1][0]}
+	}
+	return local, remote
+}
+
+// pingPong times round trips between pair[0] and pair[1], fits their link
+// on pair[0] and sends the fit to rank 0. It returns the fit on rank 0 (ok
+// set) and nothing elsewhere.
+func pingPong(ctx context.Context, cc *spmd.Comm, pair []int) (Link, bool, error) {
+	me := cc.Rank()
+	a, b := pair[0], pair[1]
+	var k Link
+	if me == a || me == b {
+		peer := a + b - me
+		buf := make([]byte, probeSizes[len(probeSizes)-1].bytes)
+		var xs, ys []float64
+		for _, s := range probeSizes {
+			times := make([]float64, 0, s.rounds)
+			for i := range s.warm + s.rounds {
+				start := time.Now()
+				if err := roundTrip(ctx, cc, me == a, peer, buf[:s.bytes]); err != nil {
+					return Link{}, false, err
+				}
+				if i >= s.warm {
+					times = append(times, time.Since(start).Seconds()/2)
+				}
+			}
+			xs = append(xs, float64(s.bytes))
+			ys = append(ys, median(times))
+		}
+		k = fitLink(xs, ys)
+	}
+	if a == 0 {
+		return k, me == 0, nil
+	}
+	msg := make([]byte, 16)
+	switch me {
+	case a:
+		binary.LittleEndian.PutUint64(msg, math.Float64bits(k.Alpha))
+		binary.LittleEndian.PutUint64(msg[8:], math.Float64bits(k.Beta))
+		return Link{}, false, cc.Send(ctx, 0, ProbeTag, msg)
+	case 0:
+		if _, err := cc.Recv(ctx, a, ProbeTag, msg); err != nil {
+			return Link{}, false, err
+		}
+		k.Alpha = math.Float64frombits(binary.LittleEndian.Uint64(msg))
+		k.Beta = math.Float64frombits(binary.LittleEndian.Uint64(msg[8:]))
+		return k, true, nil
+	}
+	return Link{}, false, nil
+}
+
+func roundTrip(ctx context.Context, cc *spmd.Comm, first bool, peer int, buf []byte) error {
+	if first {
+		if err := cc.Send(ctx, peer, ProbeTag, buf); err != nil {
+			return err
+		}
+		_, err := cc.Recv(ctx, peer, ProbeTag, buf)
+		return err
+	}
+	if _, err := cc.Recv(ctx, peer, ProbeTag, buf); err != nil {
+		return err
+	}
+	return cc.Send(ctx, peer, ProbeTag, buf)
+}
+
+// fitLink fits t = alpha + n*beta to the points by least squares, keeping
+// both constants positive.
+func fitLink(ns, ts []float64) Link {
+	var sx, sy, sxx, sxy float64
+	for i := range ns {
+		sx += ns[i]
+		sy += ts[i]
+		sxx += ns[i] * ns[i]
+		sxy += ns[i] * ts[i]
+	}
+	k := float64(len(ns))
+	beta := (k*sxy - sx*sy) / (k*sxx - sx*sx)
+	if !(beta > 0) {
+		beta = 1e-12
+	}
+	alpha := (sy - beta*sx) / k
+	if !(alpha > 0) {
+		alpha = ts[0]
+	}
+	return Link{Alpha: max(alpha, 1e-7), Beta: beta}
+}
+
+// barrierLatency returns the time of one round of c's dissemination
+// barrier, every rank busy in it.
+func barrierLatency(ctx context.Context, cc *spmd.Comm) (float64, error) {
+	const warm, rounds = 2, 8
+	times := make([]float64, 0, rounds)
+	for i := range warm + rounds {
+		start := time.Now()
+		if err := cc.Barrier(ctx); err != nil {
+			return 0, err
+		}
+		if i >= warm {
+			times = append(times, time.Since(start).Seconds())
+		}
+	}
+	return median(times) / float64(lg(cc.Size())), nil
+}
+
+// reductionTime returns the seconds per byte of summing one float32 buffer
+// into another, by the loop a reduction kernel runs.
+func reductionTime() float64 {
+	const n = 64 << 10
+	a, b := make([]float32, n), make([]float32, n)
+	for i := range b {
+		b[i] = float32(i)
+	}
+	best := math.Inf(1)
+	for range 5 {
+		start := time.Now()
+		sum(a, b)
+		best = min(best, time.Since(start).Seconds())
+	}
+	return best / (4 * n)
+}
+
+func sum(a, b []float32) {
+	b = b[:len(a)]
+	for i := range a {
+		a[i] += b[i]
+	}
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// agree broadcasts rank 0's model to every rank of cc by a binomial tree.
+func agree(ctx context.Context, cc *spmd.Comm, m Model) (Model, error) {
+	msg := encodeModel(m)
+	r, p := cc.Rank(), cc.Size()
+	mask := 1
+	if r > 0 {
+		mask = 1 << (bits.Len(uint(r)) - 1) // r's highest bit: r got it from r-mask
+		if _, err := cc.Recv(ctx, r-mask, AgreeTag, msg); err != nil {
+			return Model{}, err
+		}
+		mask <<= 1
+	}
+	for ; r+mask < p; mask <<= 1 {
+		if r < mask {
+			if err := cc.Send(ctx, r+mask, AgreeTag, msg); err != nil {
+				return Model{}, err
+			}
+		}
+	}
+	return decodeModel(msg)
+}
+
+const modelLen = 8 * 8
+
+func encodeModel(m Model) []byte {
+	b := make([]byte, modelLen)
+	flags := 0.0
+	if m.LocalProbed {
+		flags += 1
+	}
+	if m.RemoteProbed {
+		flags += 2
+	}
+	for i, v := range []float64{m.Local.Alpha, m.Local.Beta, m.Remote.Alpha, m.Remote.Beta, m.Gamma, m.Wake, float64(m.Cores), flags} {
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
+	}
+	return b
+}
+
+func decodeModel(b []byte) (Model, error) {
+	v := make([]float64, modelLen/8)
+	for i := range v {
+		v[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	m := Model{Local: Link{v[0], v[1]}, Remote: Link{v[2], v[3]}, Gamma: v[4], Wake: v[5], Cores: int(v[6]),
+		LocalProbed: int(v[7])&1 != 0, RemoteProbed: int(v[7])&2 != 0}
+	if !m.Valid() {
+		return Model{}, fmt.Errorf("rank 0 sent an invalid model %+v", m)
+	}
 	return m, nil
 }

@@ -1,0 +1,141 @@
+package topo
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+
+	"github.com/gorun-hpc/gorun/net/mem"
+	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/spmdtest"
+)
+
+func TestFitLink(t *testing.T) {
+	want := Link{Alpha: 20e-6, Beta: 1 / 2e9}
+	ns := []float64{8, 64 << 10, 256 << 10}
+	ts := make([]float64, len(ns))
+	for i, n := range ns {
+		ts[i] = want.Time(n)
+	}
+	got := fitLink(ns, ts)
+	if math.Abs(got.Alpha-want.Alpha) > 1e-9 || math.Abs(got.Beta-want.Beta)/want.Beta > 1e-6 {
+		t.Errorf("fitLink = %+v, want %+v", got, want)
+	}
+	// Noise that makes the slope negative must not give a negative beta.
+	if got := fitLink(ns, []float64{3e-5, 2e-5, 1e-5}); !(got.Beta > 0 && got.Alpha > 0) {
+		t.Errorf("fitLink of a falling line = %+v, want positive constants", got)
+	}
+}
+
+func TestModelEncoding(t *testing.T) {
+	m := oversubscribed()
+	got, err := decodeModel(encodeModel(m))
+	if err != nil || got != m {
+		t.Errorf("decode(encode(%+v)) = %+v, %v", m, got, err)
+	}
+	bad := m
+	bad.Gamma = math.NaN()
+	if _, err := decodeModel(encodeModel(bad)); err == nil {
+		t.Error("decoding a NaN gamma succeeded")
+	}
+}
+
+func TestProbePairs(t *testing.T) {
+	tests := []struct {
+		name          string
+		lay           Layout
+		local, remote string
+	}{
+		{"one host", Uniform(1, 4), "[0 1]", "[]"},
+		{"two hosts", Uniform(2, 4), "[0 1]", "[0 4]"},
+		{"alone on host 0", layoutFromIDs([]string{"a", "b", "b"}), "[1 2]", "[0 1]"},
+		{"one rank per host", Uniform(3, 1), "[]", "[0 1]"},
+	}
+	for _, tt := range tests {
+		l, r := probePairs(tt.lay)
+		if fmt.Sprint(l) != tt.local || fmt.Sprint(r) != tt.remote {
+			t.Errorf("%s: probePairs = %v, %v, want %s, %s", tt.name, l, r, tt.local, tt.remote)
+		}
+	}
+}
+
+// TestProbeAgrees probes over goroutine ranks on two fake hosts and checks
+// that every rank holds rank 0's constants, that both classes were
+// measured, and that a communicator split from the world inherits them.
+func TestProbeAgrees(t *testing.T) {
+	hosts := []string{"a", "a", "a", "b", "b", "c"}
+	models := make([]Model, len(hosts))
+	runOn(t, hosts, func(ctx context.Context, w *spmd.World) error {
+		m, err := ModelFor(ctx, w.Comm)
+		if err != nil {
+			return err
+		}
+		models[w.Rank()] = m
+		sub, err := w.Split(ctx, w.Rank()%2, 0)
+		if err != nil {
+			return err
+		}
+		if got, ok := sub.Value(modelKey{}).(Model); !ok || got != m {
+			return fmt.Errorf("split communicator has model %+v, want %+v", got, m)
+		}
+		if got := LayoutOf(sub); got.Size() != sub.Size() {
+			return fmt.Errorf("split communicator of %d ranks has the parent's layout of %d", sub.Size(), got.Size())
+		}
+		return nil
+	})
+	for r, m := range models {
+		if m != models[0] {
+			t.Errorf("rank %d model %+v, rank 0 %+v", r, m, models[0])
+		}
+	}
+	if m := models[0]; !m.LocalProbed || !m.RemoteProbed || !m.Valid() {
+		t.Errorf("model %+v: want both classes measured and valid constants", m)
+	}
+}
+
+func TestProbeOneRank(t *testing.T) {
+	spmdtest.Run(t, 1, func(ctx context.Context, w *spmd.World) error {
+		m, err := Probe(ctx, w.Comm)
+		if err == nil && !m.Valid() {
+			err = fmt.Errorf("invalid model %+v", m)
+		}
+		return err
+	})
+}
+
+// runOn runs f as ranks whose host identities are hosts.
+func runOn(t *testing.T, hosts []string, f func(ctx context.Context, w *spmd.World) error) {
+	t.Helper()
+	n := len(hosts)
+	nw := mem.NewNetwork(n)
+	peers := make([]spmd.Peer, n)
+	for i := range peers {
+		peers[i] = spmd.Peer{Rank: i, HostID: hosts[i], Hostname: hosts[i]}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), spmdtest.Timeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		w, err := spmd.New(nw.Transport(i), i, peers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = f(ctx, w); errs[i] != nil {
+				w.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", i, err)
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package topo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/gorun-hpc/gorun/spmd"
+)
+
+// Report is what gorun --topo prints: every rank of w calls it (it probes
+// collectively when no model is cached yet), and rank 0 writes the report
+// to out.
+func Report(ctx context.Context, w *spmd.World, out io.Writer) error {
+	m, err := ModelFor(ctx, w.Comm)
+	if err != nil {
+		return fmt.Errorf("topology report: %w", err)
+	}
+	if w.Rank() == 0 {
+		if err := Format(out, m, LayoutOf(w.Comm)); err != nil {
+			return fmt.Errorf("topology report: %w", err)
+		}
+	}
+	return nil
+}
+
+// Format writes the report of model m on layout lay: the hosts and their
+// ranks, the constants, and per collective the ranges of sizes from
+// TableMin to TableMax at which each algorithm is chosen.
+func Format(w io.Writer, m Model, lay Layout) error {
+	var b strings.Builder
+	p := lay.Size()
+	fmt.Fprintf(&b, "# %d ranks on %d %s\n", p, len(lay.Hosts), plural(len(lay.Hosts), "host"))
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for h, ranks := range lay.Hosts {
+		name := lay.Names[h]
+		if lay.HostIDs[h] != name {
+			name += " (" + lay.HostIDs[h] + ")"
+		}
+		fmt.Fprintf(tw, "host %d\t%s\t%d ranks:\t%s\n", h, name, len(ranks), rankList(ranks))
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, "\n# model\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "same host\talpha %s\tbeta %s%s\n", micros(m.Local.Alpha), perByte(m.Local.Beta), assumed(m.LocalProbed))
+	fmt.Fprintf(tw, "other host\talpha %s\tbeta %s%s\n", micros(m.Remote.Alpha), perByte(m.Remote.Beta), assumed(m.RemoteProbed))
+	fmt.Fprintf(tw, "reduction\tgamma %s\t\n", perByte(m.Gamma))
+	fmt.Fprintf(tw, "cores\t%d per host\twake %s per rank beyond them\n", m.Cores, micros(m.Wake))
+	tw.Flush()
+	fmt.Fprintf(&b, "\n# algorithm by size (bytes per call, as nccl-tests counts them)\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, coll := range Collectives {
+		name := coll.String()
+		if coll == Barrier {
+			fmt.Fprintf(tw, "%s\t\t%s\n", name, m.Choose(coll, p, 0, lay))
+			continue
+		}
+		for _, r := range m.Table(coll, p, lay) {
+			fmt.Fprintf(tw, "%s\t%s - %s\t%s\n", name, Size(r.From), Size(r.To), r.Algo)
+			name = ""
+		}
+	}
+	tw.Flush()
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func rankList(ranks []int) string {
+	s := make([]string, len(ranks))
+	for i, r := range ranks {
+		s[i] = fmt.Sprint(r)
+	}
+	return strings.Join(s, " ")
+}
+
+func micros(s float64) string { return fmt.Sprintf("%.2f us", s*1e6) }
+
+func perByte(s float64) string {
+	if s == 0 {
+		return "0 ns/B"
+	}
+	return fmt.Sprintf("%.4f ns/B (%.2f GB/s)", s*1e9, 1/s/1e9)
+}
+
+// Size formats a byte count with a binary unit: 8 B, 4 KiB, 64 MiB.
+func Size(n int) string {
+	units := []string{"B", "KiB", "MiB", "GiB"}
+	u := 0
+	for u < len(units)-1 && n >= 1024 && n%1024 == 0 {
+		n /= 1024
+		u++
+	}
+	return fmt.Sprintf("%d %s", n, units[u])
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
+
+func assumed(probed bool) string {
+	if probed {
+		return "\tmeasured"
+	}
+	return "\tassumed"
+}

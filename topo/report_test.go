@@ -1,0 +1,89 @@
+package topo
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/spmdtest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// goldenModel is a fixed machine for the golden decisions: loopback-like
+// links inside a host, a 10 GbE-like network between hosts.
+var goldenModel = Model{
+	Local:  Link{Alpha: 10e-6, Beta: 1 / 2.5e9},
+	Remote: Link{Alpha: 40e-6, Beta: 1 / 1.2e9},
+	Gamma:  1 / 5e9,
+	Cores:  8,
+
+	LocalProbed: true, RemoteProbed: true,
+}
+
+// oversubscribed is goldenModel on hosts of two cores.
+func oversubscribed() Model {
+	m := goldenModel
+	m.Cores = 2
+	m.Wake = 5e-6
+	return m
+}
+
+func TestFormatGolden(t *testing.T) {
+	tests := []struct {
+		name           string
+		hosts, perHost int
+		model          Model
+	}{
+		{"1x4", 1, 4, goldenModel},
+		{"1x8", 1, 8, goldenModel},
+		{"3x2", 3, 2, goldenModel},
+		{"2x4", 2, 4, goldenModel},
+		{"1x8-2cores", 1, 8, oversubscribed()},
+		{"1x5", 1, 5, goldenModel},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := Format(&b, tt.model, Uniform(tt.hosts, tt.perHost)); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, filepath.Join("testdata", tt.name+".golden"), b.Bytes())
+		})
+	}
+}
+
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to write it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (go test -update rewrites it)\ngot:\n%s\nwant:\n%s", path, got, want)
+	}
+}
+
+func TestReport(t *testing.T) {
+	var out [3]bytes.Buffer
+	spmdtest.Run(t, 3, func(ctx context.Context, w *spmd.World) error {
+		return Report(ctx, w, &out[w.Rank()])
+	})
+	if !strings.Contains(out[0].String(), "# 3 ranks on 1 host") || !strings.Contains(out[0].String(), "allreduce") {
+		t.Errorf("rank 0 wrote:\n%s", out[0].String())
+	}
+	if out[1].Len()+out[2].Len() != 0 {
+		t.Errorf("ranks other than 0 wrote %q, %q", out[1].String(), out[2].String())
+	}
+}
