@@ -47,8 +47,7 @@ type supervisor struct {
 func (j *job) run(ctx context.Context, seed Seed) int {
 	s := &supervisor{job: j}
 	exits := make(chan ended, len(j.plan.Ranks))
-	stdins, stopStdin := j.stdin()
-	defer stopStdin()
+	stdins := j.stdin()
 	for _, rp := range j.plan.Ranks {
 		p, err := j.start(rp, stdins[rp.Rank])
 		if err != nil {
@@ -247,14 +246,14 @@ func (j *job) waitSeed(ctx context.Context, seed Seed) (stop func()) {
 
 // stdin returns, per rank, the read end of the pipe that rank reads its
 // stdin from (nil: /dev/null), and starts copying l.Stdin into them.
-// stopStdin closes the pipes the ranks did not take. The copying goroutine
-// ends at the end of gorun's stdin or when no rank reads any more; while
-// gorun's stdin is silent it stays blocked reading it.
-func (j *job) stdin() (files []*os.File, stopStdin func()) {
-	files = make([]*os.File, len(j.plan.Ranks))
+// The copying goroutine ends at the end of gorun's stdin or once no rank
+// reads any more; while gorun's stdin is silent it stays blocked reading
+// it, so it may outlive Run (gorun exits then anyway).
+func (j *job) stdin() []*os.File {
+	files := make([]*os.File, len(j.plan.Ranks))
 	target, _ := j.cfg.StdinRank()
 	if j.l.Stdin == nil || target == StdinNone {
-		return files, func() {}
+		return files
 	}
 	var dsts []*os.File
 	for r := range files {
@@ -270,7 +269,7 @@ func (j *job) stdin() (files []*os.File, stopStdin func()) {
 		dsts = append(dsts, pw)
 	}
 	go forwardStdin(j.l.Stdin, dsts)
-	return files, func() {}
+	return files
 }
 
 // forwardStdin copies src to every dst that still reads, and closes them
