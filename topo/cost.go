@@ -164,7 +164,7 @@ func (m Model) allReduce(algo Algo, s shape, n float64) float64 {
 	p := float64(s.p)
 	switch algo {
 	case Ring:
-		return 2*m.ring(s, n/p, 0) - m.ring(s, 0, 0) + float64(s.p-1)*n/p*m.gamma(s.perHost)
+		return 2*m.ring(s, n/p, 0) + float64(s.p-1)*n/p*m.gamma(s.perHost)
 	case RecursiveDoubling:
 		whole := func(int) float64 { return n }
 		return m.fold(s, n, n, true) + m.doubling(s, whole, whole)

@@ -1,0 +1,85 @@
+package topo
+
+import (
+	"math"
+	"testing"
+)
+
+// TestCostClosedForms checks the formulas against DESIGN.md's closed forms
+// where they apply exactly: one host with cores to spare, p a power of two.
+func TestCostClosedForms(t *testing.T) {
+	m := goldenModel
+	m.Cores = 1 << 20
+	a, b, g := m.Local.Alpha, m.Local.Beta, m.Gamma
+	const n = 1 << 20
+	for _, p := range []int{2, 4, 8, 16} {
+		P, lgp := float64(p), float64(lg(p))
+		tests := []struct {
+			coll Collective
+			algo Algo
+			want float64
+		}{
+			{AllReduce, Ring, 2*(P-1)*a + 2*n*(P-1)/P*b + n*(P-1)/P*g},
+			{AllReduce, RecursiveDoubling, lgp * (a + n*b + n*g)},
+			{AllReduce, Rabenseifner, 2*lgp*a + 2*n*(P-1)/P*b + n*(P-1)/P*g},
+			{Broadcast, Tree, lgp * (a + n*b)},
+			{AllGather, Ring, (P - 1) * (a + n/P*b)},
+			{AllGather, RecursiveDoubling, lgp*a + n*(P-1)/P*b},
+			{ReduceScatter, Rabenseifner, lgp*a + n*(P-1)/P*(b+g)},
+			{Gather, Tree, lgp*a + n*(P-1)/P*b},
+			{AllToAll, Linear, (P - 1) * (a + n/P*b)},
+			{Barrier, RecursiveDoubling, lgp * a},
+		}
+		for _, tt := range tests {
+			got := m.Cost(tt.coll, tt.algo, p, n, Uniform(1, p))
+			if math.Abs(got-tt.want) > 1e-9*tt.want {
+				t.Errorf("p=%d %s %s: cost %g, want %g", p, tt.coll, tt.algo, got, tt.want)
+			}
+		}
+	}
+}
+
+func TestCostRules(t *testing.T) {
+	m := goldenModel
+	if c := m.Cost(AllReduce, Hierarchical, 8, 1<<20, Uniform(1, 8)); !math.IsInf(c, 1) {
+		t.Errorf("hierarchical on one host costs %g, want +Inf", c)
+	}
+	if c := m.Cost(AllReduce, Hierarchical, 8, 1<<20, Uniform(2, 4)); math.IsInf(c, 0) || c <= 0 {
+		t.Errorf("hierarchical on 2 hosts of 4 costs %g", c)
+	}
+	if c := m.Cost(AllToAll, Tree, 8, 1<<20, Uniform(1, 8)); !math.IsInf(c, 1) {
+		t.Errorf("a tree all-to-all costs %g, want +Inf", c)
+	}
+	// Folding: 5 ranks pay more than 4 for recursive doubling.
+	if c4, c5 := m.Cost(AllReduce, RecursiveDoubling, 4, 1<<10, Layout{}), m.Cost(AllReduce, RecursiveDoubling, 5, 1<<10, Layout{}); c5 <= c4 {
+		t.Errorf("recursive doubling on 5 ranks %g, not above 4 ranks %g", c5, c4)
+	}
+	// Crossing hosts costs the remote link.
+	one, two := m.Cost(AllReduce, Ring, 8, 1<<20, Uniform(1, 8)), m.Cost(AllReduce, Ring, 8, 1<<20, Uniform(2, 4))
+	if two <= one {
+		t.Errorf("ring on 2 hosts %g, not above one host %g", two, one)
+	}
+	// Sharing two cores among 8 busy ranks slows the ring down.
+	if over := oversubscribed().Cost(AllReduce, Ring, 8, 1<<20, Uniform(1, 8)); over <= one {
+		t.Errorf("ring on 2 cores %g, not above 8 cores %g", over, one)
+	}
+	for _, coll := range Collectives {
+		if c := m.Cost(coll, Algos(coll)[0], 1, 1<<20, Layout{}); c != 0 {
+			t.Errorf("%s on one rank costs %g", coll, c)
+		}
+	}
+}
+
+func TestTableCovers(t *testing.T) {
+	for _, coll := range Collectives {
+		tab := goldenModel.Table(coll, 6, Uniform(3, 2))
+		if tab[0].From != TableMin || tab[len(tab)-1].To != TableMax {
+			t.Errorf("%s table %v does not span %d..%d", coll, tab, TableMin, TableMax)
+		}
+		for i := 1; i < len(tab); i++ {
+			if tab[i].From != 2*tab[i-1].To || tab[i].Algo == tab[i-1].Algo {
+				t.Errorf("%s table %v: ranges %d and %d do not follow on", coll, tab, i-1, i)
+			}
+		}
+	}
+}
