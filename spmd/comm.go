@@ -104,6 +104,7 @@ func (c *Comm) Isend(ctx context.Context, dst, tag int, buf []byte) *Request {
 func (c *Comm) Send(ctx context.Context, dst, tag int, buf []byte) error {
 	r := c.send(ctx, dst, tag, buf, true)
 	_, err := r.Wait(ctx)
+	r.release()
 	return err
 }
 
@@ -148,7 +149,10 @@ func (c *Comm) Irecv(src, tag int, buf []byte) *Request {
 // Recv receives a message from rank src with tag into buf and returns its
 // length. A message longer than buf fails with ErrTruncated.
 func (c *Comm) Recv(ctx context.Context, src, tag int, buf []byte) (int, error) {
-	return c.Irecv(src, tag, buf).Wait(ctx)
+	r := c.Irecv(src, tag, buf)
+	n, err := r.Wait(ctx)
+	r.release()
+	return n, err
 }
 
 // Sendrecv sends sendbuf to dst and receives from src into recvbuf at the
@@ -158,6 +162,8 @@ func (c *Comm) Sendrecv(ctx context.Context, sendbuf []byte, dst, sendtag int, r
 	sr := c.Isend(ctx, dst, sendtag, sendbuf)
 	n, rerr := rr.Wait(ctx)
 	_, serr := sr.Wait(ctx)
+	rr.release()
+	sr.release()
 	if rerr != nil {
 		return n, rerr
 	}

@@ -39,6 +39,7 @@ type engine struct {
 	mu sync.Mutex
 	// protects following
 	queues   map[matchKey]*queue
+	spare    []*queue // emptied queues, reused so matching allocates nothing
 	inflight []any   // per peer: the *Request or *inbox being filled
 	lost     []error // per peer: why it is gone
 	watched  []bool  // per peer: Watch called
@@ -70,16 +71,36 @@ func newEngine(self, size int, tr transport.Transport) *engine {
 func (e *engine) queue(k matchKey) *queue {
 	q := e.queues[k]
 	if q == nil {
-		q = &queue{}
+		if n := len(e.spare); n > 0 {
+			q = e.spare[n-1]
+			e.spare = e.spare[:n-1]
+		} else {
+			q = &queue{}
+		}
 		e.queues[k] = q
 	}
 	return q
 }
 
+// tidy drops an emptied queue, so that tags used once do not accumulate.
 func (e *engine) tidy(k matchKey, q *queue) {
 	if len(q.posted) == 0 && len(q.unexp) == 0 {
 		delete(e.queues, k)
+		if len(e.spare) < 64 {
+			e.spare = append(e.spare, q)
+		}
 	}
+}
+
+// popFront removes and returns the first element, keeping the slice's
+// start so that its capacity is reused.
+func popFront[T any](s *[]T) T {
+	v := (*s)[0]
+	n := copy(*s, (*s)[1:])
+	var zero T
+	(*s)[n] = zero
+	*s = (*s)[:n]
+	return v
 }
 
 // Buffer implements transport.Handler.
@@ -88,9 +109,7 @@ func (e *engine) Buffer(peer int, h transport.Header) []byte {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if q := e.queues[k]; q != nil && len(q.posted) > 0 {
-		r := q.posted[0]
-		q.posted[0] = nil
-		q.posted = q.posted[1:]
+		r := popFront(&q.posted)
 		e.tidy(k, q)
 		r.state = reqClaimed
 		if h.Len <= len(r.buf) {
@@ -194,9 +213,7 @@ func (e *engine) irecv(comm uint32, src int, tag int32, buf []byte) *Request {
 	r.key = matchKey{comm, src, tag}
 	e.mu.Lock()
 	if q := e.queues[r.key]; q != nil && len(q.unexp) > 0 {
-		in := q.unexp[0]
-		q.unexp[0] = nil
-		q.unexp = q.unexp[1:]
+		in := popFront(&q.unexp)
 		e.tidy(r.key, q)
 		if !in.complete {
 			in.waiter = r
@@ -284,9 +301,7 @@ func (e *engine) next(dst int) *Request {
 		s.busy = false
 		return nil
 	}
-	r := s.q[0]
-	s.q[0] = nil
-	s.q = s.q[1:]
+	r := popFront(&s.q)
 	r.state = reqClaimed
 	return r
 }

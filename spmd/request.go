@@ -4,29 +4,30 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 )
 
 // Request is a pending Isend or Irecv. Wait blocks until it completes. A
 // Request belongs to the goroutine that started it; Wait may be called more
 // than once and returns the same result each time.
 type Request struct {
-	done chan struct{} // closed when the request completes
+	done chan struct{} // receives one token when the request completes
+	fin  atomic.Bool   // set by whoever completes the request, before the token
 
 	e    *engine
 	kind reqKind
-	key  matchKey // receives: what it matches
+	key  matchKey // receives: what it matches; sends: key.src is the destination
 	buf  []byte   // the user's buffer
 	ctx  context.Context
 
-	// Set before done is closed; read only after it.
+	// Set before the token is sent; read only after it is received.
 	n   int
 	err error
 
 	// Guarded by the engine's lock.
 	state reqState
-	into  *inbox // a receive attached to an unexpected message still arriving
 
-	once sync.Once
+	complete bool // the owner has taken the token
 }
 
 type reqKind uint8
@@ -44,16 +45,31 @@ const (
 	reqDone
 )
 
+// reqPool recycles the requests of blocking calls, which never escape to
+// the caller, so that Send and Recv allocate nothing in steady state.
+var reqPool = sync.Pool{New: func() any { return &Request{done: make(chan struct{}, 1)} }}
+
 func newRequest(e *engine, kind reqKind, buf []byte) *Request {
-	return &Request{done: make(chan struct{}), e: e, kind: kind, buf: buf}
+	r := reqPool.Get().(*Request)
+	r.e, r.kind, r.buf = e, kind, buf
+	return r
 }
 
-// finish completes the request once; later calls are ignored.
+// release returns a completed request of a blocking call to the pool.
+func (r *Request) release() {
+	*r = Request{done: r.done}
+	reqPool.Put(r)
+}
+
+// finish completes the request once; later calls are ignored. Sending the
+// token is the completer's last touch of r: the owner may recycle r as soon
+// as it has the token.
 func (r *Request) finish(n int, err error) {
-	r.once.Do(func() {
-		r.n, r.err = n, err
-		close(r.done)
-	})
+	if !r.fin.CompareAndSwap(false, true) {
+		return
+	}
+	r.n, r.err = n, err
+	r.done <- struct{}{}
 }
 
 // Wait blocks until the request completes and returns the number of bytes
@@ -61,30 +77,31 @@ func (r *Request) finish(n int, err error) {
 // started moving bytes is cancelled and Wait returns ctx's error; one whose
 // bytes are already moving is waited for, since its buffer is in use.
 func (r *Request) Wait(ctx context.Context) (int, error) {
+	if r.complete {
+		return r.n, r.err
+	}
 	select {
 	case <-r.done:
-		return r.n, r.err
 	default:
-	}
-	select {
-	case <-r.done:
-		return r.n, r.err
-	case <-ctx.Done():
-		if r.e.cancel(r, ctx.Err()) {
-			return r.n, r.err
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			r.e.cancel(r, ctx.Err())
+			<-r.done
 		}
-		<-r.done
-		return r.n, r.err
 	}
+	r.complete = true
+	return r.n, r.err
 }
-
-// Done returns a channel closed when the request completes.
-func (r *Request) Done() <-chan struct{} { return r.done }
 
 // Test reports whether the request has completed, without blocking.
 func (r *Request) Test() bool {
+	if r.complete {
+		return true
+	}
 	select {
 	case <-r.done:
+		r.complete = true
 		return true
 	default:
 		return false
