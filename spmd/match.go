@@ -40,9 +40,9 @@ type engine struct {
 	// protects following
 	queues   map[matchKey]*queue
 	spare    []*queue // emptied queues, reused so matching allocates nothing
-	inflight []any   // per peer: the *Request or *inbox being filled
-	lost     []error // per peer: why it is gone
-	watched  []bool  // per peer: Watch called
+	inflight []any    // per peer: the *Request or *inbox being filled
+	lost     []error  // per peer: why it is gone
+	watched  []bool   // per peer: Watch called
 	senders  []sender
 	closed   error
 }

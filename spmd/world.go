@@ -34,7 +34,7 @@ type core struct {
 
 	mu sync.Mutex
 	// protects following
-	nextID uint32               // lowest communicator id this rank has not used
+	nextID uint32           // lowest communicator id this rank has not used
 	values map[valueKey]any // values attached to communicators
 }
 
