@@ -288,3 +288,39 @@ func each(t *testing.T, n int, f func(ctx context.Context, w *spmd.World) error)
 		t.Run(string(kind), func(t *testing.T) { spmdtest.RunOn(t, kind, n, f) })
 	}
 }
+
+// A message over 1 GiB lands intact in the posted buffer. Only sampled bytes
+// are set and checked: touching every byte under -race would take minutes.
+func TestOverOneGiB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the 1 GiB message")
+	}
+	const size = 1<<30 + 3
+	offsets := []int{0, 1, 4095, 1 << 20, 1<<29 + 7, 1 << 30, size - 1}
+	for _, kind := range spmdtest.Kinds {
+		t.Run(string(kind), func(t *testing.T) {
+			j := spmdtest.NewJob(t, kind, 2)
+			defer j.Close()
+			ctx := context.Background()
+			recv := make([]byte, size)
+			req := j.Worlds[1].Irecv(0, 0, recv)
+			send := make([]byte, size)
+			for i, off := range offsets {
+				send[off] = byte(i + 1)
+			}
+			if err := j.Worlds[0].Send(ctx, 1, 0, send); err != nil {
+				t.Fatal(err)
+			}
+			send = nil
+			n, err := req.Wait(ctx)
+			if err != nil || n != size {
+				t.Fatalf("received %d bytes, %v; want %d", n, err, size)
+			}
+			for i, off := range offsets {
+				if recv[off] != byte(i+1) {
+					t.Fatalf("byte %d is %d, want %d", off, recv[off], i+1)
+				}
+			}
+		})
+	}
+}
