@@ -1,0 +1,82 @@
+package shm
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Futex operations. FUTEX_PRIVATE_FLAG is deliberately absent: the words
+// live in a shared mapping and the waiter and the waker are different
+// processes (or different mappings of one file in a test).
+const (
+	futexWaitOp = 0 // FUTEX_WAIT
+	futexWakeOp = 1 // FUTEX_WAKE
+)
+
+// DefaultSpin is how many times a waiting side polls, yielding with
+// runtime.Gosched between polls, before it blocks on a futex. Sized from
+// BenchmarkPingPong: on 2 ranks per 2 cores it covers a round trip, and on
+// oversubscribed hosts it gives the core up after a few tens of µs.
+const DefaultSpin = 100
+
+// checkEvery is the period of the liveness checks: a futex wait times out
+// after it, and a busy receiver checks its peers this often.
+const checkEvery = 150 * time.Millisecond
+
+// waiter holds what one goroutine needs to block on a futex without
+// allocating: the timeout is passed to the kernel by pointer.
+type waiter struct {
+	ts unix.Timespec
+}
+
+// wait blocks while *word == val, for at most d. It reports whether it
+// timed out; a wake, a changed word or an interruption all return false.
+func (w *waiter) wait(word *atomic.Uint32, val uint32, d time.Duration) bool {
+	w.ts = unix.NsecToTimespec(int64(d))
+	_, _, e := unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWaitOp,
+		uintptr(val), uintptr(unsafe.Pointer(&w.ts)), 0, 0)
+	return e == unix.ETIMEDOUT
+}
+
+// wake wakes every process blocked on word.
+func wake(word *atomic.Uint32) {
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWakeOp, 1<<30, 0, 0, 0)
+}
+
+// process is a handle on a peer's process for liveness checks. A pidfd
+// keeps naming the same process even if its pid is reused after it dies;
+// where pidfd_open is missing, kill(pid, 0) is the fallback.
+type process struct {
+	pid int
+	fd  int // pidfd, or -1
+}
+
+func openProcess(pid int) process {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		fd = -1
+	}
+	return process{pid: pid, fd: fd}
+}
+
+// alive reports whether the process still exists. Only a definite "no such
+// process" counts as dead.
+func (p process) alive() bool {
+	var err error
+	if p.fd >= 0 {
+		err = unix.PidfdSendSignal(p.fd, 0, nil, 0)
+	} else {
+		err = unix.Kill(p.pid, 0)
+	}
+	return !errors.Is(err, unix.ESRCH)
+}
+
+func (p process) close() {
+	if p.fd >= 0 {
+		unix.Close(p.fd)
+	}
+}
