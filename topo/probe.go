@@ -25,8 +25,8 @@ const (
 // message for the latency, fewer of the larger ones for the bandwidth.
 var probeSizes = []struct{ bytes, warm, rounds int }{
 	{8, 3, 15},
-	{64 << 10, 1, 4},
-	{256 << 10, 1, 4},
+	{256 << 10, 1, 3},
+	{1 << 20, 1, 3},
 }
 
 // modelKey caches a communicator's fitted Model with Comm.SetValue;
@@ -137,7 +137,7 @@ func pingPong(ctx context.Context, cc *spmd.Comm, pair []int) (Link, bool, error
 				}
 			}
 			xs = append(xs, float64(s.bytes))
-			ys = append(ys, median(times))
+			ys = append(ys, slices.Min(times))
 		}
 		k = fitLink(xs, ys)
 	}
@@ -175,8 +175,10 @@ func roundTrip(ctx context.Context, cc *spmd.Comm, first bool, peer int, buf []b
 	return cc.Send(ctx, peer, ProbeTag, buf)
 }
 
-// fitLink fits t = alpha + n*beta to the points by least squares, keeping
-// both constants positive.
+// fitLink fits t = alpha + n*beta to the points: beta is the least-squares
+// slope, alpha what the smallest message leaves of its time (the intercept
+// of the fit would carry the noise of the large messages). Both stay
+// positive.
 func fitLink(ns, ts []float64) Link {
 	var sx, sy, sxx, sxy float64
 	for i := range ns {
@@ -190,7 +192,7 @@ func fitLink(ns, ts []float64) Link {
 	if !(beta > 0) {
 		beta = 1e-12
 	}
-	alpha := (sy - beta*sx) / k
+	alpha := ts[0] - ns[0]*beta
 	if !(alpha > 0) {
 		alpha = ts[0]
 	}
@@ -198,9 +200,10 @@ func fitLink(ns, ts []float64) Link {
 }
 
 // barrierLatency returns the time of one round of c's dissemination
-// barrier, every rank busy in it.
+// barrier, every rank busy in it: the lower quartile of a few barriers,
+// which shrugs off a rank that a start-up chore kept from the first ones.
 func barrierLatency(ctx context.Context, cc *spmd.Comm) (float64, error) {
-	const warm, rounds = 2, 8
+	const warm, rounds = 2, 16
 	times := make([]float64, 0, rounds)
 	for i := range warm + rounds {
 		start := time.Now()
@@ -211,7 +214,7 @@ func barrierLatency(ctx context.Context, cc *spmd.Comm) (float64, error) {
 			times = append(times, time.Since(start).Seconds())
 		}
 	}
-	return median(times) / float64(lg(cc.Size())), nil
+	return quantile(times, 0.25) / float64(lg(cc.Size())), nil
 }
 
 // reductionTime returns the seconds per byte of summing one float32 buffer
@@ -223,7 +226,7 @@ func reductionTime() float64 {
 		b[i] = float32(i)
 	}
 	best := math.Inf(1)
-	for range 5 {
+	for range 10 {
 		start := time.Now()
 		sum(a, b)
 		best = min(best, time.Since(start).Seconds())
@@ -238,10 +241,11 @@ func sum(a, b []float32) {
 	}
 }
 
-func median(xs []float64) float64 {
+// quantile returns the q-quantile of xs (0.5: the median); xs is not modified.
+func quantile(xs []float64, q float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	return s[len(s)/2]
+	return s[int(q*float64(len(s)-1))]
 }
 
 // agree broadcasts rank 0's model to every rank of cc by a binomial tree.
