@@ -1,0 +1,143 @@
+//go:build prims
+
+// Command collbench measures the collectives of package prims the way
+// nccl-tests measures NCCL's: for each size from -b to -e (growing by -f)
+// it times -n calls after -w warm-up calls, and rank 0 prints one line per
+// size with the time, the algorithm bandwidth (bytes/time) and the bus
+// bandwidth (algbw times the nccl-tests factor of the collective, which
+// makes the figures comparable across rank counts and with the link speed).
+//
+//	gorun -np 4 ./examples/collbench -b 8 -e 64M -f 2 --op allreduce
+//	gorun -np 8 ./examples/collbench --op all -c 1
+//	gorun -np 4 ./examples/collbench --op broadcast --algo ring
+//
+// The time of one size is the mean over the iterations of the slowest
+// rank's time. -c 1 checks every result against a reference computed
+// locally from deterministic per-rank inputs and counts the wrong elements
+// over all ranks; collbench then exits 1 if any was wrong.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := parseFlags(flag.CommandLine, os.Args[1:])
+	if err == nil {
+		err = run(ctx, cfg, os.Stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "collbench:", err)
+		os.Exit(1)
+	}
+}
+
+// config is what the flags asked for.
+type config struct {
+	minBytes, maxBytes int
+	factor             int
+	iters, warmup      int
+	check              bool
+	ops                []string
+	algo               string // "" for topo.Choose
+	typ                string
+	redop              string
+}
+
+// opNames lists the collectives collbench runs, in the order --op all runs them.
+var opNames = []string{"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall", "gather", "scatter"}
+
+func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
+	var cfg config
+	minB := fs.String("b", "8", "smallest size in bytes (K, M, G suffixes: 1K = 1024)")
+	maxB := fs.String("e", "64M", "largest size in bytes")
+	fs.IntVar(&cfg.factor, "f", 2, "factor between sizes")
+	fs.IntVar(&cfg.iters, "n", 20, "timed iterations per size")
+	fs.IntVar(&cfg.warmup, "w", 5, "warm-up iterations per size")
+	checkN := fs.Int("c", 0, "1: check every result and count the wrong elements")
+	op := fs.String("op", "allreduce", "collective: "+strings.Join(opNames, ", ")+", or all")
+	fs.StringVar(&cfg.algo, "algo", "", "force an algorithm (ring, tree, recdbl, rabenseifner, hier, linear); default: topo's choice")
+	fs.StringVar(&cfg.typ, "type", "float32", "element type: float32, float64, int32, int64, uint8")
+	fs.StringVar(&cfg.redop, "redop", "sum", "reduction: sum, prod, max, min")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	var err error
+	if cfg.minBytes, err = parseSize(*minB); err != nil {
+		return cfg, fmt.Errorf("-b: %w", err)
+	}
+	if cfg.maxBytes, err = parseSize(*maxB); err != nil {
+		return cfg, fmt.Errorf("-e: %w", err)
+	}
+	switch {
+	case cfg.minBytes > cfg.maxBytes:
+		return cfg, fmt.Errorf("-b %d is larger than -e %d", cfg.minBytes, cfg.maxBytes)
+	case cfg.factor < 2:
+		return cfg, fmt.Errorf("-f %d: want 2 or more", cfg.factor)
+	case cfg.iters < 1 || cfg.warmup < 0:
+		return cfg, fmt.Errorf("-n %d -w %d: want at least one iteration and no negative warm-up", cfg.iters, cfg.warmup)
+	case *checkN != 0 && *checkN != 1:
+		return cfg, fmt.Errorf("-c %d: want 0 or 1", *checkN)
+	}
+	cfg.check = *checkN == 1
+	if *op == "all" {
+		cfg.ops = opNames
+	} else {
+		for _, o := range strings.Split(*op, ",") {
+			if !contains(opNames, o) {
+				return cfg, fmt.Errorf("--op %q: want one of %s, or all", o, strings.Join(opNames, ", "))
+			}
+			cfg.ops = append(cfg.ops, o)
+		}
+	}
+	if !contains([]string{"float32", "float64", "int32", "int64", "uint8"}, cfg.typ) {
+		return cfg, fmt.Errorf("--type %q: want float32, float64, int32, int64 or uint8", cfg.typ)
+	}
+	if !contains([]string{"sum", "prod", "max", "min"}, cfg.redop) {
+		return cfg, fmt.Errorf("--redop %q: want sum, prod, max or min", cfg.redop)
+	}
+	return cfg, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// parseSize reads a byte count with an optional K, M or G suffix (powers
+// of 1024; KiB, MiB, GiB and a trailing B are accepted too).
+func parseSize(s string) (int, error) {
+	t := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(s), "B"), "i")
+	mult := 1
+	if len(t) > 0 {
+		switch t[len(t)-1] {
+		case 'K', 'k':
+			mult = 1 << 10
+		case 'M', 'm':
+			mult = 1 << 20
+		case 'G', 'g':
+			mult = 1 << 30
+		}
+		if mult > 1 {
+			t = t[:len(t)-1]
+		}
+	}
+	n, err := strconv.Atoi(t)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q: want a size such as 8, 4K, 64M or 1G", s)
+	}
+	return n * mult, nil
+}

@@ -1,0 +1,55 @@
+//go:build prims
+
+package main
+
+import (
+	"flag"
+	"strings"
+	"testing"
+)
+
+func TestParseSize(t *testing.T) {
+	tests := map[string]int{"8": 8, "4K": 4096, "64M": 64 << 20, "1G": 1 << 30, "2KiB": 2048, "16MB": 16 << 20, "0": 0}
+	for in, want := range tests {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v, want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "M", "-1", "4X", "1.5M"} {
+		if _, err := parseSize(bad); err == nil {
+			t.Errorf("parseSize(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args string
+		err  string
+	}{
+		{"defaults", "", ""},
+		{"all", "-b 1K -e 1M -f 4 -n 3 -w 0 -c 1 --op all --type uint8 --redop max", ""},
+		{"two ops", "--op allreduce,broadcast", ""},
+		{"bad op", "--op allreduc", `--op "allreduc"`},
+		{"bad type", "--type float16", `--type "float16"`},
+		{"bad redop", "--redop avg", `--redop "avg"`},
+		{"min above max", "-b 1M -e 1K", "is larger than"},
+		{"bad check", "-c 2", "-c 2"},
+		{"bad factor", "-f 1", "-f 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseFlags(flag.NewFlagSet("collbench", flag.ContinueOnError), strings.Fields(tt.args))
+			if (err == nil) != (tt.err == "") || err != nil && !strings.Contains(err.Error(), tt.err) {
+				t.Fatalf("parseFlags(%s) error %v, want %q", tt.args, err, tt.err)
+			}
+			if tt.name == "defaults" && (cfg.minBytes != 8 || cfg.maxBytes != 64<<20 || cfg.factor != 2 || cfg.typ != "float32" || cfg.redop != "sum" || cfg.ops[0] != "allreduce") {
+				t.Errorf("defaults: %+v", cfg)
+			}
+			if tt.name == "all" && (len(cfg.ops) != len(opNames) || !cfg.check || cfg.minBytes != 1024) {
+				t.Errorf("all: %+v", cfg)
+			}
+		})
+	}
+}
