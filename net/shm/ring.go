@@ -137,3 +137,10 @@ func (p *producer) step() (wrote, done bool, err error) {
 
 // busy reports whether a frame is half-written.
 func (p *producer) busy() bool { return p.off > 0 && p.off < p.total }
+
+// room reports whether step would write now.
+func (p *producer) room() bool {
+	used := p.tail - p.r.c.head.Load()
+	rem := uint64(p.total - p.off)
+	return used > p.r.size() || p.r.size()-used >= min(rem, p.r.size()/4)
+}

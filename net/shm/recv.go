@@ -1,0 +1,128 @@
+package shm
+
+import (
+	"runtime"
+	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/transport"
+	"golang.org/x/sys/unix"
+)
+
+// receive is the rank's one receiving goroutine: it polls every incoming
+// ring, spins a little when they are all empty, then sleeps on the
+// segment's doorbell, which every sender rings after publishing while it
+// sleeps. A timed-out sleep, and a busy receiver every checkEvery, checks
+// that the peers' processes still exist.
+func (t *Transport) receive() {
+	var w waiter
+	hdr := t.seg.hdr
+	last := time.Now()
+	spins, rounds := 0, 0
+	for !t.closing.Load() {
+		if t.pollAll() {
+			spins = 0
+			if rounds++; rounds%1024 == 0 && time.Since(last) >= checkEvery {
+				t.check(true)
+				last = time.Now()
+			}
+			continue
+		}
+		if spins < t.cfg.spin {
+			spins++
+			runtime.Gosched()
+			continue
+		}
+		spins = 0
+		seq := hdr.bell.Load()
+		hdr.sleeping.Store(1)
+		if t.pollAll() {
+			hdr.sleeping.Store(0)
+			continue
+		}
+		t.check(false) // state changes signalled before seq was read
+		if t.closing.Load() {
+			return
+		}
+		timedOut := w.wait(&hdr.bell, seq, checkEvery)
+		hdr.sleeping.Store(0)
+		liveness := timedOut || time.Since(last) >= checkEvery
+		t.check(liveness)
+		if liveness {
+			last = time.Now()
+		}
+	}
+}
+
+// pollAll polls every incoming ring once and reports whether any moved.
+func (t *Transport) pollAll() bool {
+	moved := false
+	for _, p := range t.order {
+		if !p.gone && t.poll(p) {
+			moved = true
+		}
+	}
+	return moved
+}
+
+// poll moves what p's ring holds to the handler; a corrupt ring drops p.
+func (t *Transport) poll(p *peer) bool {
+	n, err := p.in.poll(t.handler)
+	if err != nil {
+		p.in.r.c.consState.Store(endBroken)
+		t.report(p, transport.Lost(p.rank, addr, err))
+		return true
+	}
+	return n > 0
+}
+
+// check reports the peers that are gone: closed, broken, given up or, with
+// liveness, dead. Everything they completed before is delivered first. It
+// also unlinks the segment's file once every peer has mapped it.
+func (t *Transport) check(liveness bool) {
+	for _, p := range t.order {
+		if p.gone {
+			continue
+		}
+		if err := t.lossOf(p, liveness); err != nil {
+			t.poll(p) // all the peer published is there: deliver the complete messages
+			if !p.gone {
+				t.report(p, err)
+			}
+		}
+	}
+	if !t.unlinked && int(t.seg.hdr.attached.Load()) == len(t.order) {
+		t.unlinked = true
+		if err := unix.Unlink(t.seg.path); err != nil {
+			t.logf("rank %d: removing %s: %v", t.rank, t.seg.path, err)
+		}
+	}
+}
+
+// lossOf says why p is gone, or nil.
+func (t *Transport) lossOf(p *peer, liveness bool) error {
+	if err := p.failed(); err != nil {
+		return err
+	}
+	switch p.in.r.c.prodState.Load() {
+	case endClosed:
+		return transport.Lost(p.rank, addr, errPeerClosed)
+	case endBroken:
+		return transport.Lost(p.rank, addr, errPeerBroke)
+	case endNone:
+		if s := p.seg.Load(); s != nil && s.hdr.state.Load() == stateClose {
+			return transport.Lost(p.rank, addr, errPeerClosed)
+		}
+	}
+	if liveness && !p.alive() {
+		return transport.Lost(p.rank, addr, errPeerDied)
+	}
+	return nil
+}
+
+// report tells the handler, once, that p is lost.
+func (t *Transport) report(p *peer, err error) {
+	err = p.setFault(err)
+	p.gone = true
+	t.logf("rank %d: lost %v", t.rank, err)
+	t.handler.Lost(p.rank, err)
+}
