@@ -22,7 +22,7 @@ func caller[T elem](op, redop string, algo topo.Algo, c *spmd.Comm, b *bufs[T]) 
 	case "broadcast":
 		return func(ctx context.Context) error { return prims.Broadcast(ctx, c, b.send, root, with) }
 	case "reduce":
-		return func(ctx context.Context) error { return prims.Reduce(ctx, c, b.send, rop, root, with) }
+		return func(ctx context.Context) error { return prims.Reduce(ctx, c, b.send, b.recv, rop, root, with) }
 	case "allgather":
 		return func(ctx context.Context) error { return prims.AllGather(ctx, c, b.send, b.recv, with) }
 	case "reducescatter":
