@@ -1,0 +1,141 @@
+package prims
+
+import (
+	"context"
+
+	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/topo"
+)
+
+// AllGather collects every rank's send on every rank: rank i's elements
+// land in recv[i*k:(i+1)*k], k = len(send), the same on every rank. recv
+// has Size()*k elements; send may be recv's own block (in place).
+func AllGather[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T, opts ...Option) (err error) {
+	kk := len(send)
+	if len(recv) != c.Size()*kk {
+		return argError(c, topo.AllGather, countError("recv has %d elements, want %d ranks x %d", len(recv), c.Size(), kk))
+	}
+	k, err := start(ctx, c, topo.AllGather, len(recv)*sizeOf[T](), kk == 0 || c.Size() == 1, opts)
+	if err != nil {
+		return err
+	}
+	defer k.end(&err)
+	r := c.Rank()
+	copyIn(recv[r*kk:(r+1)*kk], send)
+	if kk == 0 || c.Size() == 1 {
+		return nil
+	}
+	b := equalBounds(kk, c.Size())
+	switch k.algo {
+	case topo.Ring:
+		return ringAllGather(k, recv, b, r, tag(k.coll, phaseMain))
+	case topo.RecursiveDoubling:
+		return recdblAllGather(k, recv, b)
+	case topo.Linear:
+		return linearAllGather(k, recv, b)
+	case topo.Hierarchical:
+		return hierAllGather(k, recv, kk)
+	}
+	return algoError(k.coll, k.algo)
+}
+
+// recdblAllGather swaps doubling ranges with partners at distance 1, 2, 4,
+// ...; for p not a power of two the extra ranks fold their block into
+// their partner's first and get the whole vector back last.
+func recdblAllGather[T spmd.Number](k *call, buf []T, b []int) error {
+	cc, ctx := k.cc, k.ctx
+	f := newFold(cc.Size(), cc.Rank())
+	r := cc.Rank()
+	if f.paired() {
+		t := tag(k.coll, phaseFold)
+		if f.out() {
+			err := sendTo(ctx, cc, f.partner(), t, buf[b[r]:b[r+1]])
+			if err == nil {
+				err = recvFrom(ctx, cc, f.partner(), tag(k.coll, phaseUnfold), buf)
+			}
+			return err
+		}
+		pr := f.partner()
+		if err := recvFrom(ctx, cc, pr, t, buf[b[pr]:b[pr+1]]); err != nil {
+			return err
+		}
+	}
+	if err := double(k, f, buf, f.superBounds(b), phaseDouble); err != nil {
+		return err
+	}
+	return foldOut(k, f, buf)
+}
+
+// linearAllGather has every rank send its block to every other rank, all
+// at once, each received in place.
+func linearAllGather[T spmd.Number](k *call, buf []T, b []int) error {
+	cc, ctx := k.cc, k.ctx
+	p, r := cc.Size(), cc.Rank()
+	t := tag(k.coll, phaseMain)
+	var reqs pending
+	for s := 1; s < p; s++ {
+		from, to := mod(r-s, p), mod(r+s, p)
+		reqs.irecv(cc, from, t, spmd.Bytes(buf[b[from]:b[from+1]]))
+		reqs.isend(ctx, cc, to, t, spmd.Bytes(buf[b[r]:b[r+1]]))
+	}
+	return reqs.waitAll(ctx)
+}
+
+// hierAllGather gathers each host's blocks at its leader, swaps them
+// between the leaders, and broadcasts the whole vector inside each host.
+// Every message lands in place.
+func hierAllGather[T spmd.Number](k *call, buf []T, kk int) error {
+	h, err := hierOf(k)
+	if err != nil {
+		return err
+	}
+	l, r := h.layout, k.c.Rank()
+	lc, t := h.local.Collective(), tag(k.coll, phaseMain)
+	mine := l.LocalRanks(r)
+	if l.LocalRank(r) != 0 {
+		if err := sendTo(k.ctx, lc, 0, t, buf[r*kk:(r+1)*kk]); err != nil {
+			return err
+		}
+	} else {
+		var reqs pending
+		for i, q := range mine[1:] {
+			reqs.irecv(lc, i+1, t, spmd.Bytes(buf[q*kk:(q+1)*kk]))
+		}
+		if err := reqs.waitAll(k.ctx); err != nil {
+			return err
+		}
+		if err := swapHosts(k, h, buf, kk); err != nil {
+			return err
+		}
+	}
+	bytes := len(buf) * sizeOf[T]()
+	return broadcast(k.sub(h.local, topo.Broadcast, bytes, topo.Tree), buf, 0)
+}
+
+// swapHosts sends this host's blocks to every other leader and receives
+// theirs, one message per run of consecutive ranks on a host.
+func swapHosts[T spmd.Number](k *call, h *hier, buf []T, kk int) error {
+	xc, t := h.leaders.Collective(), tag(k.coll, phaseGather)
+	me := h.leaders.Rank()
+	var reqs pending
+	for host, ranks := range h.layout.Hosts {
+		for lo := 0; lo < len(ranks); {
+			hi := lo + 1
+			for hi < len(ranks) && ranks[hi] == ranks[hi-1]+1 {
+				hi++
+			}
+			run := spmd.Bytes(buf[ranks[lo]*kk : (ranks[hi-1]+1)*kk])
+			if host != me {
+				reqs.irecv(xc, host, t, run)
+			} else {
+				for other := range h.layout.Hosts {
+					if other != me {
+						reqs.isend(k.ctx, xc, other, t, run)
+					}
+				}
+			}
+			lo = hi
+		}
+	}
+	return reqs.waitAll(k.ctx)
+}

@@ -1,0 +1,165 @@
+package prims
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/trace"
+	"github.com/gorun-hpc/gorun/topo"
+)
+
+// ErrAlgo is wrapped by the error of a call that asks for an algorithm that
+// does not implement its collective.
+var ErrAlgo = errors.New("algorithm does not implement the collective")
+
+// ErrCount is wrapped by the error of a call whose buffers have lengths that
+// do not fit the collective or do not match another rank's.
+var ErrCount = errors.New("buffer length does not fit")
+
+// ErrOp is wrapped by the error of a reduction given the zero Op.
+var ErrOp = errors.New("no reduction op")
+
+// Option configures one collective call. Every rank must pass the same
+// options.
+type Option func(*options)
+
+type options struct {
+	algo topo.Algo
+}
+
+// WithAlgo forces the call's algorithm instead of letting topo.Choose pick
+// it. An algorithm that does not implement the collective is an error
+// (ErrAlgo).
+func WithAlgo(a topo.Algo) Option {
+	return func(o *options) { o.algo = a }
+}
+
+// call is one collective call in progress on one rank.
+type call struct {
+	ctx  context.Context // the caller's, also cancelled when a member is lost
+	c    *spmd.Comm      // the caller's communicator
+	cc   *spmd.Comm      // its collective context, which carries the messages
+	st   *state
+	coll topo.Collective
+	algo topo.Algo
+
+	user     context.Context // the caller's own context
+	root     *call           // the top-level call of a sub-call, else itself
+	releases []func(keep bool)
+	cancel   context.CancelCauseFunc
+	stop     func() bool // stops watching for lost members
+	span     func()      // ends the trace span
+}
+
+// start begins a call of coll of bytes bytes (the whole buffer of the
+// call, as topo.Choose counts them). trivial says that the call moves
+// nothing on any rank (one rank, or no elements), so no algorithm need be
+// chosen.
+func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, trivial bool, opts []Option) (*call, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	k := &call{ctx: ctx, user: ctx, c: c, cc: c.Collective(), coll: coll, algo: o.algo}
+	k.root = k
+	switch {
+	case o.algo != "" && !topo.Applies(coll, o.algo):
+		return nil, k.wrap(algoError(coll, o.algo))
+	case o.algo == "" && !trivial:
+		a, err := topo.Choose(ctx, c, coll, bytes)
+		if err != nil {
+			return nil, k.wrap(err)
+		}
+		k.algo = a
+	}
+	k.st = stateOf(k.cc)
+	k.ctx, k.cancel = context.WithCancelCause(ctx)
+	if lost := k.st.lost; lost != nil {
+		k.stop = context.AfterFunc(lost, func() { k.cancel(context.Cause(lost)) })
+	}
+	k.span = c.Trace().Span(trace.Collective, coll.String(), c.ID(), bytes)
+	return k, nil
+}
+
+// end finishes the call and wraps *err, if set, with the call's identity.
+func (k *call) end(err *error) {
+	if k.stop != nil {
+		k.stop()
+	}
+	if *err != nil && k.user.Err() == nil {
+		// A cancellation that is not the caller's is a lost member.
+		if cause := context.Cause(k.ctx); cause != nil && !errors.Is(*err, spmd.ErrPeerLost) && !errors.Is(*err, spmd.ErrClosed) {
+			*err = cause
+		}
+	}
+	k.cancel(nil)
+	for _, release := range k.releases {
+		release(*err == nil)
+	}
+	k.span()
+	if *err != nil {
+		*err = k.wrap(*err)
+	}
+}
+
+func (k *call) wrap(err error) error {
+	if k.algo == "" {
+		return fmt.Errorf("%s on comm %d: %w", k.coll, k.c.ID(), err)
+	}
+	return fmt.Errorf("%s (%s) on comm %d: %w", k.coll, k.algo, k.c.ID(), err)
+}
+
+// sub returns a call of coll on the sub-communicator sc, inside k: it
+// shares k's context, and picks its own algorithm, never a hierarchical
+// one (sc lies inside one host, or holds one rank per host).
+func (k *call) sub(sc *spmd.Comm, coll topo.Collective, bytes int, fallback topo.Algo) *call {
+	s := &call{ctx: k.ctx, user: k.user, c: sc, cc: sc.Collective(), coll: coll, algo: fallback, root: k.root}
+	s.st = stateOf(s.cc)
+	if sc.Size() > 1 && bytes > 0 {
+		// A choice that fails (GORUN_ALGO naming an algorithm that does not
+		// apply here) keeps the fallback; a lost peer fails the next step.
+		a, err := topo.Choose(k.ctx, sc, coll, bytes)
+		if err == nil && a != topo.Hierarchical {
+			s.algo = a
+		}
+	}
+	return s
+}
+
+// borrow lends the call n elements of its communicator's scratch buffer
+// until the top-level call ends.
+func borrow[T spmd.Number](k *call, n int) []T {
+	buf, release := scratch[T](k.st, n)
+	k.root.releases = append(k.root.releases, release)
+	return buf
+}
+
+func algoError(coll topo.Collective, a topo.Algo) error {
+	names := make([]string, 0, len(topo.Algos(coll)))
+	for _, x := range topo.Algos(coll) {
+		names = append(names, string(x))
+	}
+	return fmt.Errorf("%w: %q does not implement %s; use one of %s",
+		ErrAlgo, a, coll, strings.Join(names, ", "))
+}
+
+// argError is the error of a call with bad arguments, before it starts.
+func argError(c *spmd.Comm, coll topo.Collective, err error) error {
+	return fmt.Errorf("%s on comm %d: %w", coll, c.ID(), err)
+}
+
+// countError says that a buffer's length does not fit.
+func countError(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrCount, fmt.Sprintf(format, args...))
+}
+
+// rootError checks a root rank.
+func rootError(c *spmd.Comm, root int) error {
+	if root < 0 || root >= c.Size() {
+		return fmt.Errorf("root %d on a communicator of %d ranks: %w", root, c.Size(), spmd.ErrBadRank)
+	}
+	return nil
+}

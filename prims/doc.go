@@ -1,0 +1,60 @@
+// Package prims is gorun's collective primitives: Broadcast, Reduce,
+// AllReduce, Gather, Scatter, AllGather, ReduceScatter, AllToAll and
+// Barrier over a communicator, generic over the element types of
+// spmd.Number, each with several algorithms.
+//
+// Every function is a collective: every rank of the communicator calls it,
+// in the same order as its other collective calls on that communicator,
+// with matching arguments (the same root, element count, op and options).
+// Collectives on one communicator must not run concurrently from several
+// goroutines of a rank; collectives on different communicators may.
+// Messages travel on the communicator's collective context
+// (spmd.Comm.Collective), so they never match the program's own
+// point-to-point receives.
+//
+// # Algorithms
+//
+// By default topo.Choose picks the algorithm of each call from the fitted
+// cost model (or GORUN_ALGO); WithAlgo forces one. The algorithms and the
+// collectives they implement:
+//
+//	ring          Broadcast (pipelined chain), Reduce (reduce-scatter, then
+//	              gather), AllReduce (segmented reduce-scatter + allgather),
+//	              AllGather, ReduceScatter
+//	tree          binomial tree: Broadcast, Reduce, Gather, Scatter, Barrier,
+//	              AllReduce (reduce, then broadcast)
+//	recdbl        recursive doubling: AllReduce, AllGather, Barrier
+//	              (dissemination)
+//	rabenseifner  recursive-halving reduce-scatter, then recursive-doubling
+//	              allgather: AllReduce, Reduce, ReduceScatter
+//	hier          inside each host, across one leader per host, inside again:
+//	              Broadcast, Reduce, AllReduce, AllGather
+//	linear        the root talks to every rank, or every pair talks: Reduce,
+//	              Broadcast, Gather, Scatter, AllGather, ReduceScatter,
+//	              AllToAll
+//
+// Rank counts that are not powers of two are folded in the standard way:
+// the first 2r ranks (r = p - 2^floor(lg p)) pair up and one of each pair
+// sits out the power-of-two core. Asking for an algorithm that does not
+// implement a collective fails with ErrAlgo.
+//
+// # Buffers
+//
+// AllReduce works in place; AllReduceTo, Reduce, ReduceScatter, Gather,
+// Scatter, AllGather and AllToAll take a send and a receive buffer. Gather,
+// Scatter, AllGather and AllToAll move equal blocks: rank i's block is
+// recv[i*k:(i+1)*k] (or send's, for Scatter and AllToAll). ReduceScatter
+// cuts a vector of any length n into Size blocks as Block says: the first
+// n%p ranks get one element more. Buffers are sent and received in place
+// (spmd.Bytes), without copies; the temporaries an algorithm needs come
+// from a scratch buffer cached per communicator.
+//
+// # Failures
+//
+// Every call takes a context and returns an error that names the
+// collective, the algorithm and the communicator. When any rank of the
+// communicator is lost, every rank's pending or later collective on it
+// fails with an error wrapping spmd.ErrPeerLost (and naming the lost
+// rank), never hangs. After a failed call the contents of the receive
+// buffers are undefined.
+package prims

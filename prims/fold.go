@@ -1,0 +1,145 @@
+package prims
+
+import (
+	"github.com/gorun-hpc/gorun/spmd"
+)
+
+// fold is how p ranks, p not a power of two, run an algorithm made for pp
+// = 2^floor(lg p) ranks: of the first 2*rem ranks (rem = p-pp), each even
+// one hands its data to the odd one after it and sits out the core; the
+// pp others are renumbered 0..pp-1 (their vrank).
+type fold struct {
+	p, pp, rem int
+	rank       int
+	vrank      int // -1 for a rank that sits out
+}
+
+func newFold(p, rank int) fold {
+	pp := 1
+	for pp*2 <= p {
+		pp *= 2
+	}
+	f := fold{p: p, pp: pp, rem: p - pp, rank: rank}
+	switch {
+	case rank >= 2*f.rem:
+		f.vrank = rank - f.rem
+	case rank%2 == 1:
+		f.vrank = rank / 2
+	default:
+		f.vrank = -1
+	}
+	return f
+}
+
+// real returns the rank of vrank v.
+func (f fold) real(v int) int {
+	if v < f.rem {
+		return 2*v + 1
+	}
+	return v + f.rem
+}
+
+// out reports whether this rank sits out the core.
+func (f fold) out() bool { return f.vrank < 0 }
+
+// partner is the rank an extra rank (or the odd rank it pairs with)
+// exchanges with around the core.
+func (f fold) partner() int {
+	if f.rank%2 == 0 {
+		return f.rank + 1
+	}
+	return f.rank - 1
+}
+
+// paired reports whether this rank is one of the first 2*rem.
+func (f fold) paired() bool { return f.rank < 2*f.rem }
+
+// superBounds returns the boundaries of the pp super-blocks of the core,
+// given the boundaries b of p blocks, one per rank: vrank v's super-block
+// is the blocks of the ranks folded into it (2v and 2v+1, or v+rem).
+func (f fold) superBounds(b []int) []int {
+	sb := make([]int, f.pp+1)
+	for v := 0; v < f.pp; v++ {
+		first := v + f.rem
+		if v < f.rem {
+			first = 2 * v
+		}
+		sb[v] = b[first]
+	}
+	sb[f.pp] = b[f.p]
+	return sb
+}
+
+// halve is the recursive-halving reduce-scatter of the core: over lg pp
+// steps each vrank swaps half of what it still reduces with the partner at
+// distance pp/2, pp/4, ..., 1, and ends holding super-block vrank of sb
+// fully reduced in buf. tmp must hold half of buf.
+func halve[T spmd.Number](k *call, f fold, buf, tmp []T, sb []int, op Op[T]) error {
+	lo, hi := 0, f.pp
+	for step, mask := 0, f.pp/2; mask > 0; step, mask = step+1, mask/2 {
+		peer := f.real(f.vrank ^ mask)
+		mid := lo + (hi-lo)/2
+		keepLo, keepHi, sendLo, sendHi := lo, mid, mid, hi
+		if f.vrank&mask != 0 {
+			keepLo, keepHi, sendLo, sendHi = mid, hi, lo, mid
+		}
+		keep := buf[sb[keepLo]:sb[keepHi]]
+		t := tmp[:len(keep)]
+		if err := exchange(k.ctx, k.cc, buf[sb[sendLo]:sb[sendHi]], peer, t, peer, tag(k.coll, phaseStep+step)); err != nil {
+			return err
+		}
+		op.reduce(keep, t)
+		lo, hi = keepLo, keepHi
+	}
+	return nil
+}
+
+// double is the recursive-doubling allgather of the core: each vrank
+// starts with super-block vrank of sb in buf and, over lg pp steps at
+// distance 1, 2, ..., pp/2, swaps everything it has with its partner,
+// received in place.
+func double[T spmd.Number](k *call, f fold, buf []T, sb []int, phase int) error {
+	lo, hi := f.vrank, f.vrank+1
+	for step, mask := 0, 1; mask < f.pp; step, mask = step+1, mask*2 {
+		peer := f.real(f.vrank ^ mask)
+		plo, phi := lo+mask, hi+mask
+		if f.vrank&mask != 0 {
+			plo, phi = lo-mask, hi-mask
+		}
+		if err := exchange(k.ctx, k.cc, buf[sb[lo]:sb[hi]], peer, buf[sb[plo]:sb[phi]], peer, tag(k.coll, phase+step)); err != nil {
+			return err
+		}
+		lo, hi = min(lo, plo), max(hi, phi)
+	}
+	return nil
+}
+
+// foldIn runs the fold's first exchange: an extra rank sends buf to its
+// partner, which reduces it into its own buf through tmp.
+func foldIn[T spmd.Number](k *call, f fold, buf, tmp []T, op Op[T]) error {
+	if !f.paired() {
+		return nil
+	}
+	t := tag(k.coll, phaseFold)
+	if f.out() {
+		return sendTo(k.ctx, k.cc, f.partner(), t, buf)
+	}
+	if err := recvFrom(k.ctx, k.cc, f.partner(), t, tmp[:len(buf)]); err != nil {
+		return err
+	}
+	op.reduce(buf, tmp[:len(buf)])
+	return nil
+}
+
+// foldOut runs the fold's last exchange: the partner sends the result back
+// to the extra rank.
+func foldOut[T spmd.Number](k *call, f fold, buf []T) error {
+	if !f.paired() {
+		return nil
+	}
+	t := tag(k.coll, phaseUnfold)
+	if f.out() {
+		return recvFrom(k.ctx, k.cc, f.partner(), t, buf)
+	}
+	return sendTo(k.ctx, k.cc, f.partner(), t, buf)
+}

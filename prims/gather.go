@@ -1,0 +1,105 @@
+package prims
+
+import (
+	"context"
+
+	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/topo"
+)
+
+// Gather collects every rank's send at rank root: rank i's elements land
+// in recv[i*k:(i+1)*k], k = len(send), the same on every rank. recv has
+// Size()*k elements at the root and is ignored elsewhere; at the root send
+// may be recv's own block (in place).
+func Gather[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T, root int, opts ...Option) (err error) {
+	if err := rootError(c, root); err != nil {
+		return argError(c, topo.Gather, err)
+	}
+	kk := len(send)
+	if c.Rank() != root {
+		recv = nil
+	} else if len(recv) != c.Size()*kk {
+		return argError(c, topo.Gather, countError("recv has %d elements, want %d ranks x %d", len(recv), c.Size(), kk))
+	}
+	k, err := start(ctx, c, topo.Gather, c.Size()*kk*sizeOf[T](), kk == 0 || c.Size() == 1, opts)
+	if err != nil {
+		return err
+	}
+	defer k.end(&err)
+	if kk == 0 || c.Size() == 1 {
+		copyIn(recv, send)
+		return nil
+	}
+	switch k.algo {
+	case topo.Linear:
+		return linearGather(k, send, recv, root)
+	case topo.Tree:
+		return treeGather(k, send, recv, root)
+	}
+	return algoError(k.coll, k.algo)
+}
+
+// Scatter hands rank i the block send[i*k:(i+1)*k] of root's send, k =
+// len(recv), the same on every rank. send has Size()*k elements at the root
+// and is ignored elsewhere; at the root recv may be send's own block.
+func Scatter[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T, root int, opts ...Option) (err error) {
+	if err := rootError(c, root); err != nil {
+		return argError(c, topo.Scatter, err)
+	}
+	kk := len(recv)
+	if c.Rank() != root {
+		send = nil
+	} else if len(send) != c.Size()*kk {
+		return argError(c, topo.Scatter, countError("send has %d elements, want %d ranks x %d", len(send), c.Size(), kk))
+	}
+	k, err := start(ctx, c, topo.Scatter, c.Size()*kk*sizeOf[T](), kk == 0 || c.Size() == 1, opts)
+	if err != nil {
+		return err
+	}
+	defer k.end(&err)
+	if kk == 0 || c.Size() == 1 {
+		copyIn(recv, send)
+		return nil
+	}
+	switch k.algo {
+	case topo.Linear:
+		return linearScatter(k, send, recv, root)
+	case topo.Tree:
+		return treeScatter(k, send, recv, root)
+	}
+	return algoError(k.coll, k.algo)
+}
+
+// linearGather has the root receive every block in place.
+func linearGather[T spmd.Number](k *call, send, recv []T, root int) error {
+	cc, ctx := k.cc, k.ctx
+	t, kk := tag(k.coll, phaseMain), len(send)
+	if cc.Rank() != root {
+		return sendTo(ctx, cc, root, t, send)
+	}
+	var reqs pending
+	for r := 0; r < cc.Size(); r++ {
+		if r != root {
+			reqs.irecv(cc, r, t, spmd.Bytes(recv[r*kk:(r+1)*kk]))
+		}
+	}
+	copyIn(recv[root*kk:(root+1)*kk], send)
+	return reqs.waitAll(ctx)
+}
+
+// linearScatter has the root send every block from where it lies.
+func linearScatter[T spmd.Number](k *call, send, recv []T, root int) error {
+	cc, ctx := k.cc, k.ctx
+	t, kk := tag(k.coll, phaseMain), len(recv)
+	if cc.Rank() != root {
+		return recvFrom(ctx, cc, root, t, recv)
+	}
+	var reqs pending
+	for r := 0; r < cc.Size(); r++ {
+		if r != root {
+			reqs.isend(ctx, cc, r, t, spmd.Bytes(send[r*kk:(r+1)*kk]))
+		}
+	}
+	copyIn(recv, send[root*kk:(root+1)*kk])
+	return reqs.waitAll(ctx)
+}

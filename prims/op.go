@@ -1,0 +1,102 @@
+package prims
+
+import (
+	"gonum.org/v1/gonum/blas/blas32"
+	"gonum.org/v1/gonum/floats"
+
+	"github.com/gorun-hpc/gorun/spmd"
+)
+
+// Op is a reduction: it folds src into dst element by element
+// (dst[i] = dst[i] op src[i]). Ops must be associative and commutative;
+// algorithms combine partial results in whatever order their schedule
+// gives. The zero Op is invalid. An Op is safe for concurrent use.
+type Op[T spmd.Number] struct {
+	name   string
+	reduce func(dst, src []T)
+}
+
+// Name returns the op's name ("sum", or "user" for OpFunc).
+func (op Op[T]) Name() string { return op.name }
+
+// Sum adds. Sums of float32 and float64 run gonum's assembly kernels.
+func Sum[T spmd.Number]() Op[T] {
+	var z T
+	switch any(z).(type) {
+	case float32:
+		return Op[T]{"sum", any(addF32).(func(dst, src []T))}
+	case float64:
+		return Op[T]{"sum", any(addF64).(func(dst, src []T))}
+	}
+	return Op[T]{"sum", add[T]}
+}
+
+// Prod multiplies.
+func Prod[T spmd.Number]() Op[T] { return Op[T]{"prod", mul[T]} }
+
+// Max keeps the larger element; a NaN wins over any number, whichever side
+// it is on, so that every rank computes the same result.
+func Max[T spmd.Number]() Op[T] { return Op[T]{"max", maximum[T]} }
+
+// Min keeps the smaller element; a NaN wins, as for Max.
+func Min[T spmd.Number]() Op[T] { return Op[T]{"min", minimum[T]} }
+
+// OpFunc makes a user-supplied reduction: f must set dst[i] to dst[i]
+// combined with src[i] for every i (len(src) == len(dst)), associatively
+// and commutatively, and must not keep either slice. It is called from the
+// calling goroutine, on pieces of the buffers.
+func OpFunc[T spmd.Number](f func(dst, src []T)) Op[T] {
+	return Op[T]{"user", f}
+}
+
+func (op Op[T]) valid() error {
+	if op.reduce == nil {
+		return ErrOp
+	}
+	return nil
+}
+
+func addF32(dst, src []float32) {
+	blas32.Axpy(1, blas32.Vector{N: len(dst), Inc: 1, Data: src[:len(dst)]},
+		blas32.Vector{N: len(dst), Inc: 1, Data: dst})
+}
+
+func addF64(dst, src []float64) {
+	floats.Add(dst, src[:len(dst)])
+}
+
+func add[T spmd.Number](dst, src []T) {
+	src = src[:len(dst)]
+	for i := range dst {
+		dst[i] += src[i]
+	}
+}
+
+func mul[T spmd.Number](dst, src []T) {
+	src = src[:len(dst)]
+	for i := range dst {
+		dst[i] *= src[i]
+	}
+}
+
+func maximum[T spmd.Number](dst, src []T) {
+	src = src[:len(dst)]
+	for i, s := range src {
+		if s > dst[i] || s != s {
+			dst[i] = s
+		}
+	}
+}
+
+func minimum[T spmd.Number](dst, src []T) {
+	src = src[:len(dst)]
+	for i, s := range src {
+		if s < dst[i] || s != s {
+			dst[i] = s
+		}
+	}
+}
+
+// Reduce folds src into dst with the op: dst[i] = dst[i] op src[i] for i
+// in 0..len(dst)-1. src must be at least as long as dst.
+func (op Op[T]) Reduce(dst, src []T) { op.reduce(dst, src) }

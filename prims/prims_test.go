@@ -1,0 +1,74 @@
+package prims_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/spmdtest"
+	"github.com/gorun-hpc/gorun/topo"
+)
+
+// big is the large count: more than a power of two, so every split is
+// uneven and every ring cuts several segments.
+const big = 1<<20 + 3
+
+var rankCounts = []int{1, 2, 3, 4, 5, 7, 8}
+
+// counts returns the element counts tried with p ranks: none, one, fewer
+// than ranks, as many, and a thousand. The large count runs separately.
+func counts(p int) []int {
+	return []int{0, 1, max(p-1, 0), p, 1000}
+}
+
+// runType runs every check of cks on every rank of a p-rank job, with
+// elements of type T.
+func runType[T spmd.Number](t *testing.T, p int, cks []check) {
+	spmdtest.Run(t, p, func(ctx context.Context, w *spmd.World) error {
+		for _, k := range cks {
+			if err := run[T](ctx, w.Comm, k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// TestCollectives runs every collective with every algorithm that
+// implements it, over 1..8 ranks, every count and type, in place and out
+// of place, against the naive reference. Every (collective, algorithm,
+// ranks) also runs the large count once, in float32 or int64.
+func TestCollectives(t *testing.T) {
+	for _, coll := range topo.Collectives {
+		for _, algo := range topo.Algos(coll) {
+			for _, p := range rankCounts {
+				t.Run(fmt.Sprintf("%s/%s/p=%d", coll, algo, p), func(t *testing.T) {
+					t.Parallel()
+					testMatrix(t, coll, algo, p)
+				})
+			}
+		}
+	}
+}
+
+func testMatrix(t *testing.T, coll topo.Collective, algo topo.Algo, p int) {
+	var small []check
+	for _, n := range counts(p) {
+		small = append(small, check{coll, algo, n, false}, check{coll, algo, n, true})
+	}
+	t.Run("float32", func(t *testing.T) { runType[float32](t, p, small) })
+	t.Run("float64", func(t *testing.T) { runType[float64](t, p, small) })
+	t.Run("int32", func(t *testing.T) { runType[int32](t, p, small) })
+	t.Run("int64", func(t *testing.T) { runType[int64](t, p, small) })
+	t.Run("uint8", func(t *testing.T) { runType[uint8](t, p, small) })
+	if testing.Short() && p != 5 {
+		return
+	}
+	large := []check{{coll, algo, big, p%2 == 1}}
+	if p%2 == 0 {
+		t.Run("float32/large", func(t *testing.T) { runType[float32](t, p, large) })
+	} else {
+		t.Run("int64/large", func(t *testing.T) { runType[int64](t, p, large) })
+	}
+}

@@ -1,0 +1,145 @@
+package prims
+
+import (
+	"context"
+
+	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/topo"
+)
+
+// Reduce reduces every rank's send with op into recv at rank root. recv
+// has send's length at the root and is ignored elsewhere (it may be nil);
+// at the root send may be recv (in place). send is never modified
+// otherwise.
+func Reduce[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T, op Op[T], root int, opts ...Option) (err error) {
+	if err := op.valid(); err != nil {
+		return argError(c, topo.Reduce, err)
+	}
+	if err := rootError(c, root); err != nil {
+		return argError(c, topo.Reduce, err)
+	}
+	if c.Rank() != root {
+		recv = nil
+	} else if len(send) != len(recv) {
+		return argError(c, topo.Reduce, countError("send has %d elements, recv %d", len(send), len(recv)))
+	}
+	n := len(send)
+	k, err := start(ctx, c, topo.Reduce, n*sizeOf[T](), n == 0 || c.Size() == 1, opts)
+	if err != nil {
+		return err
+	}
+	defer k.end(&err)
+	return reduce(k, send, recv, root, op)
+}
+
+// reduce runs k's algorithm. dst is the result at the root; elsewhere it
+// is a work buffer of src's length the algorithm may use (it may be src),
+// or nil.
+func reduce[T spmd.Number](k *call, src, dst []T, root int, op Op[T]) error {
+	if len(src) == 0 || k.cc.Size() == 1 {
+		copyIn(dst, src)
+		return nil
+	}
+	switch k.algo {
+	case topo.Tree:
+		return treeReduce(k, src, dst, root, op)
+	case topo.Linear:
+		return linearReduce(k, src, dst, root, op)
+	case topo.Ring:
+		return ringReduce(k, src, dst, root, op)
+	case topo.Rabenseifner:
+		return rabenseifnerReduce(k, src, dst, root, op)
+	case topo.Hierarchical:
+		return hierReduce(k, src, dst, root, op)
+	}
+	return algoError(k.coll, k.algo)
+}
+
+// linearReduce has the root receive and reduce every rank's vector in turn.
+func linearReduce[T spmd.Number](k *call, src, dst []T, root int, op Op[T]) error {
+	cc, ctx := k.cc, k.ctx
+	t := tag(k.coll, phaseMain)
+	if cc.Rank() != root {
+		return sendTo(ctx, cc, root, t, src)
+	}
+	copyIn(dst, src)
+	tmp := borrow[T](k, len(src))
+	for r := 0; r < cc.Size(); r++ {
+		if r == root {
+			continue
+		}
+		if err := recvFrom(ctx, cc, r, t, tmp); err != nil {
+			return err
+		}
+		op.reduce(dst, tmp)
+	}
+	return nil
+}
+
+// workFor returns the buffer a reduction works in: dst, or a borrowed one,
+// holding a copy of src.
+func workFor[T spmd.Number](k *call, src, dst []T) []T {
+	if dst == nil {
+		dst = borrow[T](k, len(src))
+	}
+	copyIn(dst, src)
+	return dst
+}
+
+// ringReduce is a ring reduce-scatter, then every rank sends the block it
+// reduced straight into the root's result.
+func ringReduce[T spmd.Number](k *call, src, dst []T, root int, op Op[T]) error {
+	p := k.cc.Size()
+	work := workFor(k, src, dst)
+	b := bounds(len(src), p)
+	if err := ringReduceScatter(k, work, b, k.cc.Rank(), op, tag(k.coll, phaseMain)); err != nil {
+		return err
+	}
+	return gatherBlocks(k, work, b, root, func(r int) int { return r })
+}
+
+// rabenseifnerReduce is a recursive-halving reduce-scatter, then every
+// rank of the core sends its block straight into the root's result.
+func rabenseifnerReduce[T spmd.Number](k *call, src, dst []T, root int, op Op[T]) error {
+	f := newFold(k.cc.Size(), k.cc.Rank())
+	work, tmp := dst, []T(nil)
+	if work == nil {
+		scr := borrow[T](k, 2*len(src))
+		work, tmp = scr[:len(src)], scr[len(src):]
+	} else {
+		tmp = borrow[T](k, len(src))
+	}
+	copyIn(work, src)
+	if err := foldIn(k, f, work, tmp, op); err != nil {
+		return err
+	}
+	sb := bounds(len(src), f.pp)
+	if !f.out() {
+		if err := halve(k, f, work, tmp, sb, op); err != nil {
+			return err
+		}
+	}
+	// Block v of sb is held by rank f.real(v); the extras hold none.
+	holder := func(v int) int { return f.real(v) }
+	return gatherBlocks(k, work, sb, root, holder)
+}
+
+// gatherBlocks sends block v of b, held by rank holder(v), to root, which
+// receives them in place into buf.
+func gatherBlocks[T spmd.Number](k *call, buf []T, b []int, root int, holder func(v int) int) error {
+	cc, ctx := k.cc, k.ctx
+	t := tag(k.coll, phaseGather)
+	var reqs pending
+	defer reqs.abort()
+	for v := 0; v+1 < len(b); v++ {
+		h := holder(v)
+		switch {
+		case h == root && cc.Rank() == root:
+		case cc.Rank() == root:
+			reqs.irecv(cc, h, t, spmd.Bytes(buf[b[v]:b[v+1]]))
+		case cc.Rank() == h:
+			reqs.isend(ctx, cc, root, t, spmd.Bytes(buf[b[v]:b[v+1]]))
+		}
+	}
+	return reqs.waitAll(ctx)
+}

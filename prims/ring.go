@@ -1,0 +1,134 @@
+package prims
+
+import (
+	"github.com/gorun-hpc/gorun/spmd"
+)
+
+// SegmentBytes is the size of the messages ring algorithms cut large
+// blocks into, so that receiving one segment overlaps reducing the
+// previous one and forwarding it. Measured with BenchmarkAllReduce over
+// net/mem (see the package tests): smaller segments cost per-message
+// overhead, larger ones lose the overlap.
+const SegmentBytes = 128 << 10
+
+// window is how many segment receives the ring reduce-scatter keeps
+// posted ahead of the one it is reducing.
+const window = 4
+
+// ringWalk enumerates, in order, the segments a rank receives (or sends)
+// in a ring over blocks [b[i], b[i+1]): steps 0..steps-1, the block of
+// step s being (first - s) mod p, each block cut into segments of at most
+// seg elements.
+type ringWalk struct {
+	b            []int
+	p, first     int
+	seg, steps   int
+	step, lo, hi int // current step and what is left of its block
+}
+
+func newWalk(b []int, first, steps, seg int) ringWalk {
+	w := ringWalk{b: b, p: len(b) - 1, first: first, seg: seg, steps: steps, step: -1}
+	return w
+}
+
+// next returns the next segment and the step it belongs to.
+func (w *ringWalk) next() (lo, hi, step int, ok bool) {
+	for w.lo >= w.hi {
+		w.step++
+		if w.step >= w.steps {
+			return 0, 0, 0, false
+		}
+		blk := mod(w.first-w.step, w.p)
+		w.lo, w.hi = w.b[blk], w.b[blk+1]
+		if w.lo == w.hi {
+			return w.lo, w.lo, w.step, true // an empty block is one empty message
+		}
+	}
+	lo, hi = w.lo, min(w.lo+w.seg, w.hi)
+	w.lo = hi
+	return lo, hi, w.step, true
+}
+
+func segElems[T spmd.Number]() int { return max(1, SegmentBytes/sizeOf[T]()) }
+
+// ringReduceScatter reduces buf around the ring in place, over the blocks
+// of b. Afterwards this rank holds block own fully reduced, where own is
+// the same function of the rank on every rank (own = rank+shift mod p);
+// the other blocks hold partial results. Each received segment is reduced
+// and forwarded at once while the next ones arrive.
+func ringReduceScatter[T spmd.Number](k *call, buf []T, b []int, own int, op Op[T], tag int) error {
+	cc, ctx := k.cc, k.ctx
+	p := cc.Size()
+	right, left := mod(cc.Rank()+1, p), mod(cc.Rank()-1, p)
+	seg := segElems[T]()
+	var sends, recvs pending
+	defer sends.abort()
+	defer recvs.abort()
+
+	first := newWalk(b, own-1, 1, seg) // step 0 sends block own-1 as it is
+	for lo, hi, _, ok := first.next(); ok; lo, hi, _, ok = first.next() {
+		sends.isend(ctx, cc, right, tag, spmd.Bytes(buf[lo:hi]))
+	}
+	slots := borrow[T](k, window*seg)
+	post, take := newWalk(b, own-2, p-1, seg), newWalk(b, own-2, p-1, seg)
+	for i := 0; i < window; i++ {
+		if lo, hi, _, ok := post.next(); ok {
+			recvs.irecv(cc, left, tag, spmd.Bytes(slots[i*seg:i*seg+hi-lo]))
+		}
+	}
+	for i := 0; ; i++ {
+		lo, hi, step, ok := take.next()
+		if !ok {
+			break
+		}
+		if err := recvs.wait(ctx, i); err != nil {
+			return err
+		}
+		slot := slots[(i%window)*seg:]
+		op.reduce(buf[lo:hi], slot[:hi-lo])
+		if plo, phi, _, ok := post.next(); ok {
+			recvs.irecv(cc, left, tag, spmd.Bytes(slot[:phi-plo]))
+		}
+		if step < p-2 {
+			sends.isend(ctx, cc, right, tag, spmd.Bytes(buf[lo:hi]))
+		}
+	}
+	recvs.reset()
+	return sends.waitAll(ctx)
+}
+
+// ringAllGather circulates the blocks of b around the ring in place: this
+// rank starts with block own (the same function of the rank on every rank)
+// and ends with all. Segments are received straight into buf and
+// forwarded as they arrive.
+func ringAllGather[T spmd.Number](k *call, buf []T, b []int, own int, tag int) error {
+	cc, ctx := k.cc, k.ctx
+	p := cc.Size()
+	right, left := mod(cc.Rank()+1, p), mod(cc.Rank()-1, p)
+	seg := segElems[T]()
+	var sends, recvs pending
+	defer sends.abort()
+	defer recvs.abort()
+
+	first := newWalk(b, own, 1, seg)
+	for lo, hi, _, ok := first.next(); ok; lo, hi, _, ok = first.next() {
+		sends.isend(ctx, cc, right, tag, spmd.Bytes(buf[lo:hi]))
+	}
+	post := newWalk(b, own-1, p-1, seg)
+	type piece struct{ lo, hi, step int }
+	var pieces []piece
+	for lo, hi, step, ok := post.next(); ok; lo, hi, step, ok = post.next() {
+		recvs.irecv(cc, left, tag, spmd.Bytes(buf[lo:hi]))
+		pieces = append(pieces, piece{lo, hi, step})
+	}
+	for i, pc := range pieces {
+		if err := recvs.wait(ctx, i); err != nil {
+			return err
+		}
+		if pc.step < p-2 {
+			sends.isend(ctx, cc, right, tag, spmd.Bytes(buf[pc.lo:pc.hi]))
+		}
+	}
+	recvs.reset()
+	return sends.waitAll(ctx)
+}
