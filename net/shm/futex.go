@@ -48,11 +48,14 @@ func wake(word *atomic.Uint32) {
 }
 
 // process is a handle on a peer's process for liveness checks. A pidfd
-// keeps naming the same process even if its pid is reused after it dies;
-// where pidfd_open is missing, kill(pid, 0) is the fallback.
+// keeps naming the same process even if its pid is reused, and turns
+// readable as soon as the process exits, even while it is an unreaped
+// zombie (which kill(pid, 0) still finds). Where pidfd_open is missing,
+// kill(pid, 0) is the fallback.
 type process struct {
 	pid int
 	fd  int // pidfd, or -1
+	pfd [1]unix.PollFd
 }
 
 func openProcess(pid int) process {
@@ -60,23 +63,23 @@ func openProcess(pid int) process {
 	if err != nil {
 		fd = -1
 	}
-	return process{pid: pid, fd: fd}
+	return process{pid: pid, fd: fd, pfd: [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}}
 }
 
-// alive reports whether the process still exists. Only a definite "no such
-// process" counts as dead.
-func (p process) alive() bool {
-	var err error
+// alive reports whether the process still runs. Only a definite answer
+// counts as dead: an exit seen through the pidfd, or "no such process".
+func (p *process) alive() bool {
 	if p.fd >= 0 {
-		err = unix.PidfdSendSignal(p.fd, 0, nil, 0)
-	} else {
-		err = unix.Kill(p.pid, 0)
+		p.pfd[0].Revents = 0
+		n, err := unix.Poll(p.pfd[:], 0)
+		return err != nil || n == 0
 	}
-	return !errors.Is(err, unix.ESRCH)
+	return !errors.Is(unix.Kill(p.pid, 0), unix.ESRCH)
 }
 
-func (p process) close() {
+func (p *process) close() {
 	if p.fd >= 0 {
 		unix.Close(p.fd)
+		p.fd = -1
 	}
 }
