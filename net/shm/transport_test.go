@@ -62,7 +62,7 @@ func TestLargeMessage(t *testing.T) {
 	c := build(t, 2)
 	payload := make([]byte, size)
 	rand.Read(payload) // no period: a misplaced chunk cannot match
-	var dst []byte // set by rank 1's receiver, read after its Deliver
+	var dst []byte     // set by rank 1's receiver, read after its Deliver
 	c.rs[1].bufferFor = func(_ int, h transport.Header) []byte {
 		if dst == nil {
 			dst = make([]byte, h.Len)
