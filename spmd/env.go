@@ -1,9 +1,12 @@
 package spmd
 
 import (
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -24,6 +27,7 @@ const (
 	EnvSecret      = "GORUN_SECRET"       // the per-job secret in hex, when no fd can be passed
 	EnvInitTimeout = "GORUN_INIT_TIMEOUT" // how long Init waits for every rank (Go duration)
 	EnvBindAddr    = "GORUN_BIND_ADDR"    // IP that gossip and data plane listen on
+	EnvPorts       = "GORUN_PORTS"        // LOW-HIGH: TCP/UDP ports listeners may use
 	EnvVerbose     = "GORUN_VERBOSE"      // "1": log rendezvous and connection steps to stderr
 	EnvTransport   = "GORUN_TRANSPORT"    // force a transport: tcp, shm
 	EnvAlgo        = "GORUN_ALGO"         // force a collective algorithm
@@ -53,6 +57,7 @@ type Env struct {
 	Secret               []byte
 	InitTimeout          time.Duration
 	BindAddr             string
+	Ports                PortRange // zero: any port
 	Verbose              bool
 }
 
@@ -114,6 +119,13 @@ func ReadEnv(getenv func(string) string) (Env, error) {
 	e.ProfileDir = getenv(EnvProfileDir)
 	e.BindAddr = getenv(EnvBindAddr)
 	e.Verbose = getenv(EnvVerbose) == "1"
+	if s := getenv(EnvPorts); s != "" {
+		pr, err := ParsePortRange(s)
+		if err != nil {
+			return e, fmt.Errorf("%s: %w", EnvPorts, err)
+		}
+		e.Ports = pr
+	}
 	if s := getenv(EnvInitTimeout); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 {
@@ -131,4 +143,55 @@ func first(getenv func(string) string, names []string) (string, string) {
 		}
 	}
 	return names[0], ""
+}
+
+// PortRange is the ports listeners may bind, Low to High inclusive
+// (GORUN_PORTS, gorun --ports). The zero value means any port.
+type PortRange struct{ Low, High int }
+
+// ParsePortRange reads "LOW-HIGH" (or one port "N").
+func ParsePortRange(s string) (PortRange, error) {
+	lo, hi, ok := strings.Cut(strings.TrimSpace(s), "-")
+	if !ok {
+		hi = lo
+	}
+	l, err1 := strconv.Atoi(strings.TrimSpace(lo))
+	h, err2 := strconv.Atoi(strings.TrimSpace(hi))
+	if err1 != nil || err2 != nil || l < 1 || h > 65535 || l > h {
+		return PortRange{}, fmt.Errorf("%q: want LOW-HIGH with 1 <= LOW <= HIGH <= 65535, as in 40000-40100", s)
+	}
+	return PortRange{l, h}, nil
+}
+
+// String formats r as LOW-HIGH; "" for the zero range.
+func (r PortRange) String() string {
+	if r.Low == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d-%d", r.Low, r.High)
+}
+
+// Try calls bind with ports of r, starting at a random one, until bind
+// returns an error other than "address already in use", and returns that
+// result. For the zero range it calls bind(0) once: any port.
+func (r PortRange) Try(bind func(port int) error) error {
+	if r.Low == 0 {
+		return bind(0)
+	}
+	n := r.High - r.Low + 1
+	start := rand.IntN(n)
+	var err error
+	for i := range n {
+		err = bind(r.Low + (start+i)%n)
+		if !inUse(err) {
+			return err
+		}
+	}
+	return fmt.Errorf("every port in %s is in use: widen the range (%s): %w", r, EnvPorts, err)
+}
+
+// inUse reports whether err says that the address was taken; memberlist
+// formats its errors with %v, hence the text match.
+func inUse(err error) bool {
+	return err != nil && (errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use"))
 }

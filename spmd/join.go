@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/gorun-hpc/gorun/net/gossip"
@@ -25,7 +26,11 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 		hostID = LocalHostID()
 	}
 	hostname, _ := os.Hostname()
-	l, err := tcp.Listen(net.JoinHostPort(bind, "0"))
+	var l *tcp.Listener
+	err := env.Ports.Try(func(port int) (err error) {
+		l, err = tcp.Listen(net.JoinHostPort(bind, strconv.Itoa(port)))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("opening the data-plane listener on %s (set %s to an address of this host): %w", bind, EnvBindAddr, err)
 	}
@@ -49,7 +54,13 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 		},
 	}
 	self := gossip.Member{Rank: env.Rank, HostID: hostID, Hostname: hostname, Addr: l.Addr(), Pid: os.Getpid()}
-	node, members, err := gossip.Join(ictx, cfg, self, env.Size)
+	var node *gossip.Node
+	var members []gossip.Member
+	err = env.Ports.Try(func(port int) (err error) {
+		cfg.BindPort = port
+		node, members, err = gossip.Join(ictx, cfg, self, env.Size)
+		return err
+	})
 	if err != nil {
 		l.Close()
 		if errors.Is(err, gossip.ErrTimeout) {

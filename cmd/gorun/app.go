@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gorun-hpc/gorun/spmd/launch"
+	"github.com/gorun-hpc/gorun/spmd/launch/hosts"
 )
 
 //go:generate go test -run TestManPage -update
@@ -39,6 +40,9 @@ func newApp(sigs <-chan os.Signal) *cli.App {
 
 // run is the action of the app: config file, then flags, then the launcher.
 func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
+	if cliCtx.Bool(flagAgent) {
+		return runAgent(cliCtx)
+	}
 	cfg := launch.DefaultConfig()
 	if err := loadConfig(cliCtx, &cfg); err != nil {
 		return err
@@ -49,7 +53,7 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 		return usageError{fmt.Errorf("no program to run: usage is %s (see gorun --help)", cliCtx.App.UsageText)}
 	}
 	cfg.Program, cfg.Args = args[0], args[1:]
-	if cfg.NP == 0 && !cliCtx.IsSet(flagNP) {
+	if cfg.NP == 0 && !cliCtx.IsSet(flagNP) && cfg.Hosts == "" && cfg.Hostfile == "" && !inSlurm() {
 		return usageError{fmt.Errorf("how many ranks? give -np N, as in gorun -np 4 %s", cfg.Program)}
 	}
 	l := &launch.Launcher{
@@ -67,6 +71,12 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 		return exitStatus(status)
 	}
 	return nil
+}
+
+// inSlurm reports whether gorun runs inside a Slurm allocation, whose
+// hosts it then uses.
+func inSlurm() bool {
+	return os.Getenv(hosts.EnvSlurmNodeList) != "" || os.Getenv(hosts.EnvSlurmNodeListOld) != ""
 }
 
 // loadConfig decodes --config, or the default config file when it exists.

@@ -22,11 +22,40 @@ const (
 	flagConfig      = "config"
 	flagDryRun      = "dry-run"
 	flagVerbose     = "verbose"
+
+	flagHosts          = "host"
+	flagHostfile       = "hostfile"
+	flagMapBy          = "map-by"
+	flagNPerNode       = "npernode"
+	flagOversubscribe  = "oversubscribe"
+	flagSSHArgs        = "ssh-args"
+	flagLaunchAgent    = "launch-agent"
+	flagConnectTimeout = "connect-timeout"
+	flagSpawnRadix     = "spawn-radix"
+	flagPreload        = "preload"
+	flagIface          = "iface"
+	flagNet            = "net"
+	flagPorts          = "ports"
+	flagAgent          = "agent" // hidden: run as a host's agent
 )
 
 func flags() []cli.Flag {
 	return []cli.Flag{
-		&cli.IntFlag{Name: flagNP, Aliases: []string{"n"}, Usage: "start `N` ranks (all on this machine)"},
+		&cli.IntFlag{Name: flagNP, Aliases: []string{"n"}, Usage: "start `N` ranks (with a host list, default one per slot)"},
+		&cli.StringFlag{Name: flagHosts, Aliases: []string{"H"}, Usage: "run on `HOSTS`, as in node1:2,node2:2 (host:slots, comma-separated)"},
+		&cli.StringFlag{Name: flagHostfile, Aliases: []string{"machinefile"}, Usage: "run on the hosts of `FILE` (Open MPI, MPICH or DeepSpeed format; see gorun(1))"},
+		&cli.StringFlag{Name: flagMapBy, Value: "slot", Usage: "place ranks by `POLICY`: slot fills each host's slots in turn, node deals ranks round-robin over hosts"},
+		&cli.IntFlag{Name: flagNPerNode, Usage: "place exactly `N` ranks on each host"},
+		&cli.BoolFlag{Name: flagOversubscribe, Usage: "allow more ranks than slots on a host (up to its max_slots)"},
+		&cli.StringFlag{Name: flagSSHArgs, Usage: "pass `ARGS` to ssh, split like a shell would, as in \"-F cfg -p 2222\""},
+		&cli.StringFlag{Name: flagLaunchAgent, Usage: "start agents with `CMD` HOST COMMAND instead of ssh (an rsh-like command)"},
+		&cli.DurationFlag{Name: flagConnectTimeout, Value: launch.DefaultConnectTimeout, Usage: "give up on a host whose agent is not reached within `DURATION`"},
+		&cli.IntFlag{Name: flagSpawnRadix, Value: launch.DefaultSpawnRadix, Usage: "start at most `N` agents from gorun and from each agent (a tree: O(log hosts) rounds)"},
+		&cli.BoolFlag{Name: flagPreload, Usage: "copy gorun and the program to a temporary directory on each host first (removed at the end)"},
+		&cli.StringFlag{Name: flagIface, Usage: "listen on the address of interface `NAME` on every host (as eth0, ib0)"},
+		&cli.StringFlag{Name: flagNet, Usage: "listen on each host's address inside `CIDR` (as 10.0.0.0/8)"},
+		&cli.StringFlag{Name: flagPorts, Usage: "keep every listener (seed, gossip, data plane) in ports `LOW-HIGH` (sets GORUN_PORTS)"},
+		&cli.BoolFlag{Name: flagAgent, Hidden: true, Usage: "run as the agent of a host (started by gorun over ssh or srun)"},
 		&cli.StringSliceFlag{Name: flagExport, Usage: "export `VAR` or VAR=VALUE to every rank (repeatable)"},
 		&cli.StringFlag{Name: flagConfig, Usage: "read defaults from the TOML `FILE` (default $XDG_CONFIG_HOME/gorun/config.toml when present)"},
 		&cli.BoolFlag{Name: flagTagOutput, Usage: "prefix every line of output with [rank]"},
@@ -82,6 +111,34 @@ func applyFlags(cliCtx *cli.Context, cfg *launch.Config) {
 	}
 	if set(flagVerbose) {
 		cfg.Verbose = cliCtx.Bool(flagVerbose)
+	}
+	strs := []struct {
+		name string
+		dst  *string
+	}{
+		{flagHosts, &cfg.Hosts}, {flagHostfile, &cfg.Hostfile}, {flagMapBy, &cfg.MapBy},
+		{flagSSHArgs, &cfg.SSHArgs}, {flagLaunchAgent, &cfg.LaunchAgent},
+		{flagIface, &cfg.Iface}, {flagNet, &cfg.Net}, {flagPorts, &cfg.Ports},
+	}
+	for _, f := range strs {
+		if set(f.name) {
+			*f.dst = cliCtx.String(f.name)
+		}
+	}
+	if set(flagNPerNode) {
+		cfg.NPerNode = cliCtx.Int(flagNPerNode)
+	}
+	if set(flagSpawnRadix) {
+		cfg.SpawnRadix = cliCtx.Int(flagSpawnRadix)
+	}
+	if set(flagOversubscribe) {
+		cfg.Oversubscribe = cliCtx.Bool(flagOversubscribe)
+	}
+	if set(flagPreload) {
+		cfg.Preload = cliCtx.Bool(flagPreload)
+	}
+	if set(flagConnectTimeout) {
+		cfg.ConnectTimeout = launch.Duration(cliCtx.Duration(flagConnectTimeout))
 	}
 	cfg.DryRun = cliCtx.Bool(flagDryRun)
 }

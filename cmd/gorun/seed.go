@@ -15,7 +15,12 @@ func openSeed(ctx context.Context, cfg launch.SeedConfig) (launch.Seed, error) {
 	if cfg.Verbose {
 		gc.Logger = log.New(logWriter(cfg.Logf), "", 0)
 	}
-	s, err := gossip.OpenSeed(gc)
+	var s *gossip.Seed
+	err := cfg.Ports.Try(func(port int) (err error) {
+		gc.BindPort = port
+		s, err = gossip.OpenSeed(gc)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"net/netip"
+
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/launch/hosts"
 )
 
 // ErrUsage marks errors in what the user asked for: flags, config values,
@@ -50,6 +55,25 @@ type Config struct {
 	Verbose         bool     `toml:"verbose"`          // log launch steps; GORUN_VERBOSE=1
 	DryRun          bool     `toml:"-"`                // print the plan, start nothing
 
+	// Hosts and mapping.
+	Hosts         string `toml:"hosts"`         // -H node1:2,node2:2
+	Hostfile      string `toml:"hostfile"`      // --hostfile FILE
+	MapBy         string `toml:"map_by"`        // slot (default) or node
+	NPerNode      int    `toml:"npernode"`      // exactly N ranks per host
+	Oversubscribe bool   `toml:"oversubscribe"` // more ranks than slots
+
+	// Remote start.
+	SSHArgs        string   `toml:"ssh_args"`        // extra ssh arguments, split like a shell
+	LaunchAgent    string   `toml:"launch_agent"`    // rsh-like command instead of ssh
+	ConnectTimeout Duration `toml:"connect_timeout"` // per host, to reach its agent
+	SpawnRadix     int      `toml:"spawn_radix"`     // agents started per agent
+	Preload        bool     `toml:"preload"`         // copy gorun and the program to each host
+
+	// Addresses.
+	Iface string `toml:"iface"` // interface to bind on every host
+	Net   string `toml:"net"`   // CIDR whose address to bind on every host
+	Ports string `toml:"ports"` // LOW-HIGH for every listener
+
 	Program string   `toml:"-"` // executable, name on PATH, or Go package directory
 	Args    []string `toml:"-"` // the program's arguments
 }
@@ -70,13 +94,22 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // MarshalText writes the duration as time.Duration.String does.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
 
-// DefaultKillGrace is how long ranks get between SIGTERM and SIGKILL.
-const DefaultKillGrace = 5 * time.Second
+// Defaults of DefaultConfig.
+const (
+	DefaultKillGrace      = 5 * time.Second  // between SIGTERM and SIGKILL
+	DefaultConnectTimeout = 10 * time.Second // to reach a host's agent
+	DefaultSpawnRadix     = 32               // agents one agent starts
+)
 
 // DefaultConfig returns the configuration gorun starts from: stdin to rank 0,
-// a kill grace of DefaultKillGrace, no timeout. NP is 0 and must be set.
+// a kill grace of DefaultKillGrace, no timeout, mapping by slot, agents
+// started DefaultSpawnRadix at a time. NP is 0: one rank per slot of a host
+// list, and required without one.
 func DefaultConfig() Config {
-	return Config{Stdin: "0", KillGrace: Duration(DefaultKillGrace)}
+	return Config{
+		Stdin: "0", KillGrace: Duration(DefaultKillGrace), MapBy: "slot",
+		ConnectTimeout: Duration(DefaultConnectTimeout), SpawnRadix: DefaultSpawnRadix,
+	}
 }
 
 // DefaultConfigPath is the config file read when --config is not given:
@@ -131,8 +164,42 @@ func (c *Config) Validate() error {
 	bad := func(format string, args ...any) error {
 		return errorf(ErrUsage, format, args...)
 	}
-	if c.NP < 1 {
+	if c.NP < 0 || c.NP == 0 && c.Hosts == "" && c.Hostfile == "" {
 		return bad("-np %d: want at least 1 rank, as in gorun -np 4 %s", c.NP, c.Program)
+	}
+	if c.Hosts != "" && c.Hostfile != "" {
+		return bad("-H and --hostfile both given: use one host list")
+	}
+	if _, err := hosts.ParsePolicy(c.MapBy); c.MapBy != "" && err != nil {
+		return bad("--map-by %q: want slot or node", c.MapBy)
+	}
+	if c.NPerNode < 0 {
+		return bad("--npernode %d: want a positive count", c.NPerNode)
+	}
+	if c.SpawnRadix < 1 {
+		return bad("--spawn-radix %d: want at least 1", c.SpawnRadix)
+	}
+	if c.ConnectTimeout < 0 {
+		return bad("--connect-timeout %v: must not be negative", time.Duration(c.ConnectTimeout))
+	}
+	if c.Iface != "" && c.Net != "" {
+		return bad("--iface and --net both given: pick the address one way")
+	}
+	if c.Net != "" {
+		if _, err := netip.ParsePrefix(c.Net); err != nil {
+			return bad("--net %q: want a CIDR such as 10.0.0.0/8", c.Net)
+		}
+	}
+	if c.Ports != "" {
+		if _, err := spmd.ParsePortRange(c.Ports); err != nil {
+			return bad("--ports %v", err)
+		}
+	}
+	if _, err := splitShell(c.SSHArgs); err != nil {
+		return bad("--ssh-args: %v", err)
+	}
+	if _, err := splitShell(c.LaunchAgent); err != nil {
+		return bad("--launch-agent: %v", err)
 	}
 	if c.Program == "" {
 		return bad("no program to run: give one after the flags, as in gorun -np %d ./prog", c.NP)

@@ -28,6 +28,7 @@ type SeedConfig struct {
 	JobID    string
 	Secret   []byte
 	BindAddr string
+	Ports    spmd.PortRange // the seed's port comes from here; zero: any
 	Verbose  bool
 	Logf     func(format string, args ...any) // gorun's log, one line per call
 }
@@ -67,10 +68,21 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	getenv := l.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	hl, err := resolveHosts(&cfg, getenv)
+	if err != nil {
+		return 0, err
+	}
 	if cfg.DryRun {
 		cfg.Program = prog.String()
-		plan, err := l.plan(&cfg, newID(8), nil)
+		plan, err := l.plan(&cfg, hl, newID(8), "", nil)
 		if err != nil {
+			return 0, err
+		}
+		if _, err := io.WriteString(l.Stdout, hl.Map()); err != nil {
 			return 0, err
 		}
 		return 0, plan.Format(l.Stdout)
@@ -87,18 +99,22 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	if err := prepareDirs(&cfg); err != nil {
 		return 0, err
 	}
-	if n := runtime.NumCPU(); cfg.NP > n {
+	if n := runtime.NumCPU(); hl.mode == modeLocal && cfg.NP > n {
 		out.Logf("%d ranks on %d cores: oversubscribed, ranks will share cores", cfg.NP, n)
 	}
 	secret := make([]byte, 32)
 	rand.Read(secret)
 	jobID := newID(8)
-	logf("job %s: %d ranks of %s", jobID, cfg.NP, cfg.Program)
-	seed := l.openSeed(ctx, jobID, secret, cfg.Verbose, out)
+	logf("job %s: %d ranks of %s on %d %s (%s)", jobID, cfg.NP, cfg.Program,
+		len(hl.hosts), plural(len(hl.hosts), "host"), hl.source)
+	if hl.remote() {
+		return l.runRemote(ctx, &cfg, hl, jobID, secret, out, logf)
+	}
+	seed := l.openSeed(ctx, jobID, secret, "127.0.0.1", cfg.Ports, cfg.Verbose, out)
 	if seed != nil {
 		defer seed.Close()
 	}
-	plan, err := l.plan(&cfg, jobID, seed)
+	plan, err := l.plan(&cfg, hl, jobID, "", seed)
 	if err != nil {
 		return 0, err
 	}
@@ -106,34 +122,50 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	return j.run(ctx, seed), nil
 }
 
-func (l *Launcher) plan(cfg *Config, jobID string, seed Seed) (*Plan, error) {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "localhost"
-	}
+// plan plans the job on hl. bind is the launcher's address facing the
+// hosts ("" for a job on this machine only).
+func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, seed Seed) (*Plan, error) {
 	job := Job{
 		ID:         jobID,
-		HostIDs:    map[string]string{host: spmd.LocalHostID()},
 		MasterAddr: "127.0.0.1",
-		MasterPort: freePort(),
+		MasterPort: freePort(bind),
 		Getenv:     l.Getenv,
+		Ports:      cfg.Ports,
+	}
+	if hl.mode == modeLocal {
+		job.HostIDs = map[string]string{hl.rankHost[0]: spmd.LocalHostID()}
+	} else {
+		// Names from the host list, not hostnames: hosts may share one.
+		job.HostIDs, job.BindAddrs = map[string]string{}, map[string]string{}
+		for _, h := range hl.hosts {
+			job.HostIDs[h.Name] = h.Name
+			if hl.local[h.Name] && bind != "" {
+				job.BindAddrs[h.Name] = bind
+			}
+		}
+		if bind != "" {
+			job.MasterAddr = bind
+		} else if hl.remote() {
+			job.MasterAddr = "<launcher address, chosen at launch>"
+		}
 	}
 	if seed != nil {
 		job.Seeds = []string{seed.Addr()}
 	} else if cfg.DryRun {
 		job.Seeds = []string{"<seed address, chosen at launch>"}
 	}
-	return NewPlan(cfg, job, LocalHosts(cfg.NP, host))
+	return NewPlan(cfg, job, hl.rankHost)
 }
 
 // openSeed opens the gossip seed; a job without one still runs programs
 // that do not call spmd.Init, so failing to open it is only a warning.
-func (l *Launcher) openSeed(ctx context.Context, jobID string, secret []byte, verbose bool, out *Output) Seed {
+func (l *Launcher) openSeed(ctx context.Context, jobID string, secret []byte, bind, ports string, verbose bool, out *Output) Seed {
 	if l.OpenSeed == nil {
 		return nil
 	}
+	pr, _ := spmd.ParsePortRange(ports)
 	seed, err := l.OpenSeed(ctx, SeedConfig{
-		JobID: jobID, Secret: secret, BindAddr: "127.0.0.1", Verbose: verbose, Logf: out.Logf,
+		JobID: jobID, Secret: secret, BindAddr: bind, Ports: pr, Verbose: verbose, Logf: out.Logf,
 	})
 	if err != nil {
 		out.Logf("cannot open the gossip seed (%v); ranks that call spmd.Init will not find each other", err)
@@ -182,6 +214,8 @@ func ExitCode(err error) int {
 		return 127
 	case errors.Is(err, ErrNotExecutable):
 		return 126
+	case errors.Is(err, ErrHost):
+		return ExitLost
 	}
 	return 1
 }
@@ -195,9 +229,13 @@ func newID(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// freePort returns a TCP port that was free on 127.0.0.1 a moment ago.
-func freePort() int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// freePort returns a TCP port that was free on bind (127.0.0.1 if "") a
+// moment ago.
+func freePort(bind string) int {
+	if bind == "" {
+		bind = "127.0.0.1"
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(bind, "0"))
 	if err != nil {
 		return 0
 	}

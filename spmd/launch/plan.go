@@ -44,6 +44,8 @@ type Job struct {
 	HostIDs    map[string]string // host -> GORUN_HOST_ID; a missing host: unset
 	MasterAddr string            // MASTER_ADDR
 	MasterPort int               // MASTER_PORT
+	BindAddrs  map[string]string // host -> GORUN_BIND_ADDR; a missing host: unset (its agent sets it)
+	Ports      string            // GORUN_PORTS: LOW-HIGH, or ""
 	// Getenv resolves -x VAR without a value; nil means os.Getenv.
 	Getenv func(string) string
 }
@@ -103,6 +105,8 @@ func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
 		setIf(env, spmd.EnvSeeds, strings.Join(job.Seeds, ","))
 		setIf(env, spmd.EnvHostID, job.HostIDs[h])
 		setIf(env, spmd.EnvMasterAddr, job.MasterAddr)
+		setIf(env, spmd.EnvBindAddr, job.BindAddrs[h])
+		setIf(env, spmd.EnvPorts, job.Ports)
 		if job.MasterPort > 0 {
 			env[spmd.EnvMasterPort] = strconv.Itoa(job.MasterPort)
 		}

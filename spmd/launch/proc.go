@@ -53,13 +53,23 @@ type Proc interface {
 type Status struct {
 	Code   int            // exit code when Signal is 0
 	Signal syscall.Signal // the signal that killed the rank, or 0
+	// Lost, when set, says that the rank's host was lost and how: its
+	// agent's connection ended with the rank still running.
+	Lost string
 }
 
-// Success reports whether the rank exited with status 0.
-func (s Status) Success() bool { return s.Code == 0 && s.Signal == 0 }
+// ExitLost is the status of a rank whose host was lost, as ssh exits when
+// the connection fails.
+const ExitLost = 255
 
-// ExitCode is the shell's view: the exit code, or 128+signal.
+// Success reports whether the rank exited with status 0.
+func (s Status) Success() bool { return s.Code == 0 && s.Signal == 0 && s.Lost == "" }
+
+// ExitCode is the shell's view: the exit code, or 128+signal, or ExitLost.
 func (s Status) ExitCode() int {
+	if s.Lost != "" {
+		return ExitLost
+	}
 	if s.Signal != 0 {
 		return 128 + int(s.Signal)
 	}
@@ -69,6 +79,9 @@ func (s Status) ExitCode() int {
 // String says how the rank ended: "exited with status 3" or "was killed by
 // signal 9 (killed)".
 func (s Status) String() string {
+	if s.Lost != "" {
+		return "was lost: " + s.Lost
+	}
 	if s.Signal != 0 {
 		return fmt.Sprintf("was killed by signal %d (%v)", int(s.Signal), s.Signal)
 	}

@@ -21,6 +21,8 @@ type job struct {
 	out    *Output
 	logf   func(format string, args ...any)
 	secret []byte
+	// starter starts the ranks; nil: the Launcher's, or Local.
+	starter Starter
 
 	procs []Proc // the started ranks, in rank order
 }
@@ -56,10 +58,14 @@ func (j *job) run(ctx context.Context, seed Seed) int {
 			s.stop()
 			break
 		}
-		j.logf("started rank %d (pid %d on %s)", rp.Rank, p.Pid(), rp.Host)
 		j.procs = append(j.procs, p)
 		s.running++
 		go func() { exits <- ended{rp.Rank, p.Wait()} }()
+	}
+	if j.cfg.Verbose {
+		for r, p := range j.procs {
+			j.logf("started rank %d (pid %d on %s)", r, p.Pid(), j.plan.Ranks[r].Host)
+		}
 	}
 	for _, f := range stdins[len(j.procs):] {
 		if f != nil {
@@ -116,6 +122,11 @@ func (s *supervisor) ended(e ended) {
 		return
 	}
 	s.decide(e.status.ExitCode())
+	if e.status.Lost != "" {
+		s.out.Logf("host %s: %s; stopping the job", rp.Host, e.status.Lost)
+		s.stop()
+		return
+	}
 	msg := ""
 	if s.running > 0 {
 		msg = "; stopping the other ranks"
@@ -187,7 +198,10 @@ func (j *job) start(rp RankPlan, stdin *os.File) (Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	starter := j.l.Starter
+	starter := j.starter
+	if starter == nil {
+		starter = j.l.Starter
+	}
 	if starter == nil {
 		starter = Local{}
 	}

@@ -1,0 +1,353 @@
+package launch
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gorun-hpc/gorun/spmd"
+)
+
+// RunAgent is gorun in agent mode (gorun --agent), started by the launcher
+// or by a parent agent over ssh or srun. It talks the agent protocol (see
+// frame.go) on in and out: it says hello, takes its setup, starts the
+// agents of its subtree and relays their frames, starts its host's ranks
+// with the same environment contract as Local, forwards their output,
+// exit statuses and the signals sent to them. When in ends (the launcher's
+// connection dropped) or ctx ends (the agent was signalled), it sends
+// SIGTERM to its ranks' process groups, SIGKILL after the kill grace, ends
+// its children agents, removes its preload directory, and returns.
+// log gets lines that cannot go up (before the connection is set up).
+func RunAgent(ctx context.Context, in io.Reader, out io.Writer, log io.Writer) int {
+	a := &agent{out: out, log: log, ranks: map[int]*agentRank{}}
+	if err := a.write(append([]byte("\n"+Preamble+"\n"), appendFrame(nil, jsonFrame(frameHello, 0, 0, helloMsg{
+		Hostname: hostname(), Pid: os.Getpid(), SSH: os.Getenv("SSH_CONNECTION"),
+	}))...)); err != nil {
+		fmt.Fprintf(log, "gorun agent: %v\n", err)
+		return 1
+	}
+	frames := make(chan Frame)
+	readDone := make(chan error, 1)
+	go func() {
+		r := bufio.NewReaderSize(in, 64<<10)
+		for {
+			f, err := readFrame(r)
+			if err != nil {
+				readDone <- err
+				return
+			}
+			frames <- f
+		}
+	}()
+	for {
+		select {
+		case f := <-frames:
+			a.handle(f)
+		case err := <-readDone:
+			if err != io.EOF {
+				a.logf("reading from the launcher: %v", err)
+			}
+			a.shutdown()
+			return 0
+		case <-ctx.Done():
+			a.shutdown()
+			return 0
+		}
+	}
+}
+
+// agent is the state of RunAgent. handle and shutdown run on RunAgent's
+// goroutine; write is safe for concurrent use.
+type agent struct {
+	log   io.Writer
+	self  int // host index, known from setup; 0 before
+	setup setupMsg
+	bind  string
+	sp    *spawner
+	ranks map[int]*agentRank // by rank
+
+	wmu sync.Mutex // protects out
+	out io.Writer
+}
+
+// agentRank is a rank this agent started.
+type agentRank struct {
+	proc  Proc
+	stdin *os.File // write end of its stdin, or nil
+	done  chan struct{}
+}
+
+// write sends bytes up to the launcher; frames from several goroutines do
+// not interleave.
+func (a *agent) write(b []byte) error {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	_, err := a.out.Write(b)
+	return err
+}
+
+func (a *agent) send(f Frame) { a.write(appendFrame(nil, f)) }
+
+// logf sends a line for gorun's log.
+func (a *agent) logf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if a.self == 0 {
+		fmt.Fprintf(a.log, "gorun agent: %s\n", msg)
+		return
+	}
+	a.send(Frame{Type: frameLog, Host: a.self, Payload: []byte(msg)})
+}
+
+// verbosef logs with --verbose only.
+func (a *agent) verbosef(format string, args ...any) {
+	if a.setup.Verbose {
+		a.logf(format, args...)
+	}
+}
+
+func (a *agent) handle(f Frame) {
+	if f.Type == frameSetup && a.self == 0 {
+		a.doSetup(f)
+		return
+	}
+	if f.Host != a.self {
+		if a.sp == nil || !a.sp.send(f) {
+			a.logf("no route to host %d for a frame of type %d", f.Host, f.Type)
+		}
+		return
+	}
+	switch f.Type {
+	case frameStart:
+		a.start(f)
+	case frameSignal:
+		if r := a.ranks[f.Rank]; r != nil {
+			if sig, err := f.u32(); err == nil {
+				r.proc.Signal(syscall.Signal(sig))
+			}
+		}
+	case frameStdin:
+		if r := a.ranks[f.Rank]; r != nil && r.stdin != nil {
+			if len(f.Payload) == 0 {
+				r.stdin.Close()
+				r.stdin = nil
+			} else if _, err := r.stdin.Write(f.Payload); err != nil {
+				r.stdin.Close()
+				r.stdin = nil
+			}
+		}
+	}
+}
+
+// doSetup takes the agent's identity and job, picks the address its ranks
+// bind, starts the agents below it and answers ready.
+func (a *agent) doSetup(f Frame) {
+	var s setupMsg
+	if err := f.decode(&s); err != nil || f.Host == 0 {
+		fmt.Fprintf(a.log, "gorun agent: bad setup: %v\n", err)
+		return
+	}
+	a.self, a.setup = f.Host, s
+	from := "the launcher"
+	if s.Parent != "" {
+		from = "agent " + s.Parent
+	}
+	a.verbosef("agent pid %d on %s started by %s", os.Getpid(), hostname(), from)
+	bind, err := pickAddr(s.Iface, s.Net, s.Seed)
+	if err != nil {
+		if ip := sshServerAddr(os.Getenv("SSH_CONNECTION")); ip != "" && s.Iface == "" && s.Net == "" {
+			bind = ip
+		} else {
+			a.logf("%v; ranks will listen on 127.0.0.1", err)
+			bind = "127.0.0.1"
+		}
+	}
+	a.bind = bind
+	if len(s.Subtree) > 0 {
+		a.sp = &spawner{
+			remote: s.Remote, radix: s.Radix, via: s.Name, logf: a.verbosef,
+			up: func(f Frame) { a.send(f) },
+			lost: func(host int, reason string) {
+				a.send(Frame{Type: frameLost, Host: host, Payload: []byte(reason)})
+			},
+		}
+		if s.Preload {
+			if dir := preloadDir(); dir != "" {
+				a.sp.remote.Gorun = dir + "/gorun"
+				a.sp.preload = preloadFiles(dir)
+			}
+		}
+		a.sp.start(s.Subtree)
+	}
+	a.send(jsonFrame(frameReady, a.self, 0, readyMsg{BindAddr: bind}))
+}
+
+// preloadFiles lists what a preloaded agent copies on to its children:
+// gorun first, then the rest of its directory (the program).
+func preloadFiles(dir string) []string {
+	files := []string{dir + "/gorun"}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.Name() != "gorun" && e.Type().IsRegular() {
+			files = append(files, dir+"/"+e.Name())
+		}
+	}
+	return files
+}
+
+// start starts one rank and reports started, or exited with 127 or 126
+// when it cannot be started.
+func (a *agent) start(f Frame) {
+	var m startMsg
+	if err := f.decode(&m); err != nil {
+		a.logf("rank %d: %v", f.Rank, err)
+		a.send(jsonFrame(frameExited, a.self, f.Rank, exitMsg{Code: 1}))
+		return
+	}
+	if a.setup.Preload {
+		if dir := preloadDir(); dir != "" {
+			m.Path = dir + "/" + baseName(m.Path)
+		}
+	}
+	if m.Dir != "" {
+		if fi, err := os.Stat(m.Dir); err != nil || !fi.IsDir() {
+			a.verbosef("rank %d: no directory %s here; running in %s", f.Rank, m.Dir, cwd())
+			m.Dir = ""
+		}
+	}
+	env := append(inheritedEnv(), m.Env...)
+	if !hasVar(m.Env, spmd.EnvBindAddr) {
+		env = append(env, spmd.EnvBindAddr+"="+a.bind)
+	}
+	spec := &Spec{
+		Rank: RankPlan{Rank: f.Rank}, Path: m.Path, Args: m.Args, Dir: m.Dir, Env: env,
+		Secret: a.setup.Secret,
+		Stdout: &frameWriter{a: a, rank: f.Rank, stream: 1},
+		Stderr: &frameWriter{a: a, rank: f.Rank, stream: 2},
+	}
+	var stdinW *os.File
+	if m.Stdin {
+		r, w, err := os.Pipe()
+		if err == nil {
+			spec.Stdin, stdinW = r, w
+		}
+	}
+	p, err := Local{}.Start(spec)
+	if err != nil {
+		if stdinW != nil {
+			stdinW.Close()
+		}
+		a.logf("%v", err)
+		a.send(jsonFrame(frameExited, a.self, f.Rank, exitMsg{Code: startFailure(err)}))
+		return
+	}
+	r := &agentRank{proc: p, stdin: stdinW, done: make(chan struct{})}
+	a.ranks[f.Rank] = r
+	a.send(u32Frame(frameStarted, a.self, f.Rank, p.Pid()))
+	go func() {
+		st := p.Wait()
+		a.send(jsonFrame(frameExited, a.self, f.Rank, exitMsg{Code: st.Code, Signal: int(st.Signal)}))
+		close(r.done)
+	}()
+}
+
+// shutdown stops what the agent started: SIGTERM to the ranks and the end
+// of input to the children agents, SIGKILL after the kill grace.
+func (a *agent) shutdown() {
+	var running []*agentRank
+	for _, r := range a.ranks {
+		if r.stdin != nil {
+			r.stdin.Close()
+		}
+		select {
+		case <-r.done:
+		default:
+			running = append(running, r)
+			r.proc.Signal(syscall.SIGTERM)
+		}
+	}
+	grace := a.setup.KillGrace
+	if grace <= 0 {
+		grace = DefaultKillGrace
+	}
+	children := make(chan struct{})
+	go func() {
+		if a.sp != nil {
+			a.sp.close(grace + 2*time.Second)
+		}
+		close(children)
+	}()
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	for _, r := range running {
+		select {
+		case <-r.done:
+		case <-timer.C:
+			for _, r := range running {
+				r.proc.Signal(syscall.SIGKILL)
+			}
+			<-r.done
+		}
+	}
+	for _, r := range running {
+		<-r.done
+	}
+	<-children
+	if a.setup.Preload {
+		if dir := preloadDir(); dir != "" {
+			os.RemoveAll(dir)
+		}
+	}
+}
+
+// frameWriter sends a rank's output up in frames.
+type frameWriter struct {
+	a      *agent
+	rank   int
+	stream byte
+}
+
+func (w *frameWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		k := min(len(p), outputChunk)
+		payload := make([]byte, 0, k+1)
+		payload = append(append(payload, w.stream), p[:k]...)
+		w.a.send(Frame{Type: frameOutput, Host: w.a.self, Rank: w.rank, Payload: payload})
+		p = p[k:]
+	}
+	return n, nil
+}
+
+func (w *frameWriter) Close() error { return nil }
+
+func hasVar(env []string, name string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, name+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+func cwd() string {
+	d, _ := os.Getwd()
+	return d
+}
+
+func baseName(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}

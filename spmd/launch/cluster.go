@@ -1,0 +1,354 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ErrHost marks a host whose agent could not be reached or started.
+var ErrHost = errors.New("host unreachable")
+
+// cluster is the launcher's side of the agents: it starts them through a
+// spawn tree, sends each its setup, and starts ranks on them as a Starter.
+// Frames arrive on the links' reader goroutines; the mutex guards the
+// hosts' state.
+type cluster struct {
+	setup func(t target) setupMsg // the setup of host t
+	out   *Output
+	logf  func(format string, args ...any)
+	sp    *spawner
+
+	mu      sync.Mutex // protects following
+	hosts   map[int]*remoteHost
+	byName  map[string]*remoteHost
+	sub     map[int][]target // host -> the hosts below it
+	changed chan struct{}    // closed and replaced when a host becomes ready or lost
+}
+
+// remoteHost is one host with an agent.
+type remoteHost struct {
+	t     target
+	hello helloMsg
+	ready bool
+	bind  string
+	lost  string // why its agent is gone; "" while it is there
+	procs map[int]*remoteProc
+}
+
+// newCluster prepares the agents of targets (host indices from 1).
+func newCluster(targets []target, remote Remote, radix int, setup func(target) setupMsg, out *Output,
+	logf func(string, ...any)) *cluster {
+	c := &cluster{
+		setup: setup, out: out, logf: logf,
+		hosts: map[int]*remoteHost{}, byName: map[string]*remoteHost{},
+		sub: map[int][]target{}, changed: make(chan struct{}),
+	}
+	for _, t := range targets {
+		h := &remoteHost{t: t, procs: map[int]*remoteProc{}}
+		c.hosts[t.Index] = h
+		c.byName[t.Name] = h
+	}
+	subtreeOf(targets, radix, "", c.sub, map[int]string{})
+	c.sp = &spawner{remote: remote, radix: radix, logf: logf, up: c.frame, lost: c.lose}
+	return c
+}
+
+// connect starts the agents and waits until each has answered its setup.
+// A host that cannot be reached is an error naming it (ErrHost); so is one
+// that has not answered within wait.
+func (c *cluster) connect(ctx context.Context, targets []target, wait time.Duration) error {
+	t0 := time.Now()
+	c.sp.start(targets)
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		c.mu.Lock()
+		var pending []string
+		var failed *remoteHost
+		for _, t := range targets {
+			h := c.hosts[t.Index]
+			switch {
+			case h.lost != "" && failed == nil:
+				failed = h
+			case !h.ready:
+				pending = append(pending, t.Name)
+			}
+		}
+		changed := c.changed
+		c.mu.Unlock()
+		if failed != nil {
+			return &kindError{err: fmt.Errorf("host %s: cannot start its agent: %s", failed.t.Name, failed.lost), kind: ErrHost}
+		}
+		if len(pending) == 0 {
+			c.logf("agents on %d hosts ready after %v", len(targets), time.Since(t0).Round(time.Millisecond))
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return &kindError{err: fmt.Errorf("host %s: no answer from its agent after %v (is it up? try ssh %s true)",
+				strings.Join(pending, ", host "), wait, pending[0]), kind: ErrHost}
+		case <-ctx.Done():
+			return fmt.Errorf("interrupted while starting the agents: %w", ctx.Err())
+		}
+	}
+}
+
+// notifyLocked wakes connect. c.mu must be held.
+func (c *cluster) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// frame handles a frame from an agent.
+func (c *cluster) frame(f Frame) {
+	c.mu.Lock()
+	h := c.hosts[f.Host]
+	if h == nil {
+		c.mu.Unlock()
+		c.out.Logf("a frame of type %d from unknown host %d", f.Type, f.Host)
+		return
+	}
+	var p *remoteProc
+	if f.Type >= frameStarted && f.Type <= frameExited {
+		p = h.procs[f.Rank]
+	}
+	c.mu.Unlock()
+	switch f.Type {
+	case frameHello:
+		c.hello(h, f)
+	case frameReady:
+		var m readyMsg
+		f.decode(&m)
+		c.logf("host %s: agent ready, ranks listen on %s", h.t.Name, m.BindAddr)
+		c.mu.Lock()
+		h.ready, h.bind = true, m.BindAddr
+		c.notifyLocked()
+		c.mu.Unlock()
+	case frameLog:
+		c.out.Logf("host %s: %s", h.t.Name, f.Payload)
+	case frameLost:
+		c.lose(f.Host, string(f.Payload))
+	case frameStarted, frameOutput, frameExited:
+		if p != nil {
+			p.frame(f)
+		}
+	}
+}
+
+func (c *cluster) hello(h *remoteHost, f Frame) {
+	var m helloMsg
+	if err := f.decode(&m); err != nil {
+		c.out.Logf("host %s: %v", h.t.Name, err)
+		return
+	}
+	via := "the launcher"
+	if m.Via != "" {
+		via = "agent " + m.Via
+	}
+	c.logf("host %s: agent pid %d on %s, started by %s, ssh from %s", h.t.Name, m.Pid, m.Hostname, via, sshClientAddr(m.SSH))
+	c.mu.Lock()
+	h.hello = m
+	c.mu.Unlock()
+	c.send(jsonFrame(frameSetup, h.t.Index, 0, c.setup(h.t)))
+}
+
+// send routes a frame down to its host's agent.
+func (c *cluster) send(f Frame) {
+	if !c.sp.send(f) {
+		c.out.Logf("no route to host %d", f.Host)
+	}
+}
+
+// lose marks host and the hosts below it lost: their ranks end with Lost.
+func (c *cluster) lose(host int, reason string) {
+	c.mu.Lock()
+	h := c.hosts[host]
+	if h == nil {
+		c.mu.Unlock()
+		return
+	}
+	var ended []*remoteProc
+	mark := func(h *remoteHost, why string) {
+		if h.lost != "" {
+			return
+		}
+		h.lost = why
+		for _, p := range h.procs {
+			ended = append(ended, p)
+		}
+	}
+	mark(h, reason)
+	for _, t := range c.sub[host] {
+		mark(c.hosts[t.Index], "its agent was to be started by the agent on "+h.t.Name+", whose connection was lost")
+	}
+	c.notifyLocked()
+	c.mu.Unlock()
+	for _, p := range ended {
+		p.end(Status{Lost: "connection to its agent lost (" + p.host.lost + ")"})
+	}
+}
+
+// Start starts the rank of spec on its host's agent.
+func (c *cluster) Start(spec *Spec) (Proc, error) {
+	c.mu.Lock()
+	h := c.byName[spec.Rank.Host]
+	if h == nil {
+		c.mu.Unlock()
+		return Local{}.Start(spec)
+	}
+	if h.lost != "" {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("rank %d: host %s: %s", spec.Rank.Rank, h.t.Name, h.lost)
+	}
+	p := &remoteProc{c: c, host: h, rank: spec.Rank.Rank, stdout: spec.Stdout, stderr: spec.Stderr,
+		started: make(chan struct{}), done: make(chan struct{})}
+	h.procs[p.rank] = p
+	c.mu.Unlock()
+	c.send(jsonFrame(frameStart, h.t.Index, p.rank, startMsg{
+		Path: spec.Path, Args: spec.Args, Dir: spec.Dir, Env: spec.Rank.Env, Stdin: spec.Stdin != nil,
+	}))
+	if spec.Stdin != nil {
+		go p.forwardStdin(spec.Stdin)
+	}
+	return p, nil
+}
+
+// close ends the agents' input; they exit once their ranks have. It waits
+// up to wait, then kills the ssh processes still running.
+func (c *cluster) close(wait time.Duration) { c.sp.close(wait) }
+
+// hostNames lists the hosts' names in index order, for messages.
+func (c *cluster) hostNames() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var idx []int
+	for i := range c.hosts {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	var names []string
+	for _, i := range idx {
+		names = append(names, c.hosts[i].t.Name)
+	}
+	return names
+}
+
+// remoteProc is a rank started by an agent.
+type remoteProc struct {
+	c              *cluster
+	host           *remoteHost
+	rank           int
+	stdout, stderr io.WriteCloser // only the host's reader goroutine writes
+
+	started chan struct{} // closed when pid is known, or the rank ended
+	done    chan struct{} // closed when status is set
+
+	once   sync.Once // ends the proc once
+	mu     sync.Mutex
+	pid    int
+	status Status
+}
+
+var _ Proc = (*remoteProc)(nil)
+
+// Pid waits until the agent has reported the rank's pid (0 if it never started).
+func (p *remoteProc) Pid() int {
+	<-p.started
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pid
+}
+
+// Signal asks the agent to signal the rank's process group.
+func (p *remoteProc) Signal(sig syscall.Signal) error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	p.c.send(u32Frame(frameSignal, p.host.t.Index, p.rank, int(sig)))
+	return nil
+}
+
+func (p *remoteProc) Wait() Status {
+	<-p.done
+	return p.status
+}
+
+// frame handles the rank's frames, on the host's reader goroutine.
+func (p *remoteProc) frame(f Frame) {
+	switch f.Type {
+	case frameStarted:
+		pid, err := f.u32()
+		if err == nil {
+			p.mu.Lock()
+			p.pid = pid
+			p.mu.Unlock()
+			closeOnce(p.started)
+		}
+	case frameOutput:
+		if len(f.Payload) < 1 {
+			return
+		}
+		select {
+		case <-p.done:
+			return
+		default:
+		}
+		switch f.Payload[0] {
+		case 1:
+			p.stdout.Write(f.Payload[1:])
+		case 2:
+			p.stderr.Write(f.Payload[1:])
+		}
+	case frameExited:
+		var m exitMsg
+		f.decode(&m)
+		p.end(Status{Code: m.Code, Signal: syscall.Signal(m.Signal)})
+	}
+}
+
+// end sets the rank's status, once.
+func (p *remoteProc) end(st Status) {
+	p.once.Do(func() {
+		p.stdout.Close()
+		p.stderr.Close()
+		p.status = st
+		closeOnce(p.started)
+		close(p.done)
+	})
+}
+
+// forwardStdin sends what the rank should read to its agent.
+func (p *remoteProc) forwardStdin(f *os.File) {
+	defer f.Close()
+	go func() { <-p.done; f.Close() }()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			p.c.send(Frame{Type: frameStdin, Host: p.host.t.Index, Rank: p.rank, Payload: append([]byte(nil), buf[:n]...)})
+		}
+		if err != nil {
+			p.c.send(Frame{Type: frameStdin, Host: p.host.t.Index, Rank: p.rank})
+			return
+		}
+	}
+}
+
+func closeOnce(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}

@@ -1,0 +1,146 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Modes of reaching a host's agent.
+const (
+	ModeSSH  = "ssh"  // the system ssh client, or --launch-agent
+	ModeSrun = "srun" // srun inside a Slurm allocation
+)
+
+// Remote says how agents are started: the command prefix before the
+// destination, and the gorun to run there. It travels to agents in setup so
+// that they start their children the same way.
+type Remote struct {
+	Mode  string   // ModeSSH or ModeSrun
+	Argv  []string // command before the destination: ssh -F cfg -o BatchMode=yes ...
+	Gorun string   // gorun's path on the hosts (without --preload)
+}
+
+// AgentFlag is the hidden flag that makes gorun an agent.
+const AgentFlag = "--agent"
+
+// NewRemote builds how agents are started: srun options inside Slurm, else
+// ssh (or launchAgent, an rsh-like command) with sshArgs, split like a
+// shell would, then batch mode and the connect timeout.
+func NewRemote(mode, sshArgs, launchAgent string, connectTimeout time.Duration, gorun string) (Remote, error) {
+	r := Remote{Mode: mode, Gorun: gorun}
+	if mode == ModeSrun {
+		// One task on one node per agent, sharing the allocation's CPUs with
+		// the ranks' steps, unbuffered so that frames pass at once.
+		r.Argv = []string{"srun", "--nodes=1", "--ntasks=1", "--overlap", "--cpu-bind=none",
+			"--unbuffered", "--kill-on-bad-exit=1", "--quiet", "--job-name=gorun-agent"}
+		return r, nil
+	}
+	extra, err := splitShell(sshArgs)
+	if err != nil {
+		return r, fmt.Errorf("--ssh-args: %w", err)
+	}
+	agent := []string{"ssh"}
+	if launchAgent != "" {
+		if agent, err = splitShell(launchAgent); err != nil || len(agent) == 0 {
+			return r, fmt.Errorf("--launch-agent %q: want a command such as \"ssh -p 2222\"", launchAgent)
+		}
+	}
+	r.Argv = append(agent, extra...)
+	if filepath.Base(agent[0]) == "ssh" {
+		// The user's options come first: ssh keeps the first value it sees.
+		r.Argv = append(r.Argv, "-o", "BatchMode=yes", "-x", "-T")
+		if connectTimeout > 0 {
+			secs := int((connectTimeout + time.Second - 1) / time.Second)
+			r.Argv = append(r.Argv, "-o", "ConnectTimeout="+strconv.Itoa(secs))
+		}
+	}
+	return r, nil
+}
+
+// Command returns the argv that runs remote (a command and its arguments)
+// on the host named name, reached at dest. ssh-like commands get one shell
+// command line, quoted; srun gets argv as is.
+func (r Remote) Command(name, dest string, remote []string) []string {
+	argv := append([]string(nil), r.Argv...)
+	if r.Mode == ModeSrun {
+		argv = append(argv, "--nodelist="+name)
+		return append(argv, remote...)
+	}
+	return append(argv, dest, "exec "+shellJoin(remote))
+}
+
+// shellJoin quotes args for a POSIX shell and joins them with spaces.
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = shellQuote(a)
+	}
+	return strings.Join(q, " ")
+}
+
+// shellQuote quotes s for a POSIX shell, leaving plain words alone.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// splitShell splits s into words as a POSIX shell would: blanks separate
+// words, single quotes keep everything, double quotes keep all but \" \\ \$
+// and \`, a backslash outside quotes escapes the next character. There is no
+// expansion of variables or globs.
+func splitShell(s string) ([]string, error) {
+	var words []string
+	var w strings.Builder
+	inWord := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n':
+			if inWord {
+				words = append(words, w.String())
+				w.Reset()
+				inWord = false
+			}
+		case c == '\\':
+			if i+1 >= len(s) {
+				return nil, errors.New("trailing backslash")
+			}
+			i++
+			w.WriteByte(s[i])
+			inWord = true
+		case c == '\'':
+			j := strings.IndexByte(s[i+1:], '\'')
+			if j < 0 {
+				return nil, fmt.Errorf("unterminated ' in %q", s)
+			}
+			w.WriteString(s[i+1 : i+1+j])
+			i += j + 1
+			inWord = true
+		case c == '"':
+			i++
+			for ; i < len(s) && s[i] != '"'; i++ {
+				if s[i] == '\\' && i+1 < len(s) && strings.IndexByte("\"\\$`", s[i+1]) >= 0 {
+					i++
+				}
+				w.WriteByte(s[i])
+			}
+			if i >= len(s) {
+				return nil, fmt.Errorf("unterminated \" in %q", s)
+			}
+			inWord = true
+		default:
+			w.WriteByte(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, w.String())
+	}
+	return words, nil
+}

@@ -1,0 +1,226 @@
+package launch
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// The agent protocol. The launcher and an agent exchange frames over the
+// agent's stdin (down) and stdout (up), which ssh or srun carry:
+//
+//	uint32 length of what follows (big endian)
+//	byte   type
+//	uint32 host: the index of the agent the frame is for or from
+//	uint32 rank: the rank it is about, or 0
+//	payload
+//
+// An agent first writes the line Preamble; the launcher discards whatever a
+// remote shell printed before it. Control payloads are JSON; output, stdin
+// and signal payloads are raw bytes. Frames for hosts below an agent in the
+// spawn tree pass through it unchanged, both ways.
+
+// Preamble is the line an agent writes before its first frame.
+const Preamble = "GORUN-AGENT 1"
+
+// maxFrame bounds a frame's length; output comes in pieces of at most
+// outputChunk bytes.
+const (
+	maxFrame    = 16 << 20
+	outputChunk = 32 << 10
+	frameHeader = 9 // type, host, rank
+)
+
+// maxJunk bounds what the launcher discards before the preamble.
+const maxJunk = 1 << 20
+
+// Frame types. Down: launcher to agent; up: agent to launcher.
+const (
+	frameSetup   byte = 1 + iota // down, JSON setupMsg: who the agent is, the job, its subtree
+	frameStart                   // down, JSON startMsg: start one rank
+	frameSignal                  // down, 4 bytes: signal number, for the rank
+	frameStdin                   // down, bytes for the rank's stdin; empty: end of input
+	frameHello                   // up, JSON helloMsg: the agent is up
+	frameReady                   // up, JSON readyMsg: setup done, subtree being started
+	frameStarted                 // up, 4 bytes: the rank's pid
+	frameOutput                  // up, 1 byte stream (1 stdout, 2 stderr) and the bytes
+	frameExited                  // up, JSON exitMsg: the rank ended
+	frameLog                     // up, text: a line for gorun's log
+	frameLost                    // up, text: the agent of host is lost, and why
+	frameLast    = frameLost
+)
+
+// Frame is one message of the agent protocol.
+type Frame struct {
+	Type    byte
+	Host    int
+	Rank    int
+	Payload []byte
+}
+
+// ErrFrame marks malformed frames.
+var ErrFrame = errors.New("malformed agent frame")
+
+// appendFrame appends the encoding of f to b.
+func appendFrame(b []byte, f Frame) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(frameHeader+len(f.Payload)))
+	b = append(b, f.Type)
+	b = binary.BigEndian.AppendUint32(b, uint32(f.Host))
+	b = binary.BigEndian.AppendUint32(b, uint32(f.Rank))
+	return append(b, f.Payload...)
+}
+
+// readFrame reads one frame. A clean end of input before a frame is io.EOF;
+// anything malformed is an error matching ErrFrame.
+func readFrame(r *bufio.Reader) (Frame, error) {
+	var hdr [4 + frameHeader]byte
+	if _, err := io.ReadFull(r, hdr[:4]); err != nil {
+		return Frame{}, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:4])
+	if n < frameHeader || n > maxFrame {
+		return Frame{}, fmt.Errorf("%w: length %d", ErrFrame, n)
+	}
+	if _, err := io.ReadFull(r, hdr[4:]); err != nil {
+		return Frame{}, unexpected(err)
+	}
+	f := Frame{
+		Type: hdr[4],
+		Host: int(binary.BigEndian.Uint32(hdr[5:9])),
+		Rank: int(binary.BigEndian.Uint32(hdr[9:13])),
+	}
+	if f.Type < frameSetup || f.Type > frameLast {
+		return Frame{}, fmt.Errorf("%w: type %d", ErrFrame, f.Type)
+	}
+	if f.Host > maxHostIndex || f.Rank > maxHostIndex {
+		return Frame{}, fmt.Errorf("%w: host %d, rank %d", ErrFrame, f.Host, f.Rank)
+	}
+	f.Payload = make([]byte, n-frameHeader)
+	if _, err := io.ReadFull(r, f.Payload); err != nil {
+		return Frame{}, unexpected(err)
+	}
+	return f, nil
+}
+
+// maxHostIndex bounds host indices and ranks in frames.
+const maxHostIndex = 1 << 24
+
+func unexpected(err error) error {
+	if err == io.EOF {
+		return fmt.Errorf("%w: truncated", ErrFrame)
+	}
+	return err
+}
+
+// skipPreamble reads r up to and including the Preamble line and returns
+// what came before it (a remote shell's chatter).
+func skipPreamble(r *bufio.Reader) (junk []byte, err error) {
+	var buf bytes.Buffer
+	for {
+		line, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			buf.Write(line)
+		} else if err != nil {
+			buf.Write(line)
+			return buf.Bytes(), err
+		} else if string(bytes.TrimRight(line, "\r\n")) == Preamble {
+			return buf.Bytes(), nil
+		} else {
+			buf.Write(line)
+		}
+		if buf.Len() > maxJunk {
+			return buf.Bytes(), fmt.Errorf("more than %d bytes of output before the agent's preamble", maxJunk)
+		}
+	}
+}
+
+// Control messages, JSON in frame payloads.
+
+// setupMsg tells an agent who it is and what the job is; the secret travels
+// only here, inside ssh's encrypted stream.
+type setupMsg struct {
+	Name      string   // the host's entry in the host list
+	Parent    string   // who started the agent: "" for the launcher
+	JobID     string   `json:",omitempty"`
+	Secret    []byte   `json:",omitempty"`
+	Subtree   []target `json:",omitempty"` // hosts this agent starts agents on (and relays for)
+	Remote    Remote   // how to start them
+	Radix     int
+	Seed      string        `json:",omitempty"` // launcher's seed IP: the address to face
+	Iface     string        `json:",omitempty"` // --iface
+	Net       string        `json:",omitempty"` // --net
+	Ports     string        `json:",omitempty"` // --ports
+	Preload   bool          `json:",omitempty"` // the agent runs from a preload dir
+	KillGrace time.Duration `json:",omitempty"`
+	Connect   time.Duration `json:",omitempty"` // connect timeout for its children
+	Verbose   bool          `json:",omitempty"`
+}
+
+// target is a host an agent is started on.
+type target struct {
+	Index int    // the host's index in the job: frames' host field
+	Name  string // its entry in the host list
+	Dest  string // what ssh connects to: [user@]addr
+}
+
+// startMsg starts one rank (the frame's rank).
+type startMsg struct {
+	Path  string
+	Args  []string `json:",omitempty"`
+	Dir   string   `json:",omitempty"`
+	Env   []string // what gorun sets; the agent adds its own environment
+	Stdin bool     `json:",omitempty"` // stdin frames follow; else /dev/null
+}
+
+// helloMsg is an agent's first frame.
+type helloMsg struct {
+	Hostname string
+	Pid      int
+	SSH      string `json:",omitempty"` // SSH_CONNECTION: client ip, port, server ip, port
+	Via      string `json:",omitempty"` // the agent that relayed it, set by that agent
+}
+
+// readyMsg answers setup.
+type readyMsg struct {
+	BindAddr string // the address ranks on this host listen on
+}
+
+// exitMsg says how a rank ended.
+type exitMsg struct {
+	Code   int `json:",omitempty"`
+	Signal int `json:",omitempty"`
+}
+
+// jsonFrame is a frame with a JSON payload.
+func jsonFrame(typ byte, host, rank int, v any) Frame {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // our own message types always marshal
+	}
+	return Frame{Type: typ, Host: host, Rank: rank, Payload: b}
+}
+
+// decode unmarshals f's JSON payload into v.
+func (f Frame) decode(v any) error {
+	if err := json.Unmarshal(f.Payload, v); err != nil {
+		return fmt.Errorf("%w: type %d: %v", ErrFrame, f.Type, err)
+	}
+	return nil
+}
+
+// u32 decodes a 4-byte payload.
+func (f Frame) u32() (int, error) {
+	if len(f.Payload) != 4 {
+		return 0, fmt.Errorf("%w: type %d: payload of %d bytes, want 4", ErrFrame, f.Type, len(f.Payload))
+	}
+	return int(binary.BigEndian.Uint32(f.Payload)), nil
+}
+
+func u32Frame(typ byte, host, rank, v int) Frame {
+	return Frame{Type: typ, Host: host, Rank: rank, Payload: binary.BigEndian.AppendUint32(nil, uint32(v))}
+}

@@ -1,0 +1,182 @@
+package launch
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/gorun-hpc/gorun/spmd/launch/hosts"
+)
+
+// Where the ranks of a job run.
+const (
+	modeLocal = "local" // every rank on this machine, no host list
+)
+
+// hostList is the job's hosts and which rank runs on which.
+type hostList struct {
+	mode     string       // modeLocal, ModeSSH or ModeSrun
+	source   string       // where the list came from, for messages
+	hosts    []hosts.Host // the list, in its order
+	rankHost []string     // host name per rank
+	local    map[string]bool
+}
+
+// resolveHosts reads the host list of cfg: -H, --hostfile, a Slurm
+// allocation (SLURM_JOB_NODELIST, when neither is given), else this
+// machine. It maps the ranks and sets cfg.NP when it was 0 (one rank per
+// slot).
+func resolveHosts(cfg *Config, getenv func(string) string) (*hostList, error) {
+	hl := &hostList{mode: ModeSSH, local: map[string]bool{}}
+	var err error
+	switch {
+	case cfg.Hosts != "":
+		hl.source = "-H"
+		hl.hosts, err = hosts.ParseHostList(cfg.Hosts)
+		if err != nil {
+			return nil, errorf(ErrUsage, "-H %s: %w", cfg.Hosts, err)
+		}
+	case cfg.Hostfile != "":
+		hl.source = cfg.Hostfile
+		f, err := os.Open(cfg.Hostfile)
+		if err != nil {
+			return nil, errorf(ErrUsage, "--hostfile: %w", err)
+		}
+		defer f.Close()
+		hl.hosts, err = hosts.ParseHostfile(cfg.Hostfile, f)
+		if err != nil {
+			return nil, errorf(ErrUsage, "%w", err)
+		}
+		if len(hl.hosts) == 0 {
+			return nil, errorf(ErrUsage, "--hostfile %s lists no hosts", cfg.Hostfile)
+		}
+	default:
+		var ok bool
+		hl.hosts, ok, err = hosts.FromSlurm(getenv)
+		if err != nil {
+			return nil, errorf(ErrUsage, "Slurm allocation: %w", err)
+		}
+		if !ok {
+			return localHosts(cfg, hl)
+		}
+		hl.mode, hl.source = ModeSrun, "the Slurm allocation"
+	}
+	policy, _ := hosts.ParsePolicy(cfg.MapBy)
+	if cfg.MapBy == "" {
+		policy = hosts.BySlot
+	}
+	places, err := hosts.Map(hl.hosts, cfg.NP, hosts.MapOptions{
+		Policy: policy, NPerNode: cfg.NPerNode, Oversubscribe: cfg.Oversubscribe,
+	})
+	if err != nil {
+		return nil, errorf(ErrUsage, "%s: %w", hl.source, err)
+	}
+	cfg.NP = len(places)
+	for _, p := range places {
+		hl.rankHost = append(hl.rankHost, hl.hosts[p.HostIndex].Name)
+	}
+	if hl.mode == ModeSSH {
+		for _, h := range hl.hosts {
+			if isLocalName(h.Name) && h.User == "" && h.Addr == "" {
+				hl.local[h.Name] = true
+			}
+		}
+	}
+	return hl, nil
+}
+
+// localHosts places every rank on this machine, as without a host list.
+func localHosts(cfg *Config, hl *hostList) (*hostList, error) {
+	if cfg.NP < 1 {
+		return nil, errorf(ErrUsage, "-np %d: want at least 1 rank", cfg.NP)
+	}
+	if cfg.NPerNode > 0 && cfg.NP > cfg.NPerNode {
+		return nil, errorf(ErrUsage, "-np %d with --npernode %d on one machine: give a host list (-H or --hostfile) for more hosts", cfg.NP, cfg.NPerNode)
+	}
+	host := hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	hl.mode, hl.source = modeLocal, "this machine"
+	hl.hosts = []hosts.Host{{Name: host, Slots: cfg.NP}}
+	hl.rankHost = LocalHosts(cfg.NP, host)
+	hl.local[host] = true
+	return hl, nil
+}
+
+// remote reports whether any rank runs through an agent.
+func (hl *hostList) remote() bool {
+	for _, h := range hl.rankHost {
+		if !hl.local[h] {
+			return true
+		}
+	}
+	return false
+}
+
+// targets lists the hosts that have ranks and need an agent, with host
+// indices from 1.
+func (hl *hostList) targets() []target {
+	used := map[string]bool{}
+	for _, h := range hl.rankHost {
+		used[h] = true
+	}
+	var ts []target
+	for _, h := range hl.hosts {
+		if used[h.Name] && !hl.local[h.Name] {
+			ts = append(ts, target{Index: len(ts) + 1, Name: h.Name, Dest: h.Destination()})
+		}
+	}
+	return ts
+}
+
+// isLocalName reports whether a host list entry names this machine.
+func isLocalName(name string) bool {
+	switch name {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	h := hostname()
+	short, _, _ := strings.Cut(h, ".")
+	return h != "" && (name == h || name == short)
+}
+
+// Map formats the rank-to-host map for --dry-run: "h1: ranks 0-1".
+func (hl *hostList) Map() string {
+	var b strings.Builder
+	seen := map[string][]int{}
+	var order []string
+	for r, h := range hl.rankHost {
+		if _, ok := seen[h]; !ok {
+			order = append(order, h)
+		}
+		seen[h] = append(seen[h], r)
+	}
+	how := map[string]string{modeLocal: "local", ModeSSH: "ssh", ModeSrun: "srun"}
+	for _, h := range order {
+		via := how[hl.mode]
+		if hl.local[h] {
+			via = "local"
+		}
+		fmt.Fprintf(&b, "host %s (%s): ranks %s\n", h, via, rankRanges(seen[h]))
+	}
+	return b.String()
+}
+
+// rankRanges formats sorted ranks as "0-3,6".
+func rankRanges(rs []int) string {
+	var parts []string
+	for i := 0; i < len(rs); {
+		j := i
+		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", rs[i], rs[j]))
+		} else {
+			parts = append(parts, fmt.Sprint(rs[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}

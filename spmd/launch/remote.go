@@ -1,0 +1,113 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+)
+
+// runRemote runs a job with ranks on other hosts: it picks the address
+// that faces them, opens the seed there, starts one agent per host through
+// the spawn tree, and supervises the ranks through them.
+func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, jobID string, secret []byte,
+	out *Output, logf func(string, ...any)) (int, error) {
+	gorun, err := os.Executable()
+	if err != nil {
+		return 0, fmt.Errorf("finding gorun's own path for the agents: %w", err)
+	}
+	remote, err := NewRemote(hl.mode, cfg.SSHArgs, cfg.LaunchAgent, time.Duration(cfg.ConnectTimeout), gorun)
+	if err != nil {
+		return 0, errorf(ErrUsage, "%v", err)
+	}
+	targets := hl.targets()
+	bind, err := launcherAddr(cfg, remote, targets)
+	if err != nil {
+		out.Logf("%v; the seed listens on 127.0.0.1, which only ranks on this machine reach", err)
+		bind = "127.0.0.1"
+	}
+	logf("the launcher's address facing the hosts is %s", bind)
+	seed := l.openSeed(ctx, jobID, secret, bind, cfg.Ports, cfg.Verbose, out)
+	if seed != nil {
+		defer seed.Close()
+	}
+	radix := cfg.SpawnRadix
+	if hl.mode == ModeSrun {
+		radix = len(targets) // srun fans out itself: no tree of agents
+	}
+	setup := func(t target) setupMsg {
+		return setupMsg{
+			Name: t.Name, JobID: jobID, Secret: secret, Remote: remote, Radix: radix,
+			Seed: bind, Iface: cfg.Iface, Net: cfg.Net, Ports: cfg.Ports, Preload: cfg.Preload,
+			KillGrace: time.Duration(cfg.KillGrace), Connect: time.Duration(cfg.ConnectTimeout),
+			Verbose: cfg.Verbose,
+		}
+	}
+	sub, parents := map[int][]target{}, map[int]string{}
+	subtreeOf(targets, radix, "", sub, parents)
+	c := newCluster(targets, remote, radix, func(t target) setupMsg {
+		s := setup(t)
+		s.Subtree, s.Parent = sub[t.Index], parents[t.Index]
+		return s
+	}, out, logf)
+	if cfg.Preload {
+		c.sp.preload = []string{gorun, cfg.Program}
+	}
+	defer c.close(time.Duration(cfg.KillGrace) + 5*time.Second)
+	if err := c.connect(ctx, targets, connectWait(cfg, radix, len(targets))); err != nil {
+		return 0, err
+	}
+	plan, err := l.plan(cfg, hl, jobID, bind, seed)
+	if err != nil {
+		return 0, err
+	}
+	if cfg.Wdir == "" {
+		cfg.Wdir, _ = os.Getwd() // the ranks' directory on every host, if it exists there
+	}
+	j := &job{cfg: cfg, plan: plan, out: out, logf: logf, secret: secret, l: l, starter: c}
+	return j.run(ctx, seed), nil
+}
+
+// connectWait bounds the wait for every agent: the connect timeout per
+// level of the spawn tree, plus time for the agents to start (and, with
+// --preload, for the copies).
+func connectWait(cfg *Config, radix, n int) time.Duration {
+	levels := 1
+	for reach := radix; reach < n; reach = reach*radix + radix {
+		levels++
+	}
+	per := time.Duration(cfg.ConnectTimeout)
+	if per <= 0 {
+		per = DefaultConnectTimeout
+	}
+	extra := 5 * time.Second
+	if cfg.Preload {
+		extra += 30 * time.Second
+	}
+	return time.Duration(levels)*per + extra
+}
+
+// launcherAddr is the address the seed binds: --iface or --net, else the
+// local address that routes to the first remote host.
+func launcherAddr(cfg *Config, remote Remote, targets []target) (string, error) {
+	if cfg.Iface != "" || cfg.Net != "" {
+		return pickAddr(cfg.Iface, cfg.Net, "")
+	}
+	var firstErr error
+	for i, t := range targets {
+		if i == 3 {
+			break // the first few decide; the rest are alike
+		}
+		ip, err := hostIP(remote, t)
+		if err == nil {
+			ip, err = routeTo(ip)
+		}
+		if err == nil {
+			return ip, nil
+		}
+		if firstErr == nil {
+			firstErr = fmt.Errorf("host %s: %w", t.Name, err)
+		}
+	}
+	return "", firstErr
+}

@@ -1,0 +1,140 @@
+package launch
+
+import (
+	"encoding/json"
+	"sync"
+	"time"
+)
+
+// splitTree divides the hosts below one node of the spawn tree among at
+// most radix children: contiguous groups of nearly equal size, each
+// group's first host being the child and the rest its own subtree. Depth
+// grows as log_radix of the host count.
+func splitTree(hosts []target, radix int) [][]target {
+	if radix < 1 {
+		radix = 1
+	}
+	n := len(hosts)
+	k := min(radix, n)
+	groups := make([][]target, 0, k)
+	for i := range k {
+		lo, hi := i*n/k, (i+1)*n/k
+		groups = append(groups, hosts[lo:hi])
+	}
+	return groups
+}
+
+// spawner starts agents on a subtree of hosts, radix at a time, and routes
+// frames down to them. The launcher has one for all remote hosts, each
+// agent one for its subtree. Frames coming up go to up unchanged, except a
+// direct child's hello, which gets its host index and via stamped; a child
+// whose connection ends is reported through lost.
+type spawner struct {
+	remote  Remote
+	radix   int
+	via     string   // this node's name, stamped on its children's hellos
+	preload []string // local files to copy first; nil: no preload
+	logf    func(format string, args ...any)
+	up      func(f Frame)
+	lost    func(host int, reason string)
+
+	mu    sync.Mutex // protects following
+	links []*link
+	route map[int]*link // host index -> the child link whose subtree holds it
+}
+
+// start starts the agents of hosts' subtree roots.
+func (s *spawner) start(hosts []target) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.route == nil {
+		s.route = map[int]*link{}
+	}
+	for _, g := range splitTree(hosts, s.radix) {
+		head := g[0]
+		remote := []string{s.remote.Gorun, AgentFlag}
+		argv := s.remote.Command(head.Name, head.Dest, remote)
+		var pre func() ([]string, error)
+		if s.preload != nil {
+			pre = func() ([]string, error) {
+				dir, err := preload(s.remote, head, s.preload)
+				if err != nil {
+					return nil, err
+				}
+				return s.remote.Command(head.Name, head.Dest, []string{dir + "/gorun", AgentFlag}), nil
+			}
+		}
+		l := startLink(head, argv, pre, s.logf, s.fromChild, s.childLost)
+		s.links = append(s.links, l)
+		for _, t := range g {
+			s.route[t.Index] = l
+		}
+	}
+}
+
+// fromChild passes a frame up, stamping a direct child's hello.
+func (s *spawner) fromChild(l *link, f Frame) {
+	if f.Type == frameHello && f.Host == 0 {
+		var h helloMsg
+		if f.decode(&h) == nil {
+			h.Via = s.via
+			f = jsonFrame(frameHello, l.t.Index, 0, h)
+		}
+	}
+	s.up(f)
+}
+
+func (s *spawner) childLost(l *link, reason string) { s.lost(l.t.Index, reason) }
+
+// send routes f to the child whose subtree holds f.Host; false if none.
+func (s *spawner) send(f Frame) bool {
+	s.mu.Lock()
+	l := s.route[f.Host]
+	s.mu.Unlock()
+	if l == nil {
+		return false
+	}
+	l.send(f)
+	return true
+}
+
+// close ends every child's input, waits up to wait for them to exit, and
+// kills those still running.
+func (s *spawner) close(wait time.Duration) {
+	s.mu.Lock()
+	links := s.links
+	s.mu.Unlock()
+	for _, l := range links {
+		l.close()
+	}
+	deadline := time.After(wait)
+	for _, l := range links {
+		select {
+		case <-l.done:
+		case <-deadline:
+			for _, l := range links {
+				l.kill()
+			}
+			for _, l := range links {
+				<-l.done
+			}
+			return
+		}
+	}
+}
+
+// subtreeOf returns, for every host, the hosts below it in the spawn tree
+// and its parent's name ("" for the launcher).
+func subtreeOf(hosts []target, radix int, parent string, sub map[int][]target, parents map[int]string) {
+	for _, g := range splitTree(hosts, radix) {
+		sub[g[0].Index] = g[1:]
+		parents[g[0].Index] = parent
+		subtreeOf(g[1:], radix, g[0].Name, sub, parents)
+	}
+}
+
+// mustJSON is for log lines.
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
