@@ -24,4 +24,10 @@
 // jobs left running (every process whose environment names the rig's
 // slurm.conf, and their descendants), and removes the temp dir. Rigs left
 // behind by a killed test binary are swept by the next New.
+//
+// The package's own tests are also gorun's end-to-end Slurm tests: they
+// build gorun, examples/hello and testdata/slurmprobe (which prints each
+// rank's SLURMD_NODENAME and GORUN_HOST_ID) and run them with salloc and
+// sbatch --wait on a three-node cluster, including a job whose rank on n2
+// kills itself and must leave no process behind.
 package slurmtest

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -103,47 +102,21 @@ func TestGorun(t *testing.T) {
 	if bin.err != nil {
 		t.Fatalf("building the programs: %v", bin.err)
 	}
-	skipWithoutSlurmHosts(t, c)
 	t.Run("DryRun", func(t *testing.T) { testDryRun(t, c) })
-	t.Run("Hello", func(t *testing.T) {
+	t.Run("Hello", func(t *testing.T) { testHello(t, c, "-np", "6") })
+	t.Run("HelloSlots", func(t *testing.T) {
 		skipWithoutDefaultNP(t, c)
-		testHello(t, c)
+		testHello(t, c) // no -np: one rank per task Slurm allotted
 	})
 	t.Run("Placement", func(t *testing.T) { testPlacement(t, c) })
 	t.Run("Sbatch", func(t *testing.T) { testSbatch(t, c) })
 	t.Run("RankKilled", func(t *testing.T) { testRankKilled(t, c) })
 }
 
-// skipWithoutSlurmHosts skips the test while gorun does not launch into a
-// Slurm allocation: its --dry-run plan inside salloc names no Slurm node.
-// It goes once gorun takes its hosts from SLURM_JOB_NODELIST and starts its
-// agents with srun.
-func skipWithoutSlurmHosts(t *testing.T, c *Cluster) {
-	t.Helper()
-	j := runJob(c, "salloc", "-N3", "-n6", bin.gorun, "--dry-run", "-np", "6", bin.probe)
-	if j.err != nil {
-		t.Fatalf("probing gorun's Slurm support: %v", j)
-	}
-	hosts := map[string]bool{}
-	for _, m := range planLine.FindAllStringSubmatch(j.stdout, -1) {
-		hosts[m[2]] = true
-	}
-	if !hosts["n1"] && !hosts["n2"] && !hosts["n3"] {
-		t.Skipf("gorun does not launch into a Slurm allocation yet: inside salloc -N3 -n6, gorun --dry-run -np 6 plans on %v, not on n1..n3 (needs hosts from SLURM_JOB_NODELIST/SLURM_TASKS_PER_NODE and srun-started agents)", keys(hosts))
-	}
-}
-
-func keys(m map[string]bool) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
-}
-
 // skipWithoutDefaultNP skips the test while gorun inside an allocation
-// still wants -np instead of starting one rank per task Slurm allotted.
+// still wants -np instead of starting one rank per task Slurm allotted
+// (launch.Config.Validate asks for -np unless -H or --hostfile is given,
+// before the Slurm host list is read). Remove it once that is fixed.
 func skipWithoutDefaultNP(t *testing.T, c *Cluster) {
 	t.Helper()
 	j := runJob(c, "salloc", "-N3", "-n6", bin.gorun, "--dry-run", bin.probe)
@@ -177,10 +150,10 @@ func testDryRun(t *testing.T, c *Cluster) {
 
 var helloLine = regexp.MustCompile(`(?m)^rank (\d+) of (\d+) on (\S+) \(local rank (\d+)\)$`)
 
-// testHello runs examples/hello in the allocation with no -np: one rank per
-// task Slurm allotted.
-func testHello(t *testing.T, c *Cluster) {
-	j := runJob(c, "salloc", "-N3", "-n6", bin.gorun, bin.hello)
+// testHello runs examples/hello in the allocation with gorun's flags.
+func testHello(t *testing.T, c *Cluster, flags ...string) {
+	args := append(append([]string{"salloc", "-N3", "-n6", bin.gorun}, flags...), bin.hello)
+	j := runJob(c, args...)
 	if j.err != nil || j.code != 0 {
 		t.Fatalf("want status 0\n%v", j)
 	}
