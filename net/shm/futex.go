@@ -18,10 +18,17 @@ const (
 )
 
 // DefaultSpin is how many times a waiting side polls, yielding with
-// runtime.Gosched between polls, before it blocks on a futex. Sized from
-// BenchmarkPingPong: on 2 ranks per 2 cores it covers a round trip, and on
-// oversubscribed hosts it gives the core up after a few tens of µs.
-const DefaultSpin = 100
+// runtime.Gosched between polls, before it blocks on a futex, when the host
+// has at least as many cores as ranks. OversubscribedSpin is the count
+// when it has fewer: spinning then only steals the core that the awaited
+// rank needs, but one Gosched still lets the goroutines that a delivery
+// woke run before the receiver blocks in the kernel (blocking at once costs
+// about 25 µs a hop, the time the Go runtime takes to hand the blocked
+// thread's P to them). Both sized from BenchmarkPingPong8B.
+const (
+	DefaultSpin        = 100
+	OversubscribedSpin = 1
+)
 
 // checkEvery is the period of the liveness checks: a futex wait times out
 // after it, and a busy receiver checks its peers this often.

@@ -102,6 +102,7 @@ func (e *echo) Lost(int, error) { e.lost <- struct{}{} }
 func startChildren(tb testing.TB, job string, secret []byte, mode string, size, spin int) []*exec.Cmd {
 	tb.Helper()
 	var cmds []*exec.Cmd
+	var outs []*bufio.Reader
 	for r := 1; r < size; r++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), childEnv+"="+mode, jobEnv+"="+job, secretEnv+"="+hex.EncodeToString(secret),
@@ -115,10 +116,12 @@ func startChildren(tb testing.TB, job string, secret []byte, mode string, size, 
 			tb.Fatal(err)
 		}
 		tb.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		if line, err := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
-			tb.Fatalf("child rank %d: %q, %v", r, line, err)
+		cmds, outs = append(cmds, cmd), append(outs, bufio.NewReader(out))
+	}
+	for i, out := range outs { // all started first: background pairs wait for each other
+		if line, err := out.ReadString('\n'); line != "ready\n" {
+			tb.Fatalf("child rank %d: %q, %v", i+1, line, err)
 		}
-		cmds = append(cmds, cmd)
 	}
 	return cmds
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -55,8 +56,9 @@ func WithAttachTimeout(d time.Duration) Option {
 }
 
 // WithSpin sets how many polls, with runtime.Gosched between them, a
-// waiting side makes before it blocks on a futex; n < 0 keeps DefaultSpin.
-// 0 blocks at once, which suits hosts with far more ranks than cores.
+// waiting side makes before it blocks on a futex. By default it is
+// DefaultSpin, or OversubscribedSpin when the host's ranks outnumber the
+// cores this process may run on. n < 0 keeps the default; 0 blocks at once.
 func WithSpin(n int) Option {
 	return func(c *config) {
 		if n >= 0 {
@@ -101,6 +103,9 @@ type Transport struct {
 // per-job secret: only holders of it find and accept the segments.
 func New(jobID string, rank int, local []int, size int, secret []byte, opts ...Option) (*Transport, error) {
 	cfg := config{ringSize: DefaultRingSize, attachTimeout: DefaultAttachTimeout, spin: DefaultSpin, dir: Dir}
+	if len(local) > runtime.NumCPU() {
+		cfg.spin = OversubscribedSpin
+	}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -1,0 +1,73 @@
+// Package shm is gorun's same-host data plane: the ranks of one job that
+// share a host move their framed messages through shared memory instead of
+// TCP. It implements transport.Transport for the peers on the rank's host;
+// spmd routes the other peers to net/tcp.
+//
+// Each rank builds its Transport with New before the rendezvous, which
+// creates its segment at once, and starts it once the world is known:
+//
+//	t, err := shm.New(jobID, rank, localRanks, worldSize, secret)
+//	// ... rendezvous ...
+//	err = t.Start(handler)
+//	defer t.Close()
+//
+// and the launcher removes whatever a crashed job left behind:
+//
+//	defer shm.Cleanup(jobID)
+//
+// # Segments
+//
+// A rank's segment is its inbox: a file /dev/shm/gorun-<jobid>-r<rank>-<tag>,
+// mode 0600, holding one single-producer single-consumer ring (of
+// DefaultRingSize bytes) per other rank of the host. The owner creates it
+// under a temporary name and renames it into place; from Start on, a rank
+// maps every peer's segment as it appears (for at most the attach timeout),
+// records its pid in its ring and counts itself in. The owner unlinks the
+// file as soon as every peer has mapped it, so a running job holds no names
+// in /dev/shm; Close removes it if that never happened, and Cleanup, which
+// the launcher calls after the job however it ended, removes every file of
+// the job, so that nothing is left even after a crash.
+//
+// Only ranks of the same job attach: the tag in the name is an HMAC of the
+// job secret, the header carries an HMAC of the secret over the job, the
+// owner's rank, the ring size and the host's ranks, and the file must be a
+// regular file of this user with mode 0600. A segment that fails these is
+// refused and logged, and its rank reported lost.
+//
+// # Rings and frames
+//
+// A frame is a 24-byte header (magic and version, communicator, tag,
+// length) followed by the payload, packed without padding and wrapping
+// around the ring's end. A message smaller than a quarter of the ring is
+// written in one piece; a larger one, of any size up to MaxPayload, streams
+// through the ring in pieces of at least a quarter, and the receiver copies
+// each piece straight from the ring into the slice the Handler's Buffer
+// returned: one copy in, one copy out, no whole-message copy. A frame with
+// a bad header, or ring positions that cannot be, drops the peer.
+//
+// # Waiting
+//
+// One goroutine per rank polls all its incoming rings. When they are all
+// empty it spins (polls with runtime.Gosched between, DefaultSpin times, or
+// OversubscribedSpin times when the host has more ranks than cores), then
+// sleeps on a futex word in its segment, the doorbell, which a sender bumps
+// and wakes after publishing while the receiver sleeps. A sender that finds
+// the ring full does the same on a word of the ring that the receiver wakes
+// after freeing space. The futexes are shared (no FUTEX_PRIVATE_FLAG), so
+// the waker may be another process. Sends and deliveries allocate nothing.
+//
+// # Loss
+//
+// A sleeping side wakes at least every 150 ms and then checks that its
+// peers' processes exist, through a pidfd that turns readable when the
+// process exits (even before its parent reaps it; kill(pid, 0) where
+// pidfds are missing), so a SIGKILLed peer is reported within about 150 ms,
+// whether we wait for its messages or for room in its ring. Close marks
+// this rank's rings closed and wakes its peers, which see the clean close
+// at once. Either way, every message the peer completed before is
+// delivered first; a half-written one is dropped (Deliver is not called).
+// A loss reaches the Handler once, as a *transport.PeerError that names the
+// rank and wraps transport.ErrPeerLost; later Sends return it. A Send
+// cancelled half-way through a frame breaks the ring, so both sides drop
+// the link, as net/tcp does.
+package shm
