@@ -54,7 +54,7 @@ for np in $NPS; do
 				printf "%-10s np %d %10d  chose %-13s %10.1f us  fastest %-13s %10.1f us  x%.2f %s\n",
 					op, np, $3, $7, c, fastest[$3], best[$3], r, ok ? "" : "SLOW"
 			}
-			END { printf "# %s np %d: %d of %d sizes within %d%% of the fastest\n", op, np, good, n, (tol - 1) * 100 }
+			END { printf "# %s np %d: %d of %d sizes within %.0f%% of the fastest\n", op, np, good, n, (tol - 1) * 100 }
 		' "$dir/runs" "$dir/auto"
 	done
 done
