@@ -63,7 +63,21 @@ func TestCluster(t *testing.T) {
 		t.Errorf("sbatch --wait output = %q, %v; want %q", got, err, want)
 	}
 
+	testTimeout(t, c)
 	testClose(t, c)
+}
+
+// testTimeout checks that a command past its context's deadline is killed
+// with its process group and Wait returns, even though its job's tasks,
+// started by slurmstepd, live on until Close.
+func testTimeout(t *testing.T, c *Cluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := c.CommandContext(ctx, "srun", "-N1", "-w", "n3", "sleep", "600").Run()
+	if took := time.Since(start); err == nil || took > 10*time.Second {
+		t.Errorf("srun sleep 600 with a 500ms context: %v after %v; want killed within 10s", err, took)
+	}
 }
 
 // testClose leaves a job running and checks that Close ends it and every
@@ -78,7 +92,7 @@ func testClose(t *testing.T, c *Cluster) {
 	defer job.Wait()
 	var left []int
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if left = sleepers(c); len(left) > 0 {
+		if left = sleepers(c, "n2"); len(left) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -110,11 +124,13 @@ func testClose(t *testing.T, c *Cluster) {
 	}
 }
 
-// sleepers lists the cluster's processes running sleep.
-func sleepers(c *Cluster) []int {
+// sleepers lists the cluster's processes running sleep on node.
+func sleepers(c *Cluster, node string) []int {
 	var pids []int
 	for _, pid := range c.Pids() {
-		if comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); err == nil && strings.TrimSpace(string(comm)) == "sleep" {
+		comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		env, err2 := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		if err == nil && err2 == nil && strings.TrimSpace(string(comm)) == "sleep" && envValue(env, "SLURMD_NODENAME") == node {
 			pids = append(pids, pid)
 		}
 	}
