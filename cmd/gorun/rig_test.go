@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -76,17 +77,23 @@ func helloHosts(t *testing.T, np int, args ...string) []string {
 	return got
 }
 
-func TestRigHello(t *testing.T) {
-	rig := netnstest.New(t, 3)
-	base := append(rigArgs(rig), "--hostfile", rig.Hostfile)
-	t.Run("by slot", func(t *testing.T) {
+// TestRig runs every multi-host case on one rig of four hosts; hostfile3
+// lists the first three.
+func TestRig(t *testing.T) {
+	rig := netnstest.New(t, 4)
+	hf3 := filepath.Join(t.TempDir(), "hostfile3")
+	if err := os.WriteFile(hf3, []byte("h1 slots=2\nh2 slots=2\nh3 slots=2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := append(rigArgs(rig), "--hostfile", hf3)
+	t.Run("hello by slot", func(t *testing.T) {
 		got := helloHosts(t, 6, base...)
 		want := []string{"h1", "h1", "h2", "h2", "h3", "h3"}
 		if strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("ranks ran on %v, want %v", got, want)
 		}
 	})
-	t.Run("by node", func(t *testing.T) {
+	t.Run("hello by node", func(t *testing.T) {
 		got := helloHosts(t, 6, append(base, "--map-by", "node")...)
 		want := []string{"h1", "h2", "h3", "h1", "h2", "h3"}
 		if strings.Join(got, " ") != strings.Join(want, " ") {
@@ -100,7 +107,217 @@ func TestRigHello(t *testing.T) {
 			t.Errorf("ranks ran on %v, want %v", got, want)
 		}
 	})
+	t.Run("collbench", func(t *testing.T) { testRigCollbench(t, base) })
+	t.Run("remote rank killed", func(t *testing.T) { testRigKilled(t, rig, base) })
+	t.Run("sigint", func(t *testing.T) { testRigSigint(t, rig, base) })
+	t.Run("ssh dies", func(t *testing.T) { testRigSSHDies(t, rig, base) })
+	t.Run("tree", func(t *testing.T) { testRigTree(t, rig) })
+	t.Run("preload", func(t *testing.T) { testRigPreload(t, rig) })
+	t.Run("unreachable", func(t *testing.T) { testRigUnreachable(t, rig) })
 	checkNoLeftovers(t, rig)
+}
+
+// testRigCollbench checks collectives across hosts, when collbench exists.
+func testRigCollbench(t *testing.T, base []string) {
+	dir := "../../examples/collbench"
+	if _, err := os.Stat(dir); err != nil {
+		t.Skip("examples/collbench does not exist yet")
+	}
+	bin := filepath.Join(t.TempDir(), "collbench")
+	if out, err := exec.Command("go", "build", "-o", bin, dir).CombinedOutput(); err != nil {
+		t.Skipf("examples/collbench does not build yet: %s", out)
+	}
+	r := gorun(t, "", append(base, "-np", "6", bin, "-c", "1", "-e", "64K", "-n", "2", "-w", "1")...)
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	t.Logf("collbench -c 1 over 3 hosts x 2:\n%s", r.stdout)
+}
+
+// rankScript records "rank pid" in pidfile and sleeps.
+func rankScript(pidfile string) string {
+	return `echo "$GORUN_RANK $$" >> ` + pidfile + `; exec sleep 300`
+}
+
+// startSleepers starts 6 sleeping ranks over hostfile3 and returns the
+// command, its stderr and the pid of each rank.
+func startSleepers(t *testing.T, base []string, extra ...string) (*exec.Cmd, *syncBuffer, map[int]int) {
+	t.Helper()
+	pidfile := filepath.Join(t.TempDir(), "pids")
+	args := append(append(append([]string{}, base...), extra...), "-np", "6", "--kill-grace", "2s", "sh", "-c", rankScript(pidfile))
+	cmd := gorunCmd(t, args...)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	flat := waitPids(t, pidfile, 12)
+	pids := map[int]int{}
+	for i := 0; i+1 < len(flat); i += 2 {
+		pids[flat[i]] = flat[i+1]
+	}
+	return cmd, &stderr, pids
+}
+
+func exitCodeOf(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+func testRigKilled(t *testing.T, rig *netnstest.Rig, base []string) {
+	cmd, stderr, pids := startSleepers(t, base)
+	syscall.Kill(pids[4], syscall.SIGKILL)
+	err := cmd.Wait()
+	if code := exitCodeOf(err); code != 137 {
+		t.Errorf("gorun exited %d, want 137\n%s", code, stderr.String())
+	}
+	want := fmt.Sprintf("gorun: rank 4 (pid %d on h3) was killed by signal 9 (killed); stopping the other ranks\n", pids[4])
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+	}
+	checkNoLeftovers(t, rig)
+}
+
+func testRigSigint(t *testing.T, rig *netnstest.Rig, base []string) {
+	cmd, stderr, _ := startSleepers(t, base)
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if code := exitCodeOf(err); code != 130 {
+		t.Errorf("gorun exited %d, want 130\n%s", code, stderr.String())
+	}
+	checkNoLeftovers(t, rig)
+}
+
+// testRigSSHDies kills the ssh that carries h2's agent: the job stops with
+// one line naming the host.
+func testRigSSHDies(t *testing.T, rig *netnstest.Rig, base []string) {
+	cmd, stderr, _ := startSleepers(t, base)
+	ssh := childSSH(t, cmd.Process.Pid, "h2")
+	syscall.Kill(ssh, syscall.SIGKILL)
+	err := cmd.Wait()
+	if code := exitCodeOf(err); code != 255 {
+		t.Errorf("gorun exited %d, want 255\n%s", code, stderr.String())
+	}
+	want := "gorun: host h2: connection to its agent lost (ssh was killed by signal 9 (killed)"
+	if !strings.Contains(stderr.String(), want) || strings.Count(stderr.String(), "gorun: host h2") != 1 {
+		t.Errorf("stderr lacks one %q:\n%s", want, stderr.String())
+	}
+	checkNoLeftovers(t, rig)
+}
+
+// childSSH finds the ssh child of pid whose command line names host.
+func childSSH(t *testing.T, pid int, host string) int {
+	t.Helper()
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var kids []string
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		kids = append(kids, strings.Fields(string(b))...)
+	}
+	for _, f := range kids {
+		var c int
+		fmt.Sscan(f, &c)
+		line, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c))
+		args := strings.Split(string(line), "\x00")
+		if len(args) > 0 && filepath.Base(args[0]) == "ssh" && contains(args, host) {
+			return c
+		}
+	}
+	t.Fatalf("no ssh child of %d for %s", pid, host)
+	return 0
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+var agentLine = regexp.MustCompile(`gorun: host (h\d): agent pid \d+ on (h\d), started by (the launcher|agent h\d), ssh from (\S+)`)
+
+// testRigTree starts agents on four hosts two at a time: the launcher
+// starts h1 and h3, which start h2 and h4.
+func testRigTree(t *testing.T, rig *netnstest.Rig) {
+	args := append(rigArgs(rig), "--hostfile", rig.Hostfile, "--spawn-radix", "2", "--verbose",
+		"--npernode", "1", "-np", "4", "sh", "-c", "echo $GORUN_RANK $GORUN_HOST_ID")
+	r := gorun(t, "", args...)
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	addr := map[string]string{}
+	for _, h := range rig.Hosts {
+		addr[h.Name] = h.Addr
+	}
+	want := map[string]string{"h1": "the launcher", "h2": "agent h1", "h3": "the launcher", "h4": "agent h3"}
+	got := map[string]string{}
+	for _, m := range agentLine.FindAllStringSubmatch(r.stderr, -1) {
+		host, hostname, by, from := m[1], m[2], m[3], m[4]
+		got[host] = by
+		if hostname != host {
+			t.Errorf("agent of %s runs on %s", host, hostname)
+		}
+		if parent, ok := strings.CutPrefix(by, "agent "); ok && from != addr[parent] {
+			t.Errorf("agent of %s says it was started by %s, but its ssh came from %s, not %s", host, parent, from, addr[parent])
+		}
+	}
+	for h, by := range want {
+		if got[h] != by {
+			t.Errorf("agent of %s started by %q, want %q\n%s", h, got[h], by, r.stderr)
+		}
+	}
+	if l := lines(r.stdout); strings.Join(l, ",") != "0 h1,1 h2,2 h3,3 h4" {
+		t.Errorf("ranks said %q", l)
+	}
+}
+
+// testRigPreload runs a script copied to each host with gorun itself.
+func testRigPreload(t *testing.T, rig *netnstest.Rig) {
+	script := filepath.Join(t.TempDir(), "where.sh")
+	os.WriteFile(script, []byte("#!/bin/sh\necho \"$GORUN_RANK $0 $(readlink /proc/$PPID/exe)\"\n"), 0o755)
+	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "gorun-preload-*"))
+	r := gorun(t, "", append(rigArgs(rig), "-H", "h1:1,h2:1", "--preload", "-np", "2", script)...)
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	pre := regexp.MustCompile(`^\d (/\S+/gorun-preload-\w+)/where\.sh (/\S+/gorun-preload-\w+)/gorun$`)
+	dirs := map[string]bool{}
+	for _, l := range lines(r.stdout) {
+		m := pre.FindStringSubmatch(l)
+		if m == nil || m[1] != m[2] {
+			t.Errorf("rank ran %q, not the preloaded script from a preloaded gorun", l)
+			continue
+		}
+		dirs[m[1]] = true
+	}
+	if len(dirs) != 2 {
+		t.Errorf("want one preload directory per host, got %v", dirs)
+	}
+	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "gorun-preload-*"))
+	if len(after) > len(before) {
+		t.Errorf("preload directories left: %v", after)
+	}
+}
+
+// testRigUnreachable takes h4 off the network: gorun gives up on it
+// within the connect timeout, naming it.
+func testRigUnreachable(t *testing.T, rig *netnstest.Rig) {
+	if err := rig.KillLink("h4"); err != nil {
+		t.Fatal(err)
+	}
+	defer rig.RestoreLink("h4")
+	r := gorun(t, "", append(rigArgs(rig), "-H", "h1:1,h4:1", "--connect-timeout", "2s", "-np", "2", "true")...)
+	if r.code != 255 || !strings.Contains(r.stderr, "gorun: host h4: cannot start its agent: ssh exited 255") {
+		t.Errorf("want status 255 and a line naming h4:\n%s", r)
+	}
 }
 
 // checkNoLeftovers waits until no process runs on any rig host.

@@ -159,12 +159,13 @@ func (c *Config) DecodeTOML(name string, b []byte) error {
 	return errorf(ErrUsage, "%s: %v: fix the file or pass another with --config", name, err)
 }
 
-// Validate reports the first thing wrong with c, wrapping ErrUsage.
+// Validate reports the first thing wrong with c, wrapping ErrUsage. NP 0
+// is left for Run to judge: with a host list it means one rank per slot.
 func (c *Config) Validate() error {
 	bad := func(format string, args ...any) error {
 		return errorf(ErrUsage, format, args...)
 	}
-	if c.NP < 0 || c.NP == 0 && c.Hosts == "" && c.Hostfile == "" {
+	if c.NP < 0 {
 		return bad("-np %d: want at least 1 rank, as in gorun -np 4 %s", c.NP, c.Program)
 	}
 	if c.Hosts != "" && c.Hostfile != "" {

@@ -54,7 +54,7 @@ func TestValidate(t *testing.T) {
 		want   string // "" means valid
 	}{
 		{"valid", func(*Config) {}, ""},
-		{"np 0", func(c *Config) { c.NP = 0 }, "-np 0"},
+		{"np -1", func(c *Config) { c.NP = -1 }, "-np -1"},
 		{"no program", func(c *Config) { c.Program = "" }, "no program"},
 		{"stdin word", func(c *Config) { c.Stdin = "some" }, `--stdin "some"`},
 		{"stdin rank too big", func(c *Config) { c.Stdin = "2" }, "only 2 ranks"},

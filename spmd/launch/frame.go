@@ -111,7 +111,7 @@ func readFrame(r *bufio.Reader) (Frame, error) {
 const maxHostIndex = 1 << 24
 
 func unexpected(err error) error {
-	if err == io.EOF {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		return fmt.Errorf("%w: truncated", ErrFrame)
 	}
 	return err

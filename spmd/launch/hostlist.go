@@ -88,7 +88,7 @@ func resolveHosts(cfg *Config, getenv func(string) string) (*hostList, error) {
 // localHosts places every rank on this machine, as without a host list.
 func localHosts(cfg *Config, hl *hostList) (*hostList, error) {
 	if cfg.NP < 1 {
-		return nil, errorf(ErrUsage, "-np %d: want at least 1 rank", cfg.NP)
+		return nil, errorf(ErrUsage, "-np %d: want at least 1 rank, as in gorun -np 4 %s (or give a host list)", cfg.NP, cfg.Program)
 	}
 	if cfg.NPerNode > 0 && cfg.NP > cfg.NPerNode {
 		return nil, errorf(ErrUsage, "-np %d with --npernode %d on one machine: give a host list (-H or --hostfile) for more hosts", cfg.NP, cfg.NPerNode)

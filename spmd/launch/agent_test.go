@@ -1,0 +1,138 @@
+package launch
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"io"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// agentPeer is the launcher's end of an in-process agent.
+type agentPeer struct {
+	t    *testing.T
+	w    *io.PipeWriter
+	r    *bufio.Reader
+	done chan int
+}
+
+func startAgent(t *testing.T) *agentPeer {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	p := &agentPeer{t: t, w: inW, r: bufio.NewReader(outR), done: make(chan int, 1)}
+	go func() {
+		p.done <- RunAgent(context.Background(), inR, outW, io.Discard)
+		outW.Close()
+	}()
+	t.Cleanup(func() { inW.Close(); io.Copy(io.Discard, outR) })
+	if junk, err := skipPreamble(p.r); err != nil || string(junk) != "\n" {
+		t.Fatalf("preamble: junk %q, %v", junk, err)
+	}
+	return p
+}
+
+func (p *agentPeer) send(f Frame) {
+	if _, err := p.w.Write(appendFrame(nil, f)); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// next reads frames until one of type typ, skipping logs.
+func (p *agentPeer) next(typ byte) Frame {
+	p.t.Helper()
+	for {
+		f, err := readFrame(p.r)
+		if err != nil {
+			p.t.Fatalf("waiting for a frame of type %d: %v", typ, err)
+		}
+		if f.Type == typ {
+			return f
+		}
+		if f.Type == frameLog {
+			p.t.Logf("agent log: %s", f.Payload)
+			continue
+		}
+		if typ != frameOutput && f.Type == frameOutput {
+			continue
+		}
+		p.t.Fatalf("got frame %+v, want type %d", f, typ)
+	}
+}
+
+func TestAgentProtocol(t *testing.T) {
+	p := startAgent(t)
+	var hello helloMsg
+	if err := p.next(frameHello).decode(&hello); err != nil || hello.Pid == 0 {
+		t.Fatalf("hello = %+v, %v", hello, err)
+	}
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	p.send(jsonFrame(frameSetup, 1, 0, setupMsg{Name: "h1", Secret: secret, Seed: "127.0.0.1", KillGrace: time.Second}))
+	var ready readyMsg
+	if f := p.next(frameReady); f.decode(&ready) != nil || f.Host != 1 || ready.BindAddr != "127.0.0.1" {
+		t.Fatalf("ready = %+v from %d", ready, f.Host)
+	}
+
+	// A rank with stdin, output on both streams, the secret, and a status.
+	script := `echo "out $GORUN_RANK $GORUN_BIND_ADDR"; echo err >&2; read x; echo "got $x"; echo "secret $(head -c 64 <&3)"; exit 3`
+	p.send(jsonFrame(frameStart, 1, 5, startMsg{Path: "/bin/sh", Args: []string{"-c", script}, Env: []string{"GORUN_RANK=5"}, Stdin: true}))
+	if pid, err := p.next(frameStarted).u32(); err != nil || pid == 0 {
+		t.Fatalf("started: pid %d, %v", pid, err)
+	}
+	p.send(Frame{Type: frameStdin, Host: 1, Rank: 5, Payload: []byte("hello\n")})
+	p.send(Frame{Type: frameStdin, Host: 1, Rank: 5})
+	var out, errOut strings.Builder
+	for {
+		f, err := readFrame(p.r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Type == frameOutput && f.Rank == 5 {
+			map[byte]*strings.Builder{1: &out, 2: &errOut}[f.Payload[0]].Write(f.Payload[1:])
+			continue
+		}
+		if f.Type != frameExited {
+			t.Fatalf("unexpected frame %+v", f)
+		}
+		var e exitMsg
+		if f.decode(&e); e.Code != 3 || f.Rank != 5 {
+			t.Errorf("exited %+v for rank %d, want code 3 for rank 5", e, f.Rank)
+		}
+		break
+	}
+	want := "out 5 127.0.0.1\ngot hello\nsecret " + hex.EncodeToString(secret) + "\n"
+	if out.String() != want || errOut.String() != "err\n" {
+		t.Errorf("stdout %q, stderr %q; want %q, %q", out.String(), errOut.String(), want, "err\n")
+	}
+
+	// A signal frame reaches the rank.
+	p.send(jsonFrame(frameStart, 1, 6, startMsg{Path: "/bin/sleep", Args: []string{"300"}}))
+	p.next(frameStarted)
+	p.send(u32Frame(frameSignal, 1, 6, int(syscall.SIGTERM)))
+	var e exitMsg
+	if f := p.next(frameExited); f.decode(&e) != nil || e.Signal != int(syscall.SIGTERM) {
+		t.Errorf("signalled rank exited %+v", e)
+	}
+
+	// A program that is not there: exited 127.
+	p.send(jsonFrame(frameStart, 1, 7, startMsg{Path: "/nonexistent/prog"}))
+	if f := p.next(frameExited); f.decode(&e) != nil || e.Code != 127 {
+		t.Errorf("missing program exited %+v, want 127", e)
+	}
+
+	// The launcher's connection drops: the agent kills its ranks and returns.
+	p.send(jsonFrame(frameStart, 1, 8, startMsg{Path: "/bin/sleep", Args: []string{"300"}}))
+	pid, _ := p.next(frameStarted).u32()
+	p.w.Close()
+	go io.Copy(io.Discard, p.r)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("agent did not return after its input ended")
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Errorf("rank pid %d survived its agent", pid)
+	}
+}

@@ -1,0 +1,82 @@
+package launch
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSplitShell(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"", nil},
+		{"  -F cfg  -p 2222 ", []string{"-F", "cfg", "-p", "2222"}},
+		{`-o "ProxyCommand ssh -W %h:%p gw" -i 'my key'`, []string{"-o", "ProxyCommand ssh -W %h:%p gw", "-i", "my key"}},
+		{`a\ b "c\"d" 'e"f' g""h`, []string{"a b", `c"d`, `e"f`, "gh"}},
+		{`""`, []string{""}},
+		{`"a\nb"`, []string{`a\nb`}},
+	} {
+		got, err := splitShell(tc.in)
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("splitShell(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{`"open`, `'open`, `trailing\`} {
+		if _, err := splitShell(bad); err == nil {
+			t.Errorf("splitShell(%q): no error", bad)
+		}
+	}
+}
+
+func TestShellQuote(t *testing.T) {
+	for _, s := range []string{"plain", "/path/to/gorun", "with space", "it's", "", "$HOME", "a\"b", "--agent"} {
+		words, err := splitShell(shellQuote(s))
+		if err != nil || len(words) != 1 || words[0] != s {
+			t.Errorf("splitShell(shellQuote(%q)) = %q, %v", s, words, err)
+		}
+	}
+	if got := shellQuote("/usr/bin/gorun"); got != "/usr/bin/gorun" {
+		t.Errorf("shellQuote left a plain path as %s", got)
+	}
+}
+
+func TestRemoteCommand(t *testing.T) {
+	agent := []string{"/opt/my gorun/gorun", AgentFlag}
+	for _, tc := range []struct {
+		name                 string
+		mode, args, launcher string
+		timeout              time.Duration
+		want                 string
+	}{
+		{"ssh", ModeSSH, "", "", 10 * time.Second,
+			`ssh -o BatchMode=yes -x -T -o ConnectTimeout=10 alice@n1 exec '/opt/my gorun/gorun' --agent`},
+		{"ssh args first", ModeSSH, `-F "/tmp/a b/cfg" -p 2222`, "", 1500 * time.Millisecond,
+			`ssh -F /tmp/a b/cfg -p 2222 -o BatchMode=yes -x -T -o ConnectTimeout=2 alice@n1 exec '/opt/my gorun/gorun' --agent`},
+		{"launch agent ssh", ModeSSH, "", "/usr/bin/ssh -q", 0,
+			`/usr/bin/ssh -q -o BatchMode=yes -x -T alice@n1 exec '/opt/my gorun/gorun' --agent`},
+		{"launch agent rsh", ModeSSH, "-l bob", "rsh", 5 * time.Second,
+			`rsh -l bob alice@n1 exec '/opt/my gorun/gorun' --agent`},
+		{"srun", ModeSrun, "-F ignored", "", 5 * time.Second,
+			`srun --nodes=1 --ntasks=1 --overlap --cpu-bind=none --unbuffered --kill-on-bad-exit=1 --quiet --job-name=gorun-agent --nodelist=n1 /opt/my gorun/gorun --agent`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := NewRemote(tc.mode, tc.args, tc.launcher, tc.timeout, agent[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Join(r.Command("n1", "alice@n1", agent), " ")
+			if got != tc.want {
+				t.Errorf("command\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+	if _, err := NewRemote(ModeSSH, `-o "open`, "", 0, "gorun"); err == nil {
+		t.Error("unbalanced quote in --ssh-args: no error")
+	}
+	if _, err := NewRemote(ModeSSH, "", "  ", 0, "gorun"); err == nil {
+		t.Error("blank --launch-agent: no error")
+	}
+}

@@ -1,0 +1,97 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// dryRun runs the launcher with --dry-run and the environment env.
+func dryRun(t *testing.T, cfg Config, env map[string]string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	l := &Launcher{Stdout: &out, Stderr: &out, Getenv: func(k string) string { return env[k] }}
+	cfg.DryRun, cfg.Program = true, "/bin/true"
+	_, err := l.Run(context.Background(), cfg)
+	return out.String(), err
+}
+
+func TestHostListDryRun(t *testing.T) {
+	dir := t.TempDir()
+	hf := filepath.Join(dir, "hosts")
+	os.WriteFile(hf, []byte("# cluster\nn1 slots=2\nn2:2\n"), 0o644)
+	slurm := map[string]string{"SLURM_JOB_NODELIST": "node[1-2]", "SLURM_TASKS_PER_NODE": "2(x2)"}
+	for _, tc := range []struct {
+		name string
+		set  func(*Config)
+		env  map[string]string
+		want []string
+	}{
+		{"-H by slot", func(c *Config) { c.Hosts, c.NP = "a:2,b:2", 3 }, nil,
+			[]string{"host a (ssh): ranks 0-1\nhost b (ssh): ranks 2\n", "rank 2: host b, node 1, local rank 0", "GORUN_HOST_ID=b", "GORUN_NODE_COUNT=2"}},
+		{"-H by node", func(c *Config) { c.Hosts, c.NP, c.MapBy = "a:2,b:2", 4, "node" }, nil,
+			[]string{"host a (ssh): ranks 0,2\nhost b (ssh): ranks 1,3\n"}},
+		{"hostfile, one rank per slot", func(c *Config) { c.Hostfile = hf }, nil,
+			[]string{"host n1 (ssh): ranks 0-1\nhost n2 (ssh): ranks 2-3\n", "4 ranks"}},
+		{"npernode", func(c *Config) { c.Hostfile, c.NPerNode = hf, 1 }, nil,
+			[]string{"host n1 (ssh): ranks 0\nhost n2 (ssh): ranks 1\n"}},
+		{"oversubscribe", func(c *Config) { c.Hosts, c.NP, c.Oversubscribe = "a,b", 4, true }, nil,
+			[]string{"host a (ssh): ranks 0-1\nhost b (ssh): ranks 2-3\n"}},
+		{"slurm", func(c *Config) {}, slurm,
+			[]string{"host node1 (srun): ranks 0-1\nhost node2 (srun): ranks 2-3\n", "GORUN_HOST_ID=node2"}},
+		{"-H wins over slurm", func(c *Config) { c.Hosts = "x:1" }, slurm,
+			[]string{"host x (ssh): ranks 0\n"}},
+		{"localhost is local", func(c *Config) { c.Hosts, c.NP = "localhost:2,b:1", 3 }, nil,
+			[]string{"host localhost (local): ranks 0-1\nhost b (ssh): ranks 2\n"}},
+		{"ports", func(c *Config) { c.Hosts, c.Ports = "a:1", "40000-40010" }, nil,
+			[]string{"GORUN_PORTS=40000-40010"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			tc.set(&cfg)
+			out, err := dryRun(t, cfg, tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("dry run lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
+func TestHostListErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad")
+	os.WriteFile(bad, []byte("n1 slots=2\nn2 slots=two\n"), 0o644)
+	for _, tc := range []struct {
+		name string
+		set  func(*Config)
+		want string
+	}{
+		{"malformed hostfile line", func(c *Config) { c.Hostfile = bad }, bad + ":2"},
+		{"missing hostfile", func(c *Config) { c.Hostfile = filepath.Join(dir, "none") }, "--hostfile"},
+		{"too many ranks", func(c *Config) { c.Hosts, c.NP = "a:2,b:2", 5 }, "5 ranks requested but the host list has 4 slots on 2 hosts"},
+		{"bad -H", func(c *Config) { c.Hosts, c.NP = "a:x", 1 }, "-H a:x"},
+		{"both lists", func(c *Config) { c.Hosts, c.Hostfile = "a", bad }, "-H and --hostfile"},
+		{"bad map-by", func(c *Config) { c.Hosts, c.MapBy = "a", "core" }, "--map-by"},
+		{"bad ports", func(c *Config) { c.Hosts, c.Ports = "a", "9-1" }, "--ports"},
+		{"no ranks, no hosts", func(c *Config) { c.NP = 0 }, "-np 0: want at least 1 rank"},
+		{"bad net", func(c *Config) { c.Hosts, c.Net = "a", "10.0.0.0" }, "--net"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			tc.set(&cfg)
+			_, err := dryRun(t, cfg, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrUsage) {
+				t.Errorf("err = %v; want a usage error with %q", err, tc.want)
+			}
+		})
+	}
+}
