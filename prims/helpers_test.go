@@ -11,9 +11,12 @@ import (
 // in -3..3, so that float sums and products of up to 8 ranks are exact and
 // every type (uint8 wrapping) agrees with a sequential reference.
 func reduceValue[T spmd.Number](rank, i int) T {
-	v := (rank*5+i*3)%7 - 3
+	v := (rank*5+i*3)%period - 3
 	return T(v)
 }
+
+// period is the period of reduceValue in i.
+const period = 7
 
 // tagValue is rank's element i of a data-movement input: it says where it
 // came from, so misplaced blocks show.
@@ -29,24 +32,26 @@ func fill[T spmd.Number](n int, f func(i int) T) []T {
 	return s
 }
 
-// reference reduces the inputs of ranks 0..p-1 one after the other.
-func reference[T spmd.Number](n, p int, op prims.Op[T]) []T {
-	ref := fill(n, func(i int) T { return reduceValue[T](0, i) })
+// reference returns element i of the reduction of the inputs of ranks
+// 0..p-1, reduced one after the other. Inputs repeat every period
+// elements, so it reduces one period.
+func reference[T spmd.Number](p int, op prims.Op[T]) func(i int) T {
+	ref := fill(period, func(i int) T { return reduceValue[T](0, i) })
 	for r := 1; r < p; r++ {
-		op.Reduce(ref, fill(n, func(i int) T { return reduceValue[T](r, i) }))
+		op.Reduce(ref, fill(period, func(i int) T { return reduceValue[T](r, i) }))
 	}
-	return ref
+	return func(i int) T { return ref[i%period] }
 }
 
-// same compares got with want exactly (inputs are chosen so that floats
-// are exact too) and describes the first difference.
-func same[T spmd.Number](what string, got, want []T) error {
-	if len(got) != len(want) {
-		return fmt.Errorf("%s: %d elements, want %d", what, len(got), len(want))
+// expect compares got with want(i) exactly (inputs are chosen so that
+// floats are exact too) and describes the first difference.
+func expect[T spmd.Number](what string, got []T, n int, want func(i int) T) error {
+	if len(got) != n {
+		return fmt.Errorf("%s: %d elements, want %d", what, len(got), n)
 	}
-	for i := range got {
-		if got[i] != want[i] {
-			return fmt.Errorf("%s: element %d of %d is %v, want %v", what, i, len(got), got[i], want[i])
+	for i, g := range got {
+		if w := want(i); g != w {
+			return fmt.Errorf("%s: element %d of %d is %v, want %v", what, i, len(got), g, w)
 		}
 	}
 	return nil
