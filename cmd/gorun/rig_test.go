@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -107,6 +108,7 @@ func TestRig(t *testing.T) {
 			t.Errorf("ranks ran on %v, want %v", got, want)
 		}
 	})
+	t.Run("net and ports", func(t *testing.T) { testRigNetPorts(t, rig, base) })
 	t.Run("collbench", func(t *testing.T) { testRigCollbench(t, base) })
 	t.Run("remote rank killed", func(t *testing.T) { testRigKilled(t, rig, base) })
 	t.Run("sigint", func(t *testing.T) { testRigSigint(t, rig, base) })
@@ -115,6 +117,32 @@ func TestRig(t *testing.T) {
 	t.Run("preload", func(t *testing.T) { testRigPreload(t, rig) })
 	t.Run("unreachable", func(t *testing.T) { testRigUnreachable(t, rig) })
 	checkNoLeftovers(t, rig)
+}
+
+// testRigNetPorts picks addresses by --net and keeps every listener of the
+// job (seed, gossip, data plane) in --ports.
+func testRigNetPorts(t *testing.T, rig *netnstest.Rig, base []string) {
+	const lo, hi = 41000, 41063
+	args := append(append([]string{}, base...), "--net", rig.Subnet, "--ports", fmt.Sprintf("%d-%d", lo, hi), "--verbose",
+		"-np", "6", helloBin(t))
+	r := gorun(t, "", args...)
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	subnet := netip.MustParsePrefix(rig.Subnet)
+	listen := regexp.MustCompile(`listening on (\S+):(\d+)`)
+	found := listen.FindAllStringSubmatch(r.stderr, -1)
+	if len(found) < 1+2*6 { // the seed, and each rank's gossip and data plane
+		t.Fatalf("%d listeners logged, want at least 13:\n%s", len(found), r.stderr)
+	}
+	for _, m := range found {
+		var port int
+		fmt.Sscan(m[2], &port)
+		ip, err := netip.ParseAddr(m[1])
+		if err != nil || !subnet.Contains(ip) || port < lo || port > hi {
+			t.Errorf("a listener on %s:%s, want one in %s, ports %d-%d", m[1], m[2], rig.Subnet, lo, hi)
+		}
+	}
 }
 
 // testRigCollbench checks collectives across hosts, when collbench exists.

@@ -130,10 +130,35 @@ func hostIP(remote Remote, t target) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	ips, err := net.DefaultResolver.LookupHost(ctx, name)
-	if err != nil || len(ips) == 0 {
-		return "", fmt.Errorf("cannot resolve %s: %v", name, err)
+	if err == nil && len(ips) > 0 {
+		return ips[0], nil
 	}
-	return ips[0], nil
+	if remote.Mode == ModeSrun {
+		if addr := slurmNodeAddr(ctx, name); addr != "" {
+			return addr, nil
+		}
+	}
+	return "", fmt.Errorf("cannot resolve %s: %v", name, err)
+}
+
+// slurmNodeAddr asks Slurm for a node's NodeAddr, for node names that DNS
+// does not know.
+func slurmNodeAddr(ctx context.Context, node string) string {
+	out, err := exec.CommandContext(ctx, "scontrol", "show", "node", "-o", node).Output()
+	if err != nil {
+		return ""
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if v, ok := strings.CutPrefix(f, "NodeAddr="); ok {
+			if _, err := netip.ParseAddr(v); err == nil {
+				return v
+			}
+			if ips, err := net.DefaultResolver.LookupHost(ctx, v); err == nil && len(ips) > 0 {
+				return ips[0]
+			}
+		}
+	}
+	return ""
 }
 
 // sshHostname asks ssh -G which hostname it would connect to for dest.
