@@ -108,6 +108,17 @@ func TestRig(t *testing.T) {
 			t.Errorf("ranks ran on %v, want %v", got, want)
 		}
 	})
+	t.Run("stdin and output dir", func(t *testing.T) {
+		dir := t.TempDir()
+		r := gorun(t, "one\ntwo\n", append(rigArgs(rig), "-H", "h2:1,h3:1", "--stdin", "1", "--output-dir", dir,
+			"-np", "2", "sh", "-c", `echo "$GORUN_RANK read $(cat | tr '\n' ' ')"`)...)
+		if r.code != 0 || strings.Join(lines(r.stdout), ",") != "0 read ,1 read one two " {
+			t.Fatal(r)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "rank.1.out")); err != nil || string(b) != "1 read one two \n" {
+			t.Errorf("rank.1.out = %q, %v", b, err)
+		}
+	})
 	t.Run("net and ports", func(t *testing.T) { testRigNetPorts(t, rig, base) })
 	t.Run("collbench", func(t *testing.T) { testRigCollbench(t, base) })
 	t.Run("remote rank killed", func(t *testing.T) { testRigKilled(t, rig, base) })

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -225,22 +224,6 @@ func (c *cluster) Start(spec *Spec) (Proc, error) {
 // close ends the agents' input; they exit once their ranks have. It waits
 // up to wait, then kills the ssh processes still running.
 func (c *cluster) close(wait time.Duration) { c.sp.close(wait) }
-
-// hostNames lists the hosts' names in index order, for messages.
-func (c *cluster) hostNames() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var idx []int
-	for i := range c.hosts {
-		idx = append(idx, i)
-	}
-	sort.Ints(idx)
-	var names []string
-	for _, i := range idx {
-		names = append(names, c.hosts[i].t.Name)
-	}
-	return names
-}
 
 // remoteProc is a rank started by an agent.
 type remoteProc struct {

@@ -5,7 +5,33 @@
 // status.
 //
 // The command in cmd/gorun only parses flags into a Config and calls Run.
-// Starting a rank goes through a Starter, so that a remote agent (ssh, srun)
-// can start the ranks of another host behind the same supervisor; Local
-// starts them as child processes of this one.
+// Starting a rank goes through a Starter, so that a remote agent can start
+// the ranks of another host behind the same supervisor; Local starts them as
+// child processes of this one.
+//
+// # Hosts
+//
+// The host list comes from -H, --hostfile, a Slurm allocation
+// (SLURM_JOB_NODELIST) or, by default, this machine; package hosts parses it
+// and maps the ranks (--map-by, --npernode, --oversubscribe). Every host
+// other than this machine gets one agent: gorun itself in agent mode
+// (RunAgent, the hidden flag --agent), started with the system ssh client
+// in batch mode (Remote, --ssh-args, --launch-agent) or with srun inside
+// Slurm. Agents start agents: the launcher starts at most --spawn-radix of
+// them, each of those at most as many again, so that N hosts take
+// O(log N) rounds; frames for a host below an agent pass through it.
+//
+// # The agent protocol
+//
+// Over the agent's stdin and stdout, in frames (frame.go): the agent writes
+// the line Preamble (what a remote shell printed before it is discarded)
+// and hello; the launcher answers with setup (the job id, the secret, which
+// never appears in any argv, the agent's subtree and how to reach it), the
+// agent with ready and the address its ranks bind (the one that routes to
+// the launcher's seed, or --iface/--net); then start, signal and stdin
+// frames go down, started, output, exited, log and lost frames come up.
+// When its input ends the agent stops its ranks (SIGTERM, SIGKILL after the
+// kill grace) and its children agents, and exits; so a dead launcher or
+// link leaves nothing behind. A lost agent ends its host's ranks with a
+// Status whose Lost says why, and the supervisor stops the job.
 package launch

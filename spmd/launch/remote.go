@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -55,6 +56,10 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 	}
 	defer c.close(time.Duration(cfg.KillGrace) + 5*time.Second)
 	if err := c.connect(ctx, targets, connectWait(cfg, radix, len(targets))); err != nil {
+		if ctx.Err() != nil {
+			out.Logf("interrupted while starting the agents; stopping them")
+			return 128 + int(syscall.SIGINT), nil
+		}
 		return 0, err
 	}
 	plan, err := l.plan(cfg, hl, jobID, bind, seed)

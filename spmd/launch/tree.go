@@ -1,7 +1,6 @@
 package launch
 
 import (
-	"encoding/json"
 	"sync"
 	"time"
 )
@@ -131,10 +130,4 @@ func subtreeOf(hosts []target, radix int, parent string, sub map[int][]target, p
 		parents[g[0].Index] = parent
 		subtreeOf(g[1:], radix, g[0].Name, sub, parents)
 	}
-}
-
-// mustJSON is for log lines.
-func mustJSON(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
 }
