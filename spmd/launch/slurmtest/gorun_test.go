@@ -103,35 +103,19 @@ func TestGorun(t *testing.T) {
 		t.Fatalf("building the programs: %v", bin.err)
 	}
 	t.Run("DryRun", func(t *testing.T) { testDryRun(t, c) })
-	t.Run("Hello", func(t *testing.T) { testHello(t, c, "-np", "6") })
-	t.Run("HelloSlots", func(t *testing.T) {
-		skipWithoutDefaultNP(t, c)
-		testHello(t, c) // no -np: one rank per task Slurm allotted
-	})
+	t.Run("Hello", func(t *testing.T) { testHello(t, c) }) // no -np: one rank per task Slurm allotted
+	t.Run("HelloNP", func(t *testing.T) { testHello(t, c, "-np", "6") })
 	t.Run("Placement", func(t *testing.T) { testPlacement(t, c) })
 	t.Run("Sbatch", func(t *testing.T) { testSbatch(t, c) })
 	t.Run("RankKilled", func(t *testing.T) { testRankKilled(t, c) })
 }
 
-// skipWithoutDefaultNP skips the test while gorun inside an allocation
-// still wants -np instead of starting one rank per task Slurm allotted
-// (launch.Config.Validate asks for -np unless -H or --hostfile is given,
-// before the Slurm host list is read). Remove it once that is fixed.
-func skipWithoutDefaultNP(t *testing.T, c *Cluster) {
-	t.Helper()
-	j := runJob(c, "salloc", "-N3", "-n6", bin.gorun, "--dry-run", bin.probe)
-	if j.err == nil && j.code == 2 && strings.Contains(j.stderr, "-np") {
-		t.Skipf("gorun inside salloc -N3 -n6 without -np does not yet start one rank per Slurm task (SLURM_TASKS_PER_NODE): %s",
-			strings.TrimSpace(regexp.MustCompile(`(?m)^gorun: .*$`).FindString(j.stderr)))
-	}
-}
-
 var planLine = regexp.MustCompile(`(?m)^rank (\d+): host (\S+), node (\d+), local rank (\d+)$`)
 
-// testDryRun checks gorun's plan inside the allocation: the hosts are the
-// Slurm nodes, with the tasks per node Slurm gave.
+// testDryRun checks gorun's plan inside the allocation, without -np: the
+// hosts are the Slurm nodes, one rank per task Slurm gave each.
 func testDryRun(t *testing.T, c *Cluster) {
-	j := runJob(c, "salloc", "-N3", "-n6", bin.gorun, "--dry-run", "-np", "6", bin.probe)
+	j := runJob(c, "salloc", "-N3", "-n6", bin.gorun, "--dry-run", bin.probe)
 	if j.err != nil || j.code != 0 {
 		t.Fatalf("want status 0\n%v", j)
 	}
