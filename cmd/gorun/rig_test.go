@@ -323,7 +323,8 @@ func testRigPreload(t *testing.T, rig *netnstest.Rig) {
 	script := filepath.Join(t.TempDir(), "where.sh")
 	os.WriteFile(script, []byte("#!/bin/sh\necho \"$GORUN_RANK $0 $(readlink /proc/$PPID/exe)\"\n"), 0o755)
 	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "gorun-preload-*"))
-	r := gorun(t, "", append(rigArgs(rig), "-H", "h1:1,h2:1", "--preload", "-np", "2", script)...)
+	// Radix 1: the agent on h1 preloads to h2 from its own copy.
+	r := gorun(t, "", append(rigArgs(rig), "-H", "h1:1,h2:1", "--preload", "--spawn-radix", "1", "-np", "2", script)...)
 	if r.code != 0 {
 		t.Fatal(r)
 	}

@@ -153,11 +153,6 @@ func (a *agent) doSetup(f Frame) {
 		return
 	}
 	a.self, a.setup = f.Host, s
-	from := "the launcher"
-	if s.Parent != "" {
-		from = "agent " + s.Parent
-	}
-	a.verbosef("agent pid %d on %s started by %s", os.Getpid(), hostname(), from)
 	bind, err := pickAddr(s.Iface, s.Net, s.Seed)
 	if err != nil {
 		if ip := sshServerAddr(os.Getenv("SSH_CONNECTION")); ip != "" && s.Iface == "" && s.Net == "" {

@@ -67,7 +67,7 @@ func (l *link) run(preload func() ([]string, error)) {
 		l.onLost(l, err.Error())
 		return
 	}
-	l.logf("host %s: starting its agent: %s", l.t.Name, strings.Join(l.argv, " "))
+	l.logf("starting the agent of host %s: %s", l.t.Name, strings.Join(l.argv, " "))
 	if err := cmd.Start(); err != nil {
 		l.out.close()
 		l.onLost(l, fmt.Sprintf("cannot run %s: %v", l.argv[0], err))
@@ -90,7 +90,7 @@ func (l *link) run(preload func() ([]string, error)) {
 // stopped ("" for a clean end).
 func (l *link) read(r *bufio.Reader) string {
 	junk, err := skipPreamble(r)
-	if len(junk) > 0 {
+	if len(bytes.TrimSpace(junk)) > 0 { // the agent itself writes one newline first
 		l.logf("host %s: discarded %d bytes before the agent's preamble: %q", l.t.Name, len(junk), trim(junk, 200))
 	}
 	if err != nil {
