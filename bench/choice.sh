@@ -16,7 +16,7 @@ TOL=${TOL:-1.15}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/gorun-choice.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 go build -o "$dir/gorun" ./cmd/gorun
-go build -tags prims -o "$dir/collbench" ./examples/collbench # the tag goes once package prims lands
+go build -o "$dir/collbench" ./examples/collbench
 
 # algos lists the one-host algorithms of a collective (topo.Algos without hier).
 algos() {

@@ -1,5 +1,3 @@
-//go:build prims
-
 package main
 
 import (

@@ -1,5 +1,3 @@
-//go:build prims
-
 package main
 
 // bufs holds one rank's buffers for one collective and knows, from the

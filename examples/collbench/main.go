@@ -1,5 +1,3 @@
-//go:build prims
-
 // Command collbench measures the collectives of package prims the way
 // nccl-tests measures NCCL's: for each size from -b to -e (growing by -f)
 // it times -n calls after -w warm-up calls, and rank 0 prints one line per
