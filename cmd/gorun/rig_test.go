@@ -108,6 +108,12 @@ func TestRig(t *testing.T) {
 			t.Errorf("ranks ran on %v, want %v", got, want)
 		}
 	})
+	t.Run("launch agent", func(t *testing.T) {
+		got := helloHosts(t, 2, "--launch-agent", "ssh -F "+rig.SSHConfig+" -o BatchMode=yes", "-H", "h4:2")
+		if strings.Join(got, " ") != "h4 h4" {
+			t.Errorf("ranks ran on %v, want h4 h4", got)
+		}
+	})
 	t.Run("stdin and output dir", func(t *testing.T) {
 		dir := t.TempDir()
 		r := gorun(t, "one\ntwo\n", append(rigArgs(rig), "-H", "h2:1,h3:1", "--stdin", "1", "--output-dir", dir,

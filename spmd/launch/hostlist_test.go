@@ -2,6 +2,7 @@ package launch
 
 import (
 	"bytes"
+	"reflect"
 	"context"
 	"errors"
 	"os"
@@ -93,5 +94,31 @@ func TestHostListErrors(t *testing.T) {
 				t.Errorf("err = %v; want a usage error with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestHostConfigTOML(t *testing.T) {
+	cfg := DefaultConfig()
+	doc := `hosts = "a:2,b:2"
+map_by = "node"
+npernode = 1
+oversubscribe = true
+ssh_args = "-p 2222"
+launch_agent = "rsh"
+connect_timeout = "3s"
+spawn_radix = 4
+preload = true
+net = "10.0.0.0/8"
+ports = "40000-40100"
+`
+	if err := cfg.DecodeTOML("c.toml", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	want := Config{Hosts: "a:2,b:2", MapBy: "node", NPerNode: 1, Oversubscribe: true, SSHArgs: "-p 2222",
+		LaunchAgent: "rsh", ConnectTimeout: Duration(3e9), SpawnRadix: 4, Preload: true, Net: "10.0.0.0/8", Ports: "40000-40100"}
+	got := cfg
+	got.Stdin, got.KillGrace = "", 0
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("decoded\n%+v\nwant\n%+v", got, want)
 	}
 }
