@@ -2,11 +2,11 @@ package launch
 
 import (
 	"bytes"
-	"reflect"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
