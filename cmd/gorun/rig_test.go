@@ -309,7 +309,7 @@ var agentLine = regexp.MustCompile(`gorun: host (h\d): agent pid \d+ on (h\d), s
 // starts h1 and h3, which start h2 and h4.
 func testRigTree(t *testing.T, rig *netnstest.Rig) {
 	args := append(rigArgs(rig), "--hostfile", rig.Hostfile, "--spawn-radix", "2", "--verbose",
-		"--npernode", "1", "-np", "4", "sh", "-c", "echo $GORUN_RANK $GORUN_HOST_ID")
+		"--npernode", "1", "-np", "4", "sh", "-c", "echo $GORUN_RANK $GORUN_HOST_ID $MASTER_ADDR")
 	r := gorun(t, "", args...)
 	if r.code != 0 {
 		t.Fatal(r)
@@ -335,7 +335,9 @@ func testRigTree(t *testing.T, rig *netnstest.Rig) {
 			t.Errorf("agent of %s started by %q, want %q\n%s", h, got[h], by, r.stderr)
 		}
 	}
-	if l := lines(r.stdout); strings.Join(l, ",") != "0 h1,1 h2,2 h3,3 h4" {
+	// Host ids from the host list; MASTER_ADDR is rank 0's host.
+	a := addr["h1"]
+	if l := lines(r.stdout); strings.Join(l, ",") != "0 h1 "+a+",1 h2 "+a+",2 h3 "+a+",3 h4 "+a {
 		t.Errorf("ranks said %q", l)
 	}
 }

@@ -225,6 +225,17 @@ func (c *cluster) Start(spec *Spec) (Proc, error) {
 // up to wait, then kills the ssh processes still running.
 func (c *cluster) close(wait time.Duration) { c.sp.close(wait) }
 
+// binds returns, per host name, the address its agent's ranks listen on.
+func (c *cluster) binds() map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := map[string]string{}
+	for _, h := range c.hosts {
+		m[h.t.Name] = h.bind
+	}
+	return m
+}
+
 // remoteProc is a rank started by an agent.
 type remoteProc struct {
 	c              *cluster

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 
 	"github.com/gorun-hpc/gorun/spmd"
 )
@@ -78,7 +79,7 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	}
 	if cfg.DryRun {
 		cfg.Program = prog.String()
-		plan, err := l.plan(&cfg, hl, newID(8), "", nil)
+		plan, err := l.plan(&cfg, hl, newID(8), "", nil, nil)
 		if err != nil {
 			return 0, err
 		}
@@ -114,7 +115,7 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	if seed != nil {
 		defer seed.Close()
 	}
-	plan, err := l.plan(&cfg, hl, jobID, "", seed)
+	plan, err := l.plan(&cfg, hl, jobID, "", nil, seed)
 	if err != nil {
 		return 0, err
 	}
@@ -123,12 +124,14 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 }
 
 // plan plans the job on hl. bind is the launcher's address facing the
-// hosts ("" for a job on this machine only).
-func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, seed Seed) (*Plan, error) {
+// hosts ("" for a job on this machine only); binds holds, for each remote
+// host, the address its agent said its ranks listen on.
+func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, binds map[string]string, seed Seed) (*Plan, error) {
+	pr, _ := spmd.ParsePortRange(cfg.Ports)
 	job := Job{
 		ID:         jobID,
 		MasterAddr: "127.0.0.1",
-		MasterPort: freePort(bind),
+		MasterPort: freePort(bind, pr),
 		Getenv:     l.Getenv,
 		Ports:      cfg.Ports,
 	}
@@ -143,10 +146,15 @@ func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, seed Seed
 				job.BindAddrs[h.Name] = bind
 			}
 		}
-		if bind != "" {
+		// torchrun's MASTER_ADDR is rank 0's host, where such programs
+		// open their rendezvous store.
+		switch rank0 := hl.rankHost[0]; {
+		case binds[rank0] != "":
+			job.MasterAddr = binds[rank0]
+		case hl.local[rank0] && bind != "":
 			job.MasterAddr = bind
-		} else if hl.remote() {
-			job.MasterAddr = "<launcher address, chosen at launch>"
+		case !hl.local[rank0]:
+			job.MasterAddr = "<address of " + rank0 + ", chosen at launch>"
 		}
 	}
 	if seed != nil {
@@ -229,16 +237,20 @@ func newID(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// freePort returns a TCP port that was free on bind (127.0.0.1 if "") a
-// moment ago.
-func freePort(bind string) int {
+// freePort returns a TCP port in ports that was free on bind (127.0.0.1
+// if "") a moment ago; 0 if none was.
+func freePort(bind string, ports spmd.PortRange) int {
 	if bind == "" {
 		bind = "127.0.0.1"
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(bind, "0"))
-	if err != nil {
-		return 0
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	port := 0
+	ports.Try(func(p int) error {
+		ln, err := net.Listen("tcp", net.JoinHostPort(bind, strconv.Itoa(p)))
+		if err != nil {
+			return err
+		}
+		port = ln.Addr().(*net.TCPAddr).Port
+		return ln.Close()
+	})
+	return port
 }
