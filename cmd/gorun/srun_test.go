@@ -44,3 +44,41 @@ func TestSrunAgents(t *testing.T) {
 		t.Errorf("ranks said\n%s\nwant\n%s\nstderr:\n%s", got, want, stderr.String())
 	}
 }
+
+// fakeRsh is an rsh-like command that runs its command here, whatever the
+// host: the agent path without ssh or root.
+const fakeRsh = `#!/bin/sh
+shift
+exec sh -c "$*"
+`
+
+// TestAgentsWithoutSSH runs jobs through agents started by a fake rsh, one
+// per "host" (loopback addresses, so that hosts differ), one agent
+// starting the next (radix 1): hello across them, and a failing rank that
+// stops the job on every host.
+func TestAgentsWithoutSSH(t *testing.T) {
+	rsh := filepath.Join(t.TempDir(), "rsh")
+	if err := os.WriteFile(rsh, []byte(fakeRsh), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--launch-agent", rsh, "-H", "127.0.0.2:2,127.0.0.3:1,127.0.0.4:1", "--spawn-radix", "1"}
+	t.Run("hello", func(t *testing.T) {
+		r := gorun(t, "", append(base, "--tag-output", helloBin(t))...)
+		if r.code != 0 || strings.Count(r.stdout, " of 4 on ") != 4 {
+			t.Fatal(r)
+		}
+	})
+	t.Run("host ids and relayed output", func(t *testing.T) {
+		r := gorun(t, "", append(base, "sh", "-c", `echo "$GORUN_RANK $GORUN_HOST_ID"`)...)
+		want := "0 127.0.0.2,1 127.0.0.2,2 127.0.0.3,3 127.0.0.4"
+		if got := strings.Join(lines(r.stdout), ","); r.code != 0 || got != want {
+			t.Fatalf("got %q, want %q\n%s", got, want, r)
+		}
+	})
+	t.Run("failing rank", func(t *testing.T) {
+		r := gorun(t, "", append(base, "--kill-grace", "1s", "sh", "-c", `[ $GORUN_RANK = 3 ] && exit 7; exec sleep 300`)...)
+		if r.code != 7 || !strings.Contains(r.stderr, "gorun: rank 3 (pid ") || !strings.Contains(r.stderr, " on 127.0.0.4) exited with status 7; stopping the other ranks") {
+			t.Fatal(r)
+		}
+	})
+}
