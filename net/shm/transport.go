@@ -16,9 +16,11 @@ import (
 )
 
 // DefaultRingSize is the data size of each ring, one per ordered pair of
-// ranks on a host. BenchmarkRingSize measured 256 KiB to 4 MiB: throughput
-// levels off at 1 MiB, and smaller rings keep the pages both sides touch
-// within the caches.
+// ranks on a host. From BenchmarkRingSize on a 2-core host (medians of 3,
+// MB/s for 64 KiB / 16 MiB messages): 256 KiB 3170 / 1710, 1 MiB 5280 /
+// 2200, 4 MiB 6400 / 2300. 256 KiB is clearly slower; 1 MiB comes within
+// noise of 4 MiB for large messages with a quarter of the memory, which
+// counts with 8 ranks on a host (56 rings).
 const DefaultRingSize = 1 << 20
 
 // DefaultAttachTimeout is how long a rank waits for a peer's segment to
