@@ -43,12 +43,22 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 	if cliCtx.Bool(flagAgent) {
 		return runAgent(cliCtx)
 	}
+	if cliCtx.Bool(flagTopoRank) {
+		return runTopoRank(cliCtx.Context)
+	}
 	cfg := launch.DefaultConfig()
 	if err := loadConfig(cliCtx, &cfg); err != nil {
 		return err
 	}
 	applyFlags(cliCtx, &cfg)
 	args := cliCtx.Args().Slice()
+	if cliCtx.Bool(flagTopo) {
+		prog, progArgs, err := topoProgram(args)
+		if err != nil {
+			return err
+		}
+		args = append([]string{prog}, progArgs...)
+	}
 	if len(args) == 0 {
 		return usageError{fmt.Errorf("no program to run: usage is %s (see gorun --help)", cliCtx.App.UsageText)}
 	}

@@ -36,7 +36,9 @@ const (
 	flagIface          = "iface"
 	flagNet            = "net"
 	flagPorts          = "ports"
-	flagAgent          = "agent" // hidden: run as a host's agent
+	flagTopo           = "topo"
+	flagAgent          = "agent"     // hidden: run as a host's agent
+	flagTopoRank       = "topo-rank" // hidden: run as a rank of --topo
 )
 
 func flags() []cli.Flag {
@@ -55,6 +57,8 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: flagIface, Usage: "listen on the address of interface `NAME` on every host (as eth0, ib0)"},
 		&cli.StringFlag{Name: flagNet, Usage: "listen on each host's address inside `CIDR` (as 10.0.0.0/8)"},
 		&cli.StringFlag{Name: flagPorts, Usage: "keep every listener (seed, gossip, data plane) in ports `LOW-HIGH` (sets GORUN_PORTS)"},
+		&cli.BoolFlag{Name: flagTopo, Usage: "print the hosts, the ranks on each, the fitted link constants and the algorithm chosen per collective and size, then exit (no PROGRAM)"},
+		&cli.BoolFlag{Name: flagTopoRank, Hidden: true, Usage: "run as a rank of gorun --topo"},
 		&cli.BoolFlag{Name: flagAgent, Hidden: true, Usage: "run as the agent of a host (started by gorun over ssh or srun)"},
 		&cli.StringSliceFlag{Name: flagExport, Usage: "export `VAR` or VAR=VALUE to every rank (repeatable)"},
 		&cli.StringFlag{Name: flagConfig, Usage: "read defaults from the TOML `FILE` (default $XDG_CONFIG_HOME/gorun/config.toml when present)"},

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/topo"
+)
+
+// topoProgram turns a --topo invocation into a job: N ranks of gorun itself
+// in its hidden rank mode, which print the topology report (rank 0) and
+// exit. It replaces the program; --topo takes none.
+func topoProgram(args []string) (string, []string, error) {
+	if len(args) > 0 {
+		return "", nil, usageError{fmt.Errorf("--topo runs gorun's own probe on the ranks and takes no PROGRAM (got %q): use gorun --topo -np N", args[0])}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", nil, fmt.Errorf("--topo: cannot find gorun's own executable: %w", err)
+	}
+	return self, []string{"--" + flagTopoRank}, nil
+}
+
+// runTopoRank is one rank of gorun --topo: join the job, probe the links
+// collectively, and let rank 0 print what was detected and chosen.
+func runTopoRank(ctx context.Context) error {
+	w, err := spmd.Init(ctx)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	if err := topo.Report(ctx, w, os.Stdout); err != nil {
+		return fmt.Errorf("rank %d: %w", w.Rank(), err)
+	}
+	return w.Barrier(ctx)
+}

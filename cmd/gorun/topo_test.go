@@ -1,0 +1,30 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// gorun --topo runs its own probe on the ranks: the hosts, the fitted
+// constants and a decision per collective.
+func TestTopo(t *testing.T) {
+	r := gorun(t, "", "--topo", "-np", "3")
+	if r.code != 0 {
+		t.Fatalf("gorun --topo:\n%s", r)
+	}
+	for _, want := range []string{"# 3 ranks on 1 host", "3 ranks:  0 1 2", "same host", "measured", "allreduce", "broadcast", "allgather"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("report lacks %q:\n%s", want, r)
+		}
+	}
+	if n := strings.Count(r.stdout, "# model"); n != 1 {
+		t.Errorf("report printed %d times, want once (by rank 0):\n%s", n, r)
+	}
+}
+
+func TestTopoTakesNoProgram(t *testing.T) {
+	r := gorun(t, "", "--topo", "-np", "2", "hostname")
+	if r.code != 2 || !strings.Contains(r.stderr, "takes no PROGRAM") {
+		t.Fatalf("want a usage error:\n%s", r)
+	}
+}
