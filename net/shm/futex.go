@@ -60,8 +60,8 @@ func wake(word *atomic.Uint32) {
 // zombie (which kill(pid, 0) still finds). Where pidfd_open is missing,
 // kill(pid, 0) is the fallback.
 type process struct {
-	pid int
-	fd  int // pidfd, or -1
+	pid int // 0 in the zero value: no process, nothing to close
+	fd  int // pidfd, or -1; meaningless while pid is 0
 	pfd [1]unix.PollFd
 }
 
@@ -85,7 +85,7 @@ func (p *process) alive() bool {
 }
 
 func (p *process) close() {
-	if p.fd >= 0 {
+	if p.pid > 0 && p.fd >= 0 {
 		unix.Close(p.fd)
 		p.fd = -1
 	}

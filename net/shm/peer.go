@@ -53,6 +53,7 @@ func newPeer(t *Transport, r int) *peer {
 		rank:      r,
 		closedErr: &transport.PeerError{Rank: r, Addr: addr, Err: transport.ErrClosed},
 		ready:     make(chan struct{}),
+		proc:      process{fd: -1},
 	}
 	p.in = consumer{r: t.seg.ring(t.slot(t.rank, r)), peer: r}
 	c := p.in.r.c
@@ -243,6 +244,6 @@ func (p *peer) release() {
 	p.sendMu.Unlock()
 	p.procMu.Lock()
 	p.proc.close()
-	p.proc = process{fd: -1}
+	p.proc = process{fd: -1} // nothing asks alive() after Close
 	p.procMu.Unlock()
 }
