@@ -127,6 +127,7 @@ func TestRig(t *testing.T) {
 	})
 	t.Run("net and ports", func(t *testing.T) { testRigNetPorts(t, rig, base) })
 	t.Run("collbench", func(t *testing.T) { testRigCollbench(t, base) })
+	t.Run("topo", func(t *testing.T) { testRigTopo(t, base) })
 	t.Run("remote rank killed", func(t *testing.T) { testRigKilled(t, rig, base) })
 	t.Run("sigint", func(t *testing.T) { testRigSigint(t, rig, base) })
 	t.Run("ssh dies", func(t *testing.T) { testRigSSHDies(t, rig, base) })
@@ -162,36 +163,47 @@ func testRigNetPorts(t *testing.T, rig *netnstest.Rig, base []string) {
 	}
 }
 
-// testRigCollbench checks collectives across hosts, when collbench exists.
+// testRigCollbench checks every collective across hosts with collbench's
+// reference check, with the algorithm topo chooses and with the
+// hierarchical one forced, which the three hosts of two ranks each allow.
 func testRigCollbench(t *testing.T, base []string) {
-	dir := "../../examples/collbench"
-	if _, err := os.Stat(dir); err != nil {
-		t.Skip("examples/collbench does not exist yet")
-	}
 	bin := filepath.Join(t.TempDir(), "collbench")
-	// While package prims is being written, collbench sits behind its tag.
-	out, err := exec.Command("go", "build", "-o", bin, dir).CombinedOutput()
-	if err != nil {
-		out, err = exec.Command("go", "build", "-tags", "prims", "-o", bin, dir).CombinedOutput()
+	if out, err := exec.Command("go", "build", "-o", bin, "../../examples/collbench").CombinedOutput(); err != nil {
+		t.Fatalf("building examples/collbench: %v\n%s", err, out)
 	}
-	if err != nil {
-		t.Skipf("examples/collbench does not build yet: %s", out)
+	for _, extra := range [][]string{{"--op", "all"}, {"--op", "allreduce", "--algo", "hier"}, {"--op", "broadcast", "--algo", "hier"}} {
+		args := append(append([]string{}, base...), "-np", "6", bin, "-c", "1", "-b", "8", "-e", "256K", "-f", "8", "-n", "2", "-w", "1")
+		r := gorun(t, "", append(args, extra...)...)
+		if r.code != 0 {
+			t.Fatalf("collbench %v:\n%s", extra, r)
+		}
+		rows := 0
+		for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			if f := strings.Fields(l); len(f) > 0 && !strings.HasPrefix(l, "#") {
+				rows++
+				if f[len(f)-1] != "0" {
+					t.Errorf("collbench %v: wrong elements: %s", extra, l)
+				}
+			}
+		}
+		if rows == 0 {
+			t.Errorf("collbench %v printed no results:\n%s", extra, r)
+		}
 	}
-	r := gorun(t, "", append(base, "-np", "6", bin, "-c", "1", "-e", "64K", "-n", "2", "-w", "1")...)
+}
+
+// testRigTopo: gorun --topo across the rig shows every host, apart though
+// they share the launcher's hostname-independent ids, and measures the
+// other-host link.
+func testRigTopo(t *testing.T, base []string) {
+	r := gorun(t, "", append(append([]string{}, base...), "--topo", "-np", "6")...)
 	if r.code != 0 {
 		t.Fatal(r)
 	}
-	rows := 0
-	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-		if f := strings.Fields(l); len(f) > 0 && !strings.HasPrefix(l, "#") {
-			rows++
-			if f[len(f)-1] != "0" {
-				t.Errorf("wrong elements: %s", l)
-			}
+	for _, want := range []string{"# 6 ranks on 3 hosts", "h1", "h2", "h3", "other host"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("--topo report lacks %q:\n%s", want, r)
 		}
-	}
-	if rows == 0 {
-		t.Errorf("collbench printed no results:\n%s", r)
 	}
 }
 
