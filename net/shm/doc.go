@@ -3,11 +3,11 @@
 // TCP. It implements transport.Transport for the peers on the rank's host;
 // spmd routes the other peers to net/tcp.
 //
-// Each rank builds its Transport with New before the rendezvous, which
-// creates its segment at once, and starts it once the world is known:
+// Each rank builds its Transport with New once it knows which ranks share
+// its host; New creates the rank's segment at once, and Start attaches to
+// the peers' segments, waiting for those not created yet:
 //
 //	t, err := shm.New(jobID, rank, localRanks, worldSize, secret)
-//	// ... rendezvous ...
 //	err = t.Start(handler)
 //	defer t.Close()
 //

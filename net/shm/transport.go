@@ -100,8 +100,9 @@ type Transport struct {
 
 // New creates the shared-memory transport of rank in a job of size ranks,
 // for its peers in local: the world ranks on this host, rank included. It
-// creates the rank's segment under /dev/shm at once, so call it before the
-// rendezvous; peers that start later find it when they Start. secret is the
+// creates the rank's segment under /dev/shm at once; the host's ranks may
+// call New at different times, since each waits (up to the attach timeout)
+// for the others' segments from Start on. secret is the
 // per-job secret: only holders of it find and accept the segments.
 func New(jobID string, rank int, local []int, size int, secret []byte, opts ...Option) (*Transport, error) {
 	cfg := config{ringSize: DefaultRingSize, attachTimeout: DefaultAttachTimeout, spin: DefaultSpin, dir: Dir}
