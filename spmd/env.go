@@ -57,6 +57,7 @@ type Env struct {
 	Secret               []byte
 	InitTimeout          time.Duration
 	BindAddr             string
+	Transport            string    // "", tcp or shm (GORUN_TRANSPORT)
 	Ports                PortRange // zero: any port
 	Verbose              bool
 }
@@ -119,6 +120,11 @@ func ReadEnv(getenv func(string) string) (Env, error) {
 	e.ProfileDir = getenv(EnvProfileDir)
 	e.BindAddr = getenv(EnvBindAddr)
 	e.Verbose = getenv(EnvVerbose) == "1"
+	switch e.Transport = getenv(EnvTransport); e.Transport {
+	case "", "tcp", "shm":
+	default:
+		return e, fmt.Errorf("%s=%q: want tcp or shm (or unset: shared memory between ranks of a host, TCP between hosts)", EnvTransport, e.Transport)
+	}
 	if s := getenv(EnvPorts); s != "" {
 		pr, err := ParsePortRange(s)
 		if err != nil {

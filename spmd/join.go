@@ -8,10 +8,13 @@ import (
 	"os"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/gorun-hpc/gorun/net/gossip"
+	"github.com/gorun-hpc/gorun/net/shm"
 	"github.com/gorun-hpc/gorun/net/tcp"
 	"github.com/gorun-hpc/gorun/spmd/trace"
+	"github.com/gorun-hpc/gorun/spmd/transport"
 )
 
 // join is Init's work for a launched rank: listener, gossip, transport,
@@ -41,7 +44,7 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 
 	// The gossip reports lost ranks from the moment Join returns; the
 	// transport that acts on them exists only after, so the callback looks it up.
-	var tr atomic.Pointer[tcp.Transport]
+	var tr atomic.Pointer[watcher]
 	cfg := gossip.Config{
 		JobID:    env.JobID,
 		Secret:   secret,
@@ -74,8 +77,14 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 		peers[i] = Peer{Rank: m.Rank, HostID: m.HostID, Hostname: m.Hostname, Addr: m.Addr, Pid: m.Pid}
 		addrs[i] = m.Addr
 	}
-	t := tcp.New(l, env.Rank, addrs, secret, tcp.WithLogger(verboseOnly(env, o)))
-	tr.Store(t)
+	far := tcp.New(l, env.Rank, addrs, secret, tcp.WithLogger(verboseOnly(env, o)))
+	t, err := dataPlane(ictx, env, secret, far, peers, hostID, o)
+	if err != nil {
+		node.Close()
+		far.Close()
+		return nil, err
+	}
+	tr.Store(&watcher{t})
 
 	rec := o.trace
 	if rec == nil && env.ProfileDir != "" {
@@ -109,8 +118,38 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 // the gossip only suspects, as a slow rank on an oversubscribed host can be,
 // must not be cut off while its connection still answers. A dead process's
 // connection closes, or refuses the dial, at once.
-func gossipLost(t *tcp.Transport, rank int) {
-	if t != nil {
-		t.Watch(rank)
+func gossipLost(w *watcher, rank int) {
+	if w != nil {
+		w.t.Watch(rank)
 	}
+}
+
+// watcher holds the transport that gossipLost asks to watch a rank.
+type watcher struct{ t transport.Transport }
+
+// dataPlane returns the rank's transport: TCP alone, or, when other ranks
+// share this host and GORUN_TRANSPORT does not say tcp, shared memory to
+// them and TCP to the rest.
+func dataPlane(ctx context.Context, env Env, secret []byte, far transport.Transport, peers []Peer, hostID string, o options) (transport.Transport, error) {
+	local := make([]bool, len(peers))
+	var near []int
+	for i, p := range peers {
+		if p.HostID == hostID {
+			local[i] = true
+			near = append(near, i)
+		}
+	}
+	if env.Transport == "tcp" || len(near) < 2 {
+		return far, nil
+	}
+	opts := []shm.Option{shm.WithLogger(verboseOnly(env, o))}
+	if d, ok := ctx.Deadline(); ok {
+		opts = append(opts, shm.WithAttachTimeout(time.Until(d)))
+	}
+	t, err := shm.New(env.JobID, env.Rank, near, env.Size, secret, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("shared memory with the %d ranks of this host: %w (set %s=tcp to use TCP instead)", len(near), err, EnvTransport)
+	}
+	o.logger.Printf("shared memory with ranks %v, TCP to the rest", near)
+	return &router{near: t, far: far, local: local}, nil
 }

@@ -1,6 +1,6 @@
 // Package spmdtest runs the ranks of a test job as goroutines of one test,
-// over the in-process transport (net/mem) or over real loopback TCP
-// connections (net/tcp), the way raft has rafttest.
+// over the in-process transport (net/mem), real loopback TCP connections
+// (net/tcp) or shared memory (net/shm), the way raft has rafttest.
 package spmdtest
 
 import (
@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/gorun-hpc/gorun/net/mem"
+	"github.com/gorun-hpc/gorun/net/shm"
 	"github.com/gorun-hpc/gorun/net/tcp"
 	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/transport"
 )
 
 // Timeout bounds one Run; a test that deadlocks fails instead of hanging.
@@ -26,10 +28,14 @@ type Kind string
 const (
 	Mem Kind = "mem"
 	TCP Kind = "tcp"
+	SHM Kind = "shm"
+	// Mixed puts the ranks on two hosts, even ranks on one and odd on the
+	// other: shared memory between ranks of a host, TCP across.
+	Mixed Kind = "mixed"
 )
 
 // Kinds lists every transport, for tests that run over each.
-var Kinds = []Kind{Mem, TCP}
+var Kinds = []Kind{Mem, TCP, SHM, Mixed}
 
 // Job is the worlds of one test job and the means to kill a rank of it.
 type Job struct {
@@ -80,6 +86,10 @@ func NewJob(tb testing.TB, kind Kind, n int) *Job {
 		return &Job{Worlds: ws, Kill: nw.Kill}
 	case TCP:
 		return tcpJob(tb, n)
+	case SHM:
+		return shmJob(tb, n)
+	case Mixed:
+		return mixedJob(tb, n)
 	}
 	tb.Fatalf("spmdtest: unknown transport %q", kind)
 	return nil
@@ -89,10 +99,18 @@ func NewJob(tb testing.TB, kind Kind, n int) *Job {
 // fresh secret. Killing a rank closes its transport, which its peers see as
 // a closed connection, as they would a dead process's.
 func tcpJob(tb testing.TB, n int) *Job {
-	secret := make([]byte, 32)
-	rand.Read(secret)
-	ls := make([]*tcp.Listener, n)
+	trs, addrs := tcpTransports(tb, n, newSecret())
 	peers := Peers(n, "loopback")
+	ts := make([]transport.Transport, n)
+	for i := range trs {
+		peers[i].Addr, ts[i] = addrs[i], trs[i]
+	}
+	return start(tb, ts, peers)
+}
+
+// tcpTransports opens n loopback listeners and the transports over them.
+func tcpTransports(tb testing.TB, n int, secret []byte) ([]*tcp.Transport, []string) {
+	ls := make([]*tcp.Listener, n)
 	addrs := make([]string, n)
 	for i := range ls {
 		l, err := tcp.Listen("127.0.0.1:0")
@@ -100,20 +118,104 @@ func tcpJob(tb testing.TB, n int) *Job {
 			tb.Fatalf("listen: %v", err)
 		}
 		ls[i], addrs[i] = l, l.Addr()
-		peers[i].Addr = l.Addr()
 	}
-	j := &Job{Worlds: make([]*spmd.World, n)}
 	trs := make([]*tcp.Transport, n)
 	for i := range ls {
 		trs[i] = tcp.New(ls[i], i, addrs, secret)
-		w, err := spmd.New(trs[i], i, peers)
+	}
+	return trs, addrs
+}
+
+// start builds the worlds over ts; Kill closes a rank's transport.
+func start(tb testing.TB, ts []transport.Transport, peers []spmd.Peer) *Job {
+	j := &Job{Worlds: make([]*spmd.World, len(ts))}
+	for i, t := range ts {
+		w, err := spmd.New(t, i, peers)
 		if err != nil {
 			tb.Fatalf("rank %d: %v", i, err)
 		}
 		j.Worlds[i] = w
 	}
-	j.Kill = func(r int) { trs[r].Close() }
+	j.Kill = func(r int) { ts[r].Close() }
 	return j
+}
+
+func newSecret() []byte {
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	return secret
+}
+
+// shmJob builds n worlds on one host joined by shared memory. Every
+// rank's segment exists before any rank starts, as Start waits for its
+// peers'. Killing a rank closes its transport; the job's files are removed
+// when the test ends, as the launcher removes them after a job.
+func shmJob(tb testing.TB, n int) *Job {
+	if n == 1 { // a rank alone needs no transport; shm wants peers
+		ws, nw := Worlds(tb, 1)
+		return &Job{Worlds: ws, Kill: nw.Kill}
+	}
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	trs := shmTransports(tb, n, newSecret(), func(int) []int { return all })
+	ts := make([]transport.Transport, n)
+	for i := range trs {
+		ts[i] = trs[i]
+	}
+	return start(tb, ts, Peers(n, "shm"))
+}
+
+// shmTransports creates every rank's segment before any rank starts, as
+// Start waits for its peers'. The job's files are removed when the test
+// ends, as the launcher removes them after a job.
+func shmTransports(tb testing.TB, n int, secret []byte, hostOf func(rank int) []int) []*shm.Transport {
+	id := make([]byte, 8)
+	rand.Read(id)
+	jobID := fmt.Sprintf("test%x", id)
+	tb.Cleanup(func() { shm.Cleanup(jobID) })
+	trs := make([]*shm.Transport, n)
+	for i := range trs {
+		if len(hostOf(i)) < 2 {
+			continue
+		}
+		t, err := shm.New(jobID, i, hostOf(i), n, secret)
+		if err != nil {
+			tb.Fatalf("rank %d: %v", i, err)
+		}
+		trs[i] = t
+	}
+	return trs
+}
+
+// mixedJob puts even ranks on host "h0" and odd ranks on "h1": shared
+// memory within a host, TCP across. Killing a rank closes both its
+// transports.
+func mixedJob(tb testing.TB, n int) *Job {
+	secret := newSecret()
+	hosts := [2][]int{}
+	for r := 0; r < n; r++ {
+		hosts[r%2] = append(hosts[r%2], r)
+	}
+	near := shmTransports(tb, n, secret, func(r int) []int { return hosts[r%2] })
+	far, addrs := tcpTransports(tb, n, secret)
+	peers := make([]spmd.Peer, n)
+	ts := make([]transport.Transport, n)
+	for r := range ts {
+		h := fmt.Sprintf("h%d", r%2)
+		peers[r] = spmd.Peer{Rank: r, HostID: h, Hostname: h, Addr: addrs[r]}
+		if near[r] == nil {
+			ts[r] = far[r] // alone on its host
+			continue
+		}
+		local := make([]bool, n)
+		for _, q := range hosts[r%2] {
+			local[q] = true
+		}
+		ts[r] = spmd.Route(near[r], far[r], local)
+	}
+	return start(tb, ts, peers)
 }
 
 // Run runs f as every rank of an n-rank job over net/mem and fails tb with

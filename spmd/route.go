@@ -1,0 +1,65 @@
+package spmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gorun-hpc/gorun/spmd/transport"
+)
+
+// router is the transport of a rank that reaches the ranks of its own host
+// through shared memory and the others through TCP: each peer is served by
+// exactly one of the two, fixed at Init, so MPI's ordering holds per peer.
+type router struct {
+	near, far transport.Transport
+	local     []bool // by world rank: served by near
+}
+
+var _ transport.Transport = (*router)(nil)
+
+// Route returns a transport that serves the peers marked in local (by
+// world rank) with near and the others with far, as Init does with shared
+// memory and TCP. Tests use it to build mixed jobs.
+func Route(near, far transport.Transport, local []bool) transport.Transport {
+	return &router{near: near, far: far, local: local}
+}
+
+func (r *router) pick(peer int) transport.Transport {
+	if r.local[peer] {
+		return r.near
+	}
+	return r.far
+}
+
+// Start starts both transports. Each reports the loss only of the peers it
+// serves: TCP knows every rank, and its Close would report the host's
+// ranks lost as well.
+func (r *router) Start(h transport.Handler) error {
+	if err := r.near.Start(served{h, r.local, true}); err != nil {
+		return fmt.Errorf("shared memory: %w", err)
+	}
+	return r.far.Start(served{h, r.local, false})
+}
+
+func (r *router) Send(ctx context.Context, peer int, h transport.Header, payload []byte) error {
+	return r.pick(peer).Send(ctx, peer, h, payload)
+}
+
+func (r *router) Watch(peer int) { r.pick(peer).Watch(peer) }
+
+func (r *router) Close() error { return errors.Join(r.near.Close(), r.far.Close()) }
+
+// served passes a transport's reports to the engine, losses only for the
+// peers that transport serves.
+type served struct {
+	transport.Handler
+	local []bool
+	near  bool
+}
+
+func (s served) Lost(peer int, err error) {
+	if s.local[peer] == s.near {
+		s.Handler.Lost(peer, err)
+	}
+}
