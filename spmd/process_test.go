@@ -118,3 +118,24 @@ func TestProcessLateRank(t *testing.T) {
 		t.Fatalf("no rank's Init failure names rank 2:\n%s", out)
 	}
 }
+
+// A rank killed while streaming over shared memory: the receiver gets
+// ErrPeerLost, and once gorun returns no file of the job is left in
+// /dev/shm, not even one the dead rank left behind.
+func TestProcessSHMCrash(t *testing.T) {
+	out, code := gorun(t, time.Minute, "-np", "3", "--kill-grace", "5s", ranksBin, "shmcrash")
+	if code != 137 {
+		t.Errorf("gorun exited %d, want 137 (rank 1 killed):\n%s", code, out)
+	}
+	if !strings.Contains(out, "lost=true") {
+		t.Errorf("rank 0's receive did not fail with ErrPeerLost:\n%s", out)
+	}
+	m := regexp.MustCompile(`job (\w+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no job id printed:\n%s", out)
+	}
+	left, _ := filepath.Glob("/dev/shm/gorun-" + m[1] + "-*")
+	if len(left) > 0 {
+		t.Errorf("files of the job left in /dev/shm: %v", left)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gorun-hpc/gorun/net/shm"
 	"github.com/gorun-hpc/gorun/spmd"
 )
 
@@ -293,6 +294,9 @@ func (a *agent) shutdown() {
 		<-r.done
 	}
 	<-children
+	if a.setup.JobID != "" {
+		shm.Cleanup(a.setup.JobID) // what ranks that died left in /dev/shm
+	}
 	if a.setup.Preload {
 		if dir := preloadDir(); dir != "" {
 			os.RemoveAll(dir)

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 
+	"github.com/gorun-hpc/gorun/net/shm"
 	"github.com/gorun-hpc/gorun/spmd"
 )
 
@@ -106,6 +107,7 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	secret := make([]byte, 32)
 	rand.Read(secret)
 	jobID := newID(8)
+	defer shm.Cleanup(jobID) // what ranks that died left in /dev/shm
 	logf("job %s: %d ranks of %s on %d %s (%s)", jobID, cfg.NP, cfg.Program,
 		len(hl.hosts), plural(len(hl.hosts), "host"), hl.source)
 	if hl.remote() {

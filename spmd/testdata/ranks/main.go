@@ -36,6 +36,8 @@ func main() {
 		err = w.Barrier(ctx)
 	case "crash":
 		err = crash(ctx, w)
+	case "shmcrash":
+		err = shmCrash(ctx, w)
 	}
 	if err != nil {
 		fmt.Println("error:", err)
@@ -72,4 +74,37 @@ func crash(ctx context.Context, w *spmd.World) error {
 		os.Exit(0)
 	}
 	select {} // the others wait to be stopped
+}
+
+// shmCrash: ranks stream messages to rank 0; rank 1 SIGKILLs itself in the
+// middle, after leaving a file in /dev/shm as a crash between creating and
+// removing its segment would. Rank 0 reports what its receive returned.
+func shmCrash(ctx context.Context, w *spmd.World) error {
+	if w.Rank() == 0 {
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Printf("job %s\n", os.Getenv("GORUN_JOB_ID"))
+	}
+	if err := w.Barrier(ctx); err != nil {
+		return err
+	}
+	buf := make([]byte, 1<<20)
+	switch w.Rank() {
+	case 1:
+		name := fmt.Sprintf("/dev/shm/gorun-%s-r%d-00112233deadbeef.new", os.Getenv("GORUN_JOB_ID"), w.Rank())
+		os.WriteFile(name, []byte("x"), 0o600)
+		for i := 0; i < 20; i++ {
+			if err := w.Send(ctx, 0, 0, buf); err != nil {
+				return err
+			}
+		}
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	case 0:
+		for {
+			if _, err := w.Recv(ctx, 1, 0, buf); err != nil {
+				fmt.Printf("lost=%v: %v\n", errors.Is(err, spmd.ErrPeerLost), err)
+				os.Exit(0)
+			}
+		}
+	}
+	select {}
 }
