@@ -5,7 +5,7 @@ GO ?= go
 TEST_DEBS := mandoc iproute2 openssh-server openssh-client
 BENCH_DEBS := openmpi-bin libopenmpi-dev hyperfine
 
-.PHONY: all build test deps bench-deps vet bench-launch bench-mpi man
+.PHONY: all build test deps bench-deps vet bench-launch bench-mpi bench-tcp bench-choice man
 
 all: build
 
@@ -44,6 +44,18 @@ test: deps vet
 # Launch to all-ranks-ready against mpirun (issue: launch latency).
 bench-launch: bench-deps
 	bench/launch/run.sh 8 20
+
+# gorun's collectives against Open MPI's, side by side, in one run, with an
+# SVG chart: out of the box (shared memory), and both over TCP only.
+bench-mpi: bench-deps
+	MODE=default bench/mpi.sh
+
+bench-tcp: bench-deps
+	MODE=tcp NPS="2 4" OPS=allreduce bench/mpi.sh
+
+# How often topo's choice is within 15% of the fastest algorithm measured.
+bench-choice: bench-deps
+	bench/choice.sh
 
 man:
 	$(GO) test ./cmd/gorun -run TestManPage -update

@@ -1,0 +1,63 @@
+#!/bin/sh
+# mpi.sh runs gorun's collbench and Open MPI (bench/mpi/coll.c) with the
+# same collectives, sizes and rank counts in one run, prints them side by
+# side with their ratios (bench/compare), and writes an SVG chart of bus
+# bandwidth against size.
+#
+#   bench/mpi.sh                         # make bench-mpi: default transports
+#   MODE=tcp bench/mpi.sh                # make bench-tcp: both over TCP only
+#   OPS="allreduce" NPS="2 4" MAX=16M ITERS=10 bench/mpi.sh
+#
+# MODE=default runs each side as it runs out of the box: gorun with shared
+# memory between the ranks of a host, mpirun --oversubscribe with its
+# default transports (vader shared memory). MODE=tcp forces TCP on both
+# (GORUN_TRANSPORT=tcp; --mca pml ob1 --mca btl tcp,self).
+# Results go to bench/out/MODE.txt and bench/out/MODE.svg (OUT to change).
+#
+# Needs go, mpicc and mpirun (Debian: openmpi-bin, libopenmpi-dev).
+set -eu
+cd "$(dirname "$0")/.."
+MODE=${MODE:-default}
+OPS=${OPS:-"allreduce broadcast allgather"}
+NPS=${NPS:-"2 4 8"}
+MIN=${MIN:-8}
+MAX=${MAX:-64M}
+ITERS=${ITERS:-20}
+WARM=${WARM:-5}
+OUT=${OUT:-bench/out}
+dir=$(mktemp -d "${TMPDIR:-/tmp}/gorun-bench.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+mkdir -p "$OUT"
+
+case $MODE in
+default) gorun_env="" ; ompi_mca="" ;;
+tcp) gorun_env="GORUN_TRANSPORT=tcp" ; ompi_mca="--mca pml ob1 --mca btl tcp,self" ;;
+*) echo "mpi.sh: MODE=$MODE: want default or tcp" >&2; exit 2 ;;
+esac
+
+go build -o "$dir/gorun" ./cmd/gorun
+go build -o "$dir/collbench" ./examples/collbench
+go build -o "$dir/compare" ./bench/compare
+mpicc -O2 -o "$dir/coll" bench/mpi/coll.c
+
+series=""
+for op in $OPS; do
+	for np in $NPS; do
+		g="$dir/gorun.$op.$np" o="$dir/ompi.$op.$np"
+		env $gorun_env "$dir/gorun" -np "$np" "$dir/collbench" --op "$op" \
+			-b "$MIN" -e "$MAX" -n "$ITERS" -w "$WARM" >"$g" 2>"$g.err" ||
+			{ cat "$g.err" >&2; exit 1; }
+		# shellcheck disable=SC2086
+		mpirun $ompi_mca --oversubscribe --allow-run-as-root -np "$np" \
+			"$dir/coll" -op "$op" -b "$MIN" -e "$MAX" -n "$ITERS" -w "$WARM" >"$o"
+		series="$series|$op np $np|$g|$o"
+	done
+done
+host=$(uname -n) cores=$(nproc) when=$(date -u +%Y-%m-%d)
+title="busbw, $MODE transports, $cores cores ($host), $when: gorun solid, Open MPI dashed"
+IFS='|'
+# shellcheck disable=SC2086
+set -- ${series#|}
+unset IFS
+"$dir/compare" -svg "$OUT/$MODE.svg" -title "$title" "$@" | tee "$OUT/$MODE.txt"
+echo "# chart: $OUT/$MODE.svg" >&2
