@@ -39,7 +39,7 @@ func WithAlgo(a topo.Algo) Option {
 
 // call is one collective call in progress on one rank.
 type call struct {
-	ctx  context.Context // the caller's, also cancelled when a member is lost
+	ctx  context.Context // the caller's, also cancelled when the communicator breaks
 	c    *spmd.Comm      // the caller's communicator
 	cc   *spmd.Comm      // its collective context, which carries the messages
 	st   *state
@@ -50,7 +50,7 @@ type call struct {
 	root     *call           // the top-level call of a sub-call, else itself
 	releases []func(keep bool)
 	cancel   context.CancelCauseFunc
-	stop     func() bool // stops watching for lost members
+	stop     func() bool // stops watching for a break
 	span     func()      // ends the trace span
 }
 
@@ -77,23 +77,27 @@ func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, t
 	}
 	k.st = stateOf(k.cc)
 	k.ctx, k.cancel = context.WithCancelCause(ctx)
-	if lost := k.st.lost; lost != nil {
-		k.stop = context.AfterFunc(lost, func() { k.cancel(context.Cause(lost)) })
+	if b := k.st.broken; b != nil {
+		k.stop = context.AfterFunc(b, func() { k.cancel(context.Cause(b)) })
 	}
 	k.span = c.Trace().Span(trace.Collective, coll.String(), c.ID(), bytes)
 	return k, nil
 }
 
 // end finishes the call and wraps *err, if set, with the call's identity.
+// A call that failed breaks the communicator and tells the other ranks.
 func (k *call) end(err *error) {
 	if k.stop != nil {
 		k.stop()
 	}
-	if *err != nil && k.user.Err() == nil {
-		// A cancellation that is not the caller's is a lost member.
-		if cause := context.Cause(k.ctx); cause != nil && !errors.Is(*err, spmd.ErrPeerLost) && !errors.Is(*err, spmd.ErrClosed) {
+	if *err != nil {
+		// Once the call's context is done (the caller's ended, or a notice
+		// broke the communicator), its cause says why the call failed
+		// better than a cancelled wait or a stream cut short does.
+		if cause := context.Cause(k.ctx); cause != nil && !errors.Is(*err, spmd.ErrPeerLost) {
 			*err = cause
 		}
+		k.st.giveUp(k.cc, *err)
 	}
 	k.cancel(nil)
 	for _, release := range k.releases {

@@ -52,9 +52,18 @@
 // # Failures
 //
 // Every call takes a context and returns an error that names the
-// collective, the algorithm and the communicator. When any rank of the
-// communicator is lost, every rank's pending or later collective on it
-// fails with an error wrapping spmd.ErrPeerLost (and naming the lost
-// rank), never hangs. After a failed call the contents of the receive
-// buffers are undefined.
+// collective, the algorithm and the communicator. A rank whose call fails
+// (a lost peer, its context ended) marks the communicator broken and
+// tells the other ranks, whose pending and later calls on it then fail
+// too, with an error wrapping spmd.ErrPeerLost that names the lost rank,
+// or ErrAborted: no rank waits for one that has given up. A rank that
+// merely finishes and closes its world breaks nothing. After a failed call
+// the contents of the receive buffers are undefined.
+//
+// # Hierarchical algorithms
+//
+// The first hierarchical call on a communicator splits it (spmd.Comm.Split)
+// into one communicator per host and one of the host leaders, and caches
+// them. spmd runs one Split at a time per rank, so make that first call
+// before running collectives on several communicators concurrently.
 package prims

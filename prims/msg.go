@@ -109,12 +109,14 @@ func (p *pending) waitAll(ctx context.Context) error {
 }
 
 // abort cancels the requests that have not started moving bytes and waits
-// for those that have.
+// for those that have. It goes from the last to the first, so that what
+// still reaches each peer is a prefix of what was meant for it, never a
+// stream with a hole that would mismatch its receives.
 func (p *pending) abort() {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	for _, r := range p.reqs {
-		r.Wait(ctx)
+	for i := len(p.reqs) - 1; i >= 0; i-- {
+		p.reqs[i].Wait(ctx)
 	}
 	p.reset()
 }

@@ -1,6 +1,8 @@
 package prims
 
 import (
+	"encoding/binary"
+
 	"gonum.org/v1/gonum/blas/blas32"
 	"gonum.org/v1/gonum/floats"
 
@@ -19,7 +21,8 @@ type Op[T spmd.Number] struct {
 // Name returns the op's name ("sum", or "user" for OpFunc).
 func (op Op[T]) Name() string { return op.name }
 
-// Sum adds. Sums of float32 and float64 run gonum's assembly kernels.
+// Sum adds. Sums of float32 and float64 run gonum's assembly kernels;
+// sums of uint8 add eight bytes per 64-bit word.
 func Sum[T spmd.Number]() Op[T] {
 	var z T
 	switch any(z).(type) {
@@ -27,6 +30,8 @@ func Sum[T spmd.Number]() Op[T] {
 		return Op[T]{"sum", any(addF32).(func(dst, src []T))}
 	case float64:
 		return Op[T]{"sum", any(addF64).(func(dst, src []T))}
+	case uint8:
+		return Op[T]{"sum", any(addU8).(func(dst, src []T))}
 	}
 	return Op[T]{"sum", add[T]}
 }
@@ -63,6 +68,22 @@ func addF32(dst, src []float32) {
 
 func addF64(dst, src []float64) {
 	floats.Add(dst, src[:len(dst)])
+}
+
+// addU8 adds bytes eight at a time, without carries between them: the
+// low seven bits of each byte add normally, the top bit by xor.
+func addU8(dst, src []uint8) {
+	src = src[:len(dst)]
+	const low, high = 0x7f7f7f7f7f7f7f7f, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(dst); i += 8 {
+		a := binary.LittleEndian.Uint64(dst[i:])
+		b := binary.LittleEndian.Uint64(src[i:])
+		binary.LittleEndian.PutUint64(dst[i:], ((a&low)+(b&low))^((a^b)&high))
+	}
+	for ; i < len(dst); i++ {
+		dst[i] += src[i]
+	}
 }
 
 func add[T spmd.Number](dst, src []T) {

@@ -2,31 +2,42 @@ package prims
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"sync"
 	"unsafe"
 
 	"github.com/gorun-hpc/gorun/spmd"
 )
 
+// ErrAborted is wrapped by the error of a collective that failed because
+// another rank of the communicator gave up a collective for a reason other
+// than a lost peer (its context ended, say). The communicator cannot run
+// collectives any more.
+var ErrAborted = errors.New("another rank abandoned a collective")
+
 // stateKey is the key under which a communicator's state hangs
 // (spmd.Comm.SetValue).
 type stateKey struct{}
 
-// watchTag is the collective-context tag of the receives that watch for a
-// lost member; nobody ever sends with it.
-const watchTag = 1 << 30
+// noticeTag is the collective-context tag of the notices a rank sends when
+// it gives up a collective.
+const noticeTag = 1 << 30
 
-// state is what prims keeps per communicator on one rank: the watch for
-// lost members, a scratch buffer and the hierarchical sub-communicators.
-// Communicators made by Split inherit their parent's values, so a state
-// names its owner and a child builds its own.
+// state is what prims keeps per communicator on one rank: whether the
+// communicator is broken, a scratch buffer and the hierarchical
+// sub-communicators. Communicators made by Split inherit their parent's
+// values, so a state names its owner and a child builds its own.
 type state struct {
 	owner uint32 // collective-context id of the communicator
 
-	// lost is cancelled, with the error as cause, when any other member of
-	// the communicator is lost or the world closes; nil for one rank.
-	lost     context.Context
-	stopLost context.CancelCauseFunc
+	// broken is cancelled, with the reason as cause, when this rank or a
+	// notice from another gives up a collective on the communicator: every
+	// pending and later call fails then, instead of waiting for ranks that
+	// have left. Nil for one rank.
+	broken context.Context
+	breaks context.CancelCauseFunc
 
 	mu sync.Mutex
 	// protects following
@@ -42,29 +53,61 @@ func stateOf(cc *spmd.Comm) *state {
 	}
 	st := &state{owner: cc.ID()}
 	if cc.Size() > 1 {
-		st.lost, st.stopLost = watch(cc)
+		st.broken, st.breaks = context.WithCancelCause(context.Background())
+		listen(cc, st)
 	}
 	cc.SetValue(stateKey{}, st)
 	return st
 }
 
-// watch posts a receive that nobody answers from every other member of cc:
-// each fails only when its member is lost or the world closes, and then
-// cancels the returned context with the failure as cause. The goroutines
-// end with the world.
-func watch(cc *spmd.Comm) (context.Context, context.CancelCauseFunc) {
-	ctx, cancel := context.WithCancelCause(context.Background())
+// listen posts a receive of a notice from every other member of cc. The
+// goroutines end when a notice arrives, or when the member or this world
+// is gone: a member that leaves is not by itself a failure (it may have
+// finished), only a rank that cannot finish says so.
+func listen(cc *spmd.Comm, st *state) {
 	for r := 0; r < cc.Size(); r++ {
 		if r == cc.Rank() {
 			continue
 		}
-		req := cc.Irecv(r, watchTag, nil)
+		buf := make([]byte, noticeLen)
+		req := cc.Irecv(r, noticeTag, buf)
 		go func() {
-			_, err := req.Wait(context.Background())
-			cancel(err)
+			if n, err := req.Wait(context.Background()); err == nil && n == noticeLen {
+				st.breaks(decodeNotice(cc, r, buf))
+			}
 		}()
 	}
-	return ctx, cancel
+}
+
+// A notice says why a rank gave up: the world rank it lost, or -1.
+const noticeLen = 4
+
+// giveUp marks the communicator broken after this rank's collective failed
+// with err, and tells every other member, so that none waits for this rank.
+func (st *state) giveUp(cc *spmd.Comm, err error) {
+	if st.broken == nil || st.broken.Err() != nil {
+		return // alone, or already broken: the others have been told
+	}
+	st.breaks(err)
+	lost := int32(-1)
+	var pe *spmd.PeerError
+	if errors.As(err, &pe) {
+		lost = int32(pe.Rank)
+	}
+	msg := binary.LittleEndian.AppendUint32(nil, uint32(lost))
+	for r := 0; r < cc.Size(); r++ {
+		if r != cc.Rank() {
+			cc.Isend(context.Background(), r, noticeTag, msg) // a lost member cannot be told
+		}
+	}
+}
+
+func decodeNotice(cc *spmd.Comm, from int, msg []byte) error {
+	lost := int32(binary.LittleEndian.Uint32(msg))
+	if lost < 0 {
+		return fmt.Errorf("rank %d of comm %d: %w", from, cc.ID(), ErrAborted)
+	}
+	return &spmd.PeerError{Rank: int(lost), Err: fmt.Errorf("%w (seen by rank %d of comm %d)", spmd.ErrPeerLost, from, cc.ID())}
 }
 
 // scratch lends a buffer of at least n elements of T from st, and returns
@@ -86,8 +129,7 @@ func scratch[T spmd.Number](st *state, n int) ([]T, func(keep bool)) {
 		st.scratch = make([]uint64, words)
 	}
 	st.busy = true
-	buf := st.scratch
-	return view[T](buf, n), func(keep bool) {
+	return view[T](st.scratch, n), func(keep bool) {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		st.busy = false

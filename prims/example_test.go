@@ -1,0 +1,50 @@
+package prims_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/gorun-hpc/gorun/net/mem"
+	"github.com/gorun-hpc/gorun/prims"
+	"github.com/gorun-hpc/gorun/spmd"
+)
+
+// ExampleAllReduce sums a vector across four ranks. Under gorun each rank
+// is a process that gets its world from spmd.Init; here the four ranks are
+// goroutines joined by the in-process transport.
+func ExampleAllReduce() {
+	const ranks = 4
+	nw := mem.NewNetwork(ranks)
+	peers := make([]spmd.Peer, ranks)
+	for i := range peers {
+		peers[i] = spmd.Peer{Rank: i, HostID: "example"}
+	}
+	var wg sync.WaitGroup
+	for r := range ranks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w, err := spmd.New(nw.Transport(r), r, peers) // spmd.Init(ctx) in a real program
+			if err != nil {
+				panic(err)
+			}
+			defer w.Close()
+			ctx := context.Background()
+
+			grad := []float32{float32(r), 1, 10}
+			if err := prims.AllReduce(ctx, w.Comm, grad, prims.Sum[float32]()); err != nil {
+				panic(err)
+			}
+			if w.Rank() == 0 {
+				fmt.Println(grad)
+			}
+			// Every rank holds the same sum; wait for all before closing.
+			if err := prims.Barrier(ctx, w.Comm); err != nil {
+				panic(err)
+			}
+		}()
+	}
+	wg.Wait()
+	// Output: [6 4 40]
+}

@@ -1,0 +1,130 @@
+package prims_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorun-hpc/gorun/prims"
+	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/spmdtest"
+	"github.com/gorun-hpc/gorun/topo"
+)
+
+// hang bounds how long the survivors of a lost peer may take to notice: a
+// hang detector, not a performance bound.
+const hang = 10 * time.Second
+
+// loop runs one collective on c again and again until it fails.
+type loop func(ctx context.Context, c *spmd.Comm) error
+
+var lossCases = []struct {
+	name string
+	run  loop
+}{
+	{"allreduce/ring", func(ctx context.Context, c *spmd.Comm) error {
+		return prims.AllReduce(ctx, c, make([]float32, 1<<18), prims.Sum[float32](), prims.WithAlgo(topo.Ring))
+	}},
+	{"allreduce/rabenseifner", func(ctx context.Context, c *spmd.Comm) error {
+		return prims.AllReduce(ctx, c, make([]int64, 1<<16), prims.Sum[int64](), prims.WithAlgo(topo.Rabenseifner))
+	}},
+	{"broadcast/tree", func(ctx context.Context, c *spmd.Comm) error {
+		return prims.Broadcast(ctx, c, make([]float64, 1<<16), 0, prims.WithAlgo(topo.Tree))
+	}},
+	{"allgather/ring", func(ctx context.Context, c *spmd.Comm) error {
+		return prims.AllGather(ctx, c, make([]uint8, 1<<12), make([]uint8, c.Size()<<12), prims.WithAlgo(topo.Ring))
+	}},
+	{"alltoall/linear", func(ctx context.Context, c *spmd.Comm) error {
+		return prims.AllToAll(ctx, c, make([]int32, c.Size()<<12), make([]int32, c.Size()<<12))
+	}},
+	{"barrier/tree", func(ctx context.Context, c *spmd.Comm) error {
+		return prims.Barrier(ctx, c, prims.WithAlgo(topo.Tree))
+	}},
+}
+
+// TestPeerLost kills a rank while the others run a collective in a loop:
+// every survivor's call fails with an error wrapping spmd.ErrPeerLost that
+// names the collective and the communicator, even the ranks that never
+// talk to the dead one directly.
+func TestPeerLost(t *testing.T) {
+	for _, tc := range lossCases {
+		t.Run(tc.name, func(t *testing.T) {
+			const p, victim = 6, 2
+			ws, nw := spmdtest.Worlds(t, p)
+			defer func() {
+				for _, w := range ws {
+					w.Close()
+				}
+			}()
+			errs := make([]error, p)
+			var started, wg sync.WaitGroup
+			started.Add(p)
+			for i, w := range ws {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[i] = until(w.Comm, tc.run, &started)
+				}()
+			}
+			started.Wait()
+			time.Sleep(20 * time.Millisecond)
+			nw.Kill(victim)
+			if !waitTimeout(&wg, hang) {
+				t.Fatalf("survivors still blocked %v after rank %d was killed", hang, victim)
+			}
+			for i, err := range errs {
+				if i == victim {
+					continue
+				}
+				coll := strings.Split(tc.name, "/")[0]
+				if !errors.Is(err, spmd.ErrPeerLost) || !strings.Contains(err.Error(), coll+" (") || !strings.Contains(err.Error(), "on comm 0") {
+					t.Errorf("rank %d: got %v, want a %s error on comm 0 wrapping ErrPeerLost", i, err, coll)
+				}
+			}
+		})
+	}
+}
+
+// until runs f on c until it fails, and returns the failure.
+func until(c *spmd.Comm, f loop, started *sync.WaitGroup) error {
+	ctx := context.Background()
+	err := f(ctx, c)
+	started.Done()
+	for err == nil {
+		err = f(ctx, c)
+	}
+	return err
+}
+
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// TestCancelled checks that a caller's cancelled context ends a collective
+// that cannot complete (one rank never joins) with the context's error, or
+// with ErrAborted when the other waiting rank gave up first and said so.
+func TestCancelled(t *testing.T) {
+	spmdtest.Run(t, 3, func(ctx context.Context, w *spmd.World) error {
+		if w.Rank() == 1 {
+			return nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		err := prims.AllReduce(cctx, w.Comm, make([]float32, 100), prims.Sum[float32](), prims.WithAlgo(topo.Ring))
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, prims.ErrAborted) {
+			return fmt.Errorf("got %v, want deadline exceeded or ErrAborted", err)
+		}
+		return nil
+	})
+}

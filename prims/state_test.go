@@ -1,0 +1,71 @@
+package prims
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/gorun-hpc/gorun/net/mem"
+	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/spmdtest"
+	"github.com/gorun-hpc/gorun/topo"
+)
+
+// TestStateCached checks that the hierarchical split is made once per
+// communicator, and that a communicator split from another does not take
+// its parent's state (Split copies values).
+func TestStateCached(t *testing.T) {
+	hosts := []string{"a", "a", "b", "b"}
+	nw := mem.NewNetwork(len(hosts))
+	peers := make([]spmd.Peer, len(hosts))
+	for i, h := range hosts {
+		peers[i] = spmd.Peer{Rank: i, HostID: h}
+	}
+	errs := make(chan error, len(hosts))
+	for i := range hosts {
+		w, err := spmd.New(nw.Transport(i), i, peers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		go func() { errs <- stateCached(w) }()
+	}
+	for range hosts {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func stateCached(w *spmd.World) error {
+	ctx, cancel := context.WithTimeout(context.Background(), spmdtest.Timeout)
+	defer cancel()
+	buf := []float32{1, 2, 3}
+	hierAlgo := WithAlgo(topo.Hierarchical)
+	if err := AllReduce(ctx, w.Comm, buf, Sum[float32](), hierAlgo); err != nil {
+		return err
+	}
+	st := stateOf(w.Collective())
+	h := st.hier
+	if err := AllReduce(ctx, w.Comm, buf, Sum[float32](), hierAlgo); err != nil {
+		return err
+	}
+	if h == nil || st.hier != h || stateOf(w.Collective()) != st {
+		return fmt.Errorf("rank %d: state or split not cached: %p %p", w.Rank(), h, st.hier)
+	}
+	child, err := w.Split(ctx, 0, -w.Rank())
+	if err != nil {
+		return err
+	}
+	if err := AllReduce(ctx, child, buf, Sum[float32](), hierAlgo); err != nil {
+		return err
+	}
+	cs := stateOf(child.Collective())
+	if cs == st || cs.hier == h || cs.owner != child.Collective().ID() {
+		return fmt.Errorf("rank %d: the child shares its parent's state", w.Rank())
+	}
+	if buf[0] != 64 { // three sums over four ranks
+		return fmt.Errorf("rank %d: got %v", w.Rank(), buf)
+	}
+	return nil
+}
