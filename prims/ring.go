@@ -6,14 +6,17 @@ import (
 
 // SegmentBytes is the size of the messages ring algorithms cut large
 // blocks into, so that receiving one segment overlaps reducing the
-// previous one and forwarding it. Measured with BenchmarkAllReduce over
-// net/mem (see the package tests): smaller segments cost per-message
-// overhead, larger ones lose the overlap.
-const SegmentBytes = 128 << 10
+// previous one and forwarding it. Measured with BenchmarkAllReduce (ring,
+// 4 ranks over net/mem, 2 shared cores): 32 KiB segments ran 16 MiB at
+// about 550 MB/s, 128 KiB at 600-650, 256-512 KiB at 550-730 (noisy);
+// smaller segments pay per-message costs that net/mem cannot hide.
+// Re-measure over net/tcp, where the overlap matters more.
+const SegmentBytes = 256 << 10
 
 // window is how many segment receives the ring reduce-scatter keeps
-// posted ahead of the one it is reducing.
-const window = 4
+// posted ahead of the one it is reducing (window*SegmentBytes of scratch);
+// segments beyond it arrive unexpected and cost spmd a buffer each.
+const window = 8
 
 // ringWalk enumerates, in order, the segments a rank receives (or sends)
 // in a ring over blocks [b[i], b[i+1]): steps 0..steps-1, the block of
