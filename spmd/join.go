@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -101,6 +102,7 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 		return nil, err
 	}
 	w.env = env
+	w.core.engine.crowded = env.LocalSize > runtime.NumCPU()
 	w.closers = append(w.closers, node.Close)
 
 	if err := w.Barrier(ictx); err != nil {

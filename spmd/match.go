@@ -31,8 +31,13 @@ type queue struct {
 // keeps sends to each peer in program order. It implements
 // transport.Handler. Its methods are safe for concurrent use.
 type engine struct {
-	self int
-	tr   transport.Transport
+	self   int
+	tr     transport.Transport
+	poller transport.Poller // tr, if waiting goroutines can drive it
+
+	// crowded says the host has more ranks than cores: a polling
+	// goroutine then yields its core to the other ranks.
+	crowded bool
 
 	selfMu sync.Mutex // serializes sends to ourselves
 
@@ -57,9 +62,11 @@ type sender struct {
 var _ transport.Handler = (*engine)(nil)
 
 func newEngine(self, size int, tr transport.Transport) *engine {
+	poller, _ := tr.(transport.Poller)
 	return &engine{
 		self:     self,
 		tr:       tr,
+		poller:   poller,
 		queues:   make(map[matchKey]*queue),
 		inflight: make([]any, size),
 		lost:     make([]error, size),

@@ -83,11 +83,13 @@ func (r *Request) Wait(ctx context.Context) (int, error) {
 	select {
 	case <-r.done:
 	default:
-		select {
-		case <-r.done:
-		case <-ctx.Done():
-			r.e.cancel(r, ctx.Err())
-			<-r.done
+		if p := r.e.poller; p == nil || !r.poll(ctx, p) {
+			select {
+			case <-r.done:
+			case <-ctx.Done():
+				r.e.cancel(r, ctx.Err())
+				<-r.done
+			}
 		}
 	}
 	r.complete = true

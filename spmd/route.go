@@ -16,7 +16,10 @@ type router struct {
 	local     []bool // by world rank: served by near
 }
 
-var _ transport.Transport = (*router)(nil)
+var (
+	_ transport.Transport = (*router)(nil)
+	_ transport.Poller    = (*router)(nil)
+)
 
 // Route returns a transport that serves the peers marked in local (by
 // world rank) with near and the others with far, as Init does with shared
@@ -49,6 +52,25 @@ func (r *router) Send(ctx context.Context, peer int, h transport.Header, payload
 func (r *router) Watch(peer int) { r.pick(peer).Watch(peer) }
 
 func (r *router) Close() error { return errors.Join(r.near.Close(), r.far.Close()) }
+
+// The router drives the shared memory when a waiting goroutine polls; TCP
+// keeps its own readers.
+func (r *router) BeginPoll() {
+	if p, ok := r.near.(transport.Poller); ok {
+		p.BeginPoll()
+	}
+}
+
+func (r *router) Poll() bool {
+	p, ok := r.near.(transport.Poller)
+	return ok && p.Poll()
+}
+
+func (r *router) EndPoll() {
+	if p, ok := r.near.(transport.Poller); ok {
+		p.EndPoll()
+	}
+}
 
 // served passes a transport's reports to the engine, losses only for the
 // peers that transport serves.

@@ -11,45 +11,108 @@ import (
 // receive is the rank's one receiving goroutine: it polls every incoming
 // ring, spins a little when they are all empty, then sleeps on the
 // segment's doorbell, which every sender rings after publishing while it
-// sleeps. A timed-out sleep, and a busy receiver every checkEvery, checks
-// that the peers' processes still exist.
+// sleeps. While a goroutine of the rank polls the rings itself (BeginPoll)
+// the receiver keeps out of its way and sleeps. A timed-out sleep, and a
+// busy receiver every checkEvery, checks that the peers' processes still
+// exist.
 func (t *Transport) receive() {
 	var w waiter
 	hdr := t.seg.hdr
 	last := time.Now()
 	spins, rounds := 0, 0
 	for !t.closing.Load() {
-		if t.pollAll() {
-			spins = 0
-			if rounds++; rounds%1024 == 0 && time.Since(last) >= checkEvery {
-				t.check(true)
-				last = time.Now()
+		if hdr.pollers.Load() == 0 {
+			t.consume.Lock()
+			moved := t.pollAll()
+			if moved {
+				if rounds++; rounds%1024 == 0 && time.Since(last) >= checkEvery {
+					t.check(true)
+					last = time.Now()
+				}
 			}
-			continue
-		}
-		if spins < t.cfg.spin {
-			spins++
-			runtime.Gosched()
-			continue
+			t.consume.Unlock()
+			if moved {
+				spins = 0
+				continue
+			}
+			if spins < t.cfg.spin {
+				spins++
+				runtime.Gosched()
+				continue
+			}
 		}
 		spins = 0
 		seq := hdr.bell.Load()
 		hdr.sleeping.Store(1)
-		if t.pollAll() {
+		if hdr.pollers.Load() == 0 && t.pollLocked() {
 			hdr.sleeping.Store(0)
 			continue
 		}
-		t.check(false) // state changes signalled before seq was read
+		t.checkLocked(false) // state changes signalled before seq was read
 		if t.closing.Load() {
 			return
 		}
 		timedOut := w.wait(&hdr.bell, seq, checkEvery)
 		hdr.sleeping.Store(0)
 		liveness := timedOut || time.Since(last) >= checkEvery
-		t.check(liveness)
+		t.checkLocked(liveness)
 		if liveness {
 			last = time.Now()
 		}
+	}
+}
+
+func (t *Transport) pollLocked() bool {
+	t.consume.Lock()
+	defer t.consume.Unlock()
+	return !t.closing.Load() && t.pollAll()
+}
+
+func (t *Transport) checkLocked(liveness bool) {
+	t.consume.Lock()
+	defer t.consume.Unlock()
+	t.check(liveness)
+}
+
+// BeginPoll implements transport.Poller: from now on the receiver sleeps
+// and senders do not wake it; the caller polls.
+func (t *Transport) BeginPoll() {
+	if t.seg == nil {
+		return
+	}
+	t.consume.Lock()
+	if !t.closing.Load() {
+		t.seg.hdr.pollers.Add(1)
+	}
+	t.consume.Unlock()
+}
+
+// Poll implements transport.Poller: it delivers what the rings hold on the
+// calling goroutine, unless another goroutine is polling them.
+func (t *Transport) Poll() bool {
+	if t.seg == nil || !t.started.Load() || !t.consume.TryLock() {
+		return false
+	}
+	defer t.consume.Unlock()
+	return !t.closing.Load() && t.pollAll()
+}
+
+// EndPoll implements transport.Poller. After the count drops, a sender no
+// longer skips the doorbell; what was published before that is delivered
+// by the final poll here (which waits for the lock: the holder may be the
+// receiver about to sleep).
+func (t *Transport) EndPoll() {
+	if t.seg == nil {
+		return
+	}
+	t.consume.Lock()
+	defer t.consume.Unlock()
+	if t.closing.Load() {
+		return
+	}
+	t.seg.hdr.pollers.Add(-1)
+	if t.started.Load() {
+		t.pollAll()
 	}
 }
 

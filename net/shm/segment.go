@@ -47,7 +47,8 @@ type segHeader struct {
 
 	bell     atomic.Uint32 // futex word: bumped to wake the owner's receiver
 	sleeping atomic.Uint32 // 1 while the receiver may sleep on bell
-	_        [56]byte
+	pollers  atomic.Int32  // goroutines of the owner polling its rings (Transport.BeginPoll)
+	_        [52]byte
 }
 
 var _ [metaStart - unsafe.Sizeof(segHeader{})]byte // the header fits
@@ -196,8 +197,14 @@ func (s *segment) unmap() {
 	}
 }
 
-// ringBell wakes the segment owner's receiver if it may be asleep.
+// ringBell wakes the segment owner's receiver if it may be asleep and no
+// goroutine of the owner is polling: one that stops polling polls once
+// more after saying so (EndPoll), so a message published before this
+// check is not left waiting.
 func (s *segment) ringBell() {
+	if s.hdr.pollers.Load() > 0 {
+		return
+	}
 	if s.hdr.sleeping.Load() != 0 && s.hdr.sleeping.CompareAndSwap(1, 0) {
 		s.hdr.bell.Add(1)
 		wake(&s.hdr.bell)

@@ -30,7 +30,10 @@ const DefaultAttachTimeout = 10 * time.Second
 // addr is the address PeerErrors name for shared-memory peers.
 const addr = "shm"
 
-var _ transport.Transport = (*Transport)(nil)
+var (
+	_ transport.Transport = (*Transport)(nil)
+	_ transport.Poller    = (*Transport)(nil)
+)
 
 // Option configures a Transport.
 type Option func(*config)
@@ -86,7 +89,12 @@ type Transport struct {
 	peers  []*peer  // by world rank; nil for self and ranks of other hosts
 	order  []*peer  // the local peers, in rank order
 
-	handler  transport.Handler // set by Start before any goroutine runs
+	handler transport.Handler // set by Start before any goroutine runs
+
+	// consume is the rings' consumer side: held by whoever polls them, the
+	// receiver or a goroutine in Poll, and guards what polling and the
+	// receiver's checks touch (the peers' gone state, unlinked).
+	consume  sync.Mutex
 	started  atomic.Bool
 	closing  atomic.Bool
 	unlinked bool // the segment's file is gone; owned by the receiver until Close
@@ -217,6 +225,10 @@ func (t *Transport) close() {
 		t.seg.alarm()
 	}
 	t.wg.Wait()
+	// A goroutine in Poll finishes before the rings are unmapped; later
+	// ones see closing under the lock and leave them alone.
+	t.consume.Lock()
+	defer t.consume.Unlock()
 	if t.started.Load() {
 		for _, p := range t.order {
 			if !p.gone {

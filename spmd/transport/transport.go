@@ -68,6 +68,24 @@ type Transport interface {
 	Close() error
 }
 
+// Poller is implemented by a transport whose receiving side the goroutine
+// that waits for a message can drive itself, as MPI progresses inside
+// MPI_Wait: the message is delivered on the waiting goroutine, with no hand
+// off from a receiving goroutine, which on a host with more busy threads
+// than cores costs an OS scheduling delay per message.
+type Poller interface {
+	// BeginPoll announces a goroutine that will call Poll until EndPoll;
+	// while one polls, the transport's own receiver keeps out of its way.
+	BeginPoll()
+	// Poll delivers what has arrived, through the Handler, on the calling
+	// goroutine, and reports whether anything moved. It returns false at
+	// once when another goroutine is polling.
+	Poll() bool
+	// EndPoll ends the announcement; after it the transport's receiver
+	// again delivers everything, including what arrived meanwhile.
+	EndPoll()
+}
+
 // PeerError names the peer behind a failure. It unwraps to Err, which wraps
 // ErrPeerLost (or ErrClosed).
 type PeerError struct {
