@@ -281,14 +281,39 @@ func (e *engine) isend(r *Request, dst int, wait bool) {
 	s.busy = true
 	r.state = reqClaimed
 	e.mu.Unlock()
-	if !wait {
+	switch {
+	case wait:
+		e.transmit(dst, r)
+	case !e.trySend(dst, r):
 		go e.drain(dst, r)
 		return
 	}
-	e.transmit(dst, r)
 	if next := e.next(dst); next != nil {
 		go e.drain(dst, next)
 	}
+}
+
+// trySend completes r at once if the transport can send it without
+// blocking, and reports whether it did.
+func (e *engine) trySend(dst int, r *Request) bool {
+	ts, ok := e.tr.(transport.TrySender)
+	if !ok {
+		return false
+	}
+	h := transport.Header{Comm: r.key.comm, Tag: r.key.tag, Len: len(r.buf)}
+	sent, err := ts.TrySend(dst, h, r.buf)
+	if !sent {
+		return false
+	}
+	e.mu.Lock()
+	r.state = reqDone
+	e.mu.Unlock()
+	if err != nil {
+		r.finish(0, err)
+	} else {
+		r.finish(len(r.buf), nil)
+	}
+	return true
 }
 
 // drain sends r and then every request queued for dst, in order.

@@ -19,6 +19,7 @@ type router struct {
 var (
 	_ transport.Transport = (*router)(nil)
 	_ transport.Poller    = (*router)(nil)
+	_ transport.TrySender = (*router)(nil)
 )
 
 // Route returns a transport that serves the peers marked in local (by
@@ -84,4 +85,12 @@ func (s served) Lost(peer int, err error) {
 	if s.local[peer] == s.near {
 		s.Handler.Lost(peer, err)
 	}
+}
+
+// TrySend tries the shared memory for the ranks of this host.
+func (r *router) TrySend(peer int, h transport.Header, payload []byte) (bool, error) {
+	if ts, ok := r.near.(transport.TrySender); ok && r.local[peer] {
+		return ts.TrySend(peer, h, payload)
+	}
+	return false, nil
 }

@@ -33,6 +33,7 @@ const addr = "shm"
 var (
 	_ transport.Transport = (*Transport)(nil)
 	_ transport.Poller    = (*Transport)(nil)
+	_ transport.TrySender = (*Transport)(nil)
 )
 
 // Option configures a Transport.

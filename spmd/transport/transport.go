@@ -86,6 +86,17 @@ type Poller interface {
 	EndPoll()
 }
 
+// TrySender is implemented by a transport that can sometimes send a
+// message at once without blocking, as a shared-memory ring with room
+// can. spmd's Isend tries it first, so that a small non-blocking send
+// needs no goroutine of its own.
+type TrySender interface {
+	// TrySend sends the message if that needs no waiting and reports
+	// whether it did; false (with a nil error) means: use Send. Its calls
+	// for one peer are ordered with Send's as Send's are.
+	TrySend(peer int, h Header, payload []byte) (bool, error)
+}
+
 // PeerError names the peer behind a failure. It unwraps to Err, which wraps
 // ErrPeerLost (or ErrClosed).
 type PeerError struct {
