@@ -49,9 +49,7 @@ type call struct {
 	user     context.Context // the caller's own context
 	root     *call           // the top-level call of a sub-call, else itself
 	releases []func(keep bool)
-	cancel   context.CancelCauseFunc
-	stop     func() bool // stops watching for a break
-	span     func()      // ends the trace span
+	span     func() // ends the trace span
 }
 
 // start begins a call of coll of bytes bytes (the whole buffer of the
@@ -76,10 +74,7 @@ func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, t
 		k.algo = a
 	}
 	k.st = stateOf(k.cc)
-	k.ctx, k.cancel = context.WithCancelCause(ctx)
-	if b := k.st.broken; b != nil {
-		k.stop = context.AfterFunc(b, func() { k.cancel(context.Cause(b)) })
-	}
+	k.ctx = k.st.join(ctx)
 	k.span = c.Trace().Span(trace.Collective, coll.String(), c.ID(), bytes)
 	return k, nil
 }
@@ -87,9 +82,6 @@ func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, t
 // end finishes the call and wraps *err, if set, with the call's identity.
 // A call that failed breaks the communicator and tells the other ranks.
 func (k *call) end(err *error) {
-	if k.stop != nil {
-		k.stop()
-	}
 	if *err != nil {
 		// Once the call's context is done (the caller's ended, or a notice
 		// broke the communicator), its cause says why the call failed
@@ -99,7 +91,6 @@ func (k *call) end(err *error) {
 		}
 		k.st.giveUp(k.cc, *err)
 	}
-	k.cancel(nil)
 	for _, release := range k.releases {
 		release(*err == nil)
 	}
