@@ -65,11 +65,23 @@ func (m Model) cost(coll Collective, algo Algo, p int, n float64, lay Layout) fl
 // alpha is the latency of one message over the link class, grown by Wake
 // for every rank of the busiest host beyond its cores.
 func (m Model) alpha(s shape, cross bool) float64 {
+	return m.alphaBusy(s, cross, s.perHost)
+}
+
+// alphaBusy is alpha for a round in which busy ranks of the busiest host
+// take part: a rank waits its turn for a core only when the round keeps
+// more ranks busy than the host has cores. Measured on 2 cores with 4 and
+// 8 ranks: schedules that keep few ranks busy per round (a binomial tree's
+// later rounds, a root sending to each rank in turn) beat those that keep
+// every rank busy in every round (recursive doubling, Rabenseifner) at all
+// but the smallest sizes, which charging every round the whole host's
+// excess could not show.
+func (m Model) alphaBusy(s shape, cross bool, busy int) float64 {
 	a := m.Local.Alpha
 	if cross {
 		a = m.Remote.Alpha
 	}
-	return a + m.Wake*float64(max(0, s.perHost-m.Cores))
+	return a + m.Wake*float64(max(0, min(busy, s.perHost)-m.Cores))
 }
 
 // beta is the seconds per byte of a round over the link class with busy
@@ -93,7 +105,7 @@ func (m Model) share(busy int) float64 {
 // step is one round: a message of bytes bytes, red of which the receiver
 // reduces, with busy endpoints and reducers on the busiest host.
 func (m Model) step(s shape, cross bool, bytes, red float64, busy, reducers int) float64 {
-	return m.alpha(s, cross) + bytes*m.beta(cross, busy) + red*m.gamma(reducers)
+	return m.alphaBusy(s, cross, busy) + bytes*m.beta(cross, busy) + red*m.gamma(reducers)
 }
 
 // ring is p-1 steps in which every rank sends a block of b bytes to its
@@ -164,7 +176,9 @@ func (m Model) allReduce(algo Algo, s shape, n float64) float64 {
 	p := float64(s.p)
 	switch algo {
 	case Ring:
-		return 2*m.ring(s, n/p, 0) + float64(s.p-1)*n/p*m.gamma(s.perHost)
+		// prims' ring is segmented: a segment is reduced while the next
+		// arrives, so only the last segment's reduction is not hidden.
+		return 2*m.ring(s, n/p, 0) + min(n/p, Segment)*m.gamma(s.perHost)
 	case RecursiveDoubling:
 		whole := func(int) float64 { return n }
 		return m.fold(s, n, n, true) + m.doubling(s, whole, whole)

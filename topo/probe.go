@@ -24,7 +24,7 @@ const (
 // The probe's message sizes and round trips: a few of the smallest
 // message for the latency, fewer of the larger ones for the bandwidth.
 var probeSizes = []struct{ bytes, warm, rounds int }{
-	{8, 3, 15},
+	{8, 10, 60},
 	{256 << 10, 1, 3},
 	{1 << 20, 1, 3},
 }
@@ -203,7 +203,7 @@ func fitLink(ns, ts []float64) Link {
 // barrier, every rank busy in it: the lower quartile of a few barriers,
 // which shrugs off a rank that a start-up chore kept from the first ones.
 func barrierLatency(ctx context.Context, cc *spmd.Comm) (float64, error) {
-	const warm, rounds = 2, 16
+	const warm, rounds = 4, 64
 	times := make([]float64, 0, rounds)
 	for i := range warm + rounds {
 		start := time.Now()
@@ -214,7 +214,7 @@ func barrierLatency(ctx context.Context, cc *spmd.Comm) (float64, error) {
 			times = append(times, time.Since(start).Seconds())
 		}
 	}
-	return quantile(times, 0.25) / float64(lg(cc.Size())), nil
+	return quantile(times, 0.5) / float64(lg(cc.Size())), nil
 }
 
 // reductionTime returns the seconds per byte of summing one float32 buffer
