@@ -8,11 +8,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gorun-hpc/gorun/spmd/transport"
+	"github.com/gorun-hpc/gorun/spmd/transport/transporttest"
 )
 
 // waitLimit bounds every wait in these tests; it is a hang guard, not a
@@ -47,7 +47,7 @@ type cluster struct {
 	job    string
 	secret []byte
 	ts     []*Transport
-	rs     []*recorder
+	rs     []*transporttest.Recorder
 }
 
 // newCluster builds and starts n ranks; the test's cleanup closes them and
@@ -75,7 +75,7 @@ func build(tb testing.TB, n int, opts ...Option) *cluster {
 			tb.Fatalf("rank %d: %v", i, err)
 		}
 		c.ts = append(c.ts, tr)
-		c.rs = append(c.rs, newRecorder())
+		c.rs = append(c.rs, transporttest.NewRecorder())
 	}
 	tb.Cleanup(func() {
 		for _, tr := range c.ts {
@@ -121,104 +121,6 @@ func (t *Transport) fakeDead(tb testing.TB, peer int) {
 	p.proc.close()
 	p.proc = process{pid: max + 1, fd: -1} // no process can have it
 	p.procMu.Unlock()
-}
-
-// recorder is the Handler-side fake: it gives each message a fresh buffer
-// (or what bufferFor returns), records what arrives, and checks the
-// Handler's calling rules.
-type recorder struct {
-	bufferFor func(peer int, h transport.Header) []byte // optional
-
-	mu         sync.Mutex // protects following
-	msgs       []msg
-	lost       map[int]error
-	violations []string
-
-	changed chan struct{} // signalled after every event
-}
-
-func newRecorder() *recorder {
-	return &recorder{lost: map[int]error{}, changed: make(chan struct{}, 1)}
-}
-
-func (r *recorder) Buffer(peer int, h transport.Header) []byte {
-	r.check(peer, "Buffer")
-	if r.bufferFor != nil {
-		return r.bufferFor(peer, h)
-	}
-	return make([]byte, h.Len)
-}
-
-func (r *recorder) Deliver(peer int, h transport.Header, payload []byte) {
-	r.check(peer, "Deliver")
-	r.mu.Lock()
-	r.msgs = append(r.msgs, msg{peer, h, payload})
-	r.mu.Unlock()
-	r.signal()
-}
-
-func (r *recorder) Lost(peer int, err error) {
-	r.mu.Lock()
-	if _, dup := r.lost[peer]; dup {
-		r.violations = append(r.violations, "Lost twice for rank "+strconv.Itoa(peer))
-	}
-	r.lost[peer] = err
-	r.mu.Unlock()
-	r.signal()
-}
-
-func (r *recorder) check(peer int, call string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, gone := r.lost[peer]; gone {
-		r.violations = append(r.violations, call+" after Lost for rank "+strconv.Itoa(peer))
-	}
-}
-
-func (r *recorder) signal() {
-	select {
-	case r.changed <- struct{}{}:
-	default:
-	}
-}
-
-// waitFor waits until cond, evaluated under r.mu, holds.
-func (r *recorder) waitFor(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.After(waitLimit)
-	for {
-		r.mu.Lock()
-		ok := cond()
-		bad := r.violations
-		r.mu.Unlock()
-		if len(bad) > 0 {
-			tb.Fatalf("handler rules broken: %v", bad)
-		}
-		if ok {
-			return
-		}
-		select {
-		case <-r.changed:
-		case <-deadline:
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
-// waitMsgs waits for n messages and returns them.
-func (r *recorder) waitMsgs(tb testing.TB, n int) []msg {
-	tb.Helper()
-	var got []msg
-	r.waitFor(tb, strconv.Itoa(n)+" messages", func() bool { got = r.msgs; return len(r.msgs) >= n })
-	return got
-}
-
-// waitLost waits for the loss of peer and returns its error.
-func (r *recorder) waitLost(tb testing.TB, peer int) error {
-	tb.Helper()
-	var err error
-	r.waitFor(tb, "Lost("+strconv.Itoa(peer)+")", func() bool { err = r.lost[peer]; return err != nil })
-	return err
 }
 
 func checkLost(tb testing.TB, err error, rank int, cause error) {

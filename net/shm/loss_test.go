@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorun-hpc/gorun/spmd/transport"
+	"github.com/gorun-hpc/gorun/spmd/transport/transporttest"
 )
 
 // sendAsync sends n bytes from tr to peer in a goroutine.
@@ -26,12 +27,12 @@ func TestPeerDiesInProcess(t *testing.T) {
 	c.start(t, 0)
 	c.start(t, 1)
 	send(t, c.ts[1], 0, 1, []byte("last words"))
-	c.rs[0].waitMsgs(t, 1)
+	c.rs[0].WaitMsgs(t, 1)
 	c.ts[1].abandon() // its receiver stops: rank 0's big send fills the ring
 	sent := sendAsync(context.Background(), c.ts[0], 1, 4<<20)
 	c.ts[0].fakeDead(t, 1)
 	checkLost(t, <-sent, 1, errPeerDied)
-	checkLost(t, c.rs[0].waitLost(t, 1), 1, errPeerDied)
+	checkLost(t, c.rs[0].WaitLost(t, 1), 1, errPeerDied)
 }
 
 func TestDeadPeerMessagesDelivered(t *testing.T) {
@@ -43,9 +44,9 @@ func TestDeadPeerMessagesDelivered(t *testing.T) {
 	c.ts[1].abandon()
 	c.ts[0].fakeDead(t, 1)
 	c.start(t, 0)
-	checkLost(t, c.rs[0].waitLost(t, 1), 1, errPeerDied)
-	if got := c.rs[0].waitMsgs(t, 10); !bytes.Equal(got[9].data, content(9, 100)) {
-		t.Fatalf("last message %q", got[9].data)
+	checkLost(t, c.rs[0].WaitLost(t, 1), 1, errPeerDied)
+	if got := c.rs[0].WaitMsgs(t, 10); !bytes.Equal(got[9].Data, content(9, 100)) {
+		t.Fatalf("last message %q", got[9].Data)
 	}
 }
 
@@ -60,10 +61,10 @@ func TestSendCancelledMidMessage(t *testing.T) {
 	cancel()
 	err := <-sent
 	checkLost(t, err, 1, context.Canceled)
-	checkLost(t, c.rs[0].waitLost(t, 1), 1, context.Canceled)
+	checkLost(t, c.rs[0].WaitLost(t, 1), 1, context.Canceled)
 	c.start(t, 1)
-	checkLost(t, c.rs[1].waitLost(t, 0), 0, errPeerBroke)
-	if n := len(c.rs[1].waitMsgs(t, 0)); n != 0 {
+	checkLost(t, c.rs[1].WaitLost(t, 0), 0, errPeerBroke)
+	if n := len(c.rs[1].WaitMsgs(t, 0)); n != 0 {
 		t.Fatalf("%d messages delivered from a broken ring", n)
 	}
 }
@@ -80,8 +81,8 @@ func TestSendCancelledBeforeFirstByte(t *testing.T) {
 	}
 	c.start(t, 1)
 	send(t, c.ts[0], 1, 2, []byte("fine"))
-	if got := c.rs[1].waitMsgs(t, 2); string(got[1].data) != "fine" {
-		t.Fatalf("got %q", got[1].data)
+	if got := c.rs[1].WaitMsgs(t, 2); string(got[1].Data) != "fine" {
+		t.Fatalf("got %q", got[1].Data)
 	}
 }
 
@@ -110,7 +111,7 @@ func TestStrangerSegmentRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var lb logBuffer
-			c := &cluster{job: newJobID(), secret: newSecret(), rs: []*recorder{newRecorder()}}
+			c := &cluster{job: newJobID(), secret: newSecret(), rs: []*transporttest.Recorder{transporttest.NewRecorder()}}
 			path := segmentPath(Dir, c.job, 1, c.secret)
 			if err := tc.make(path, c); err != nil {
 				t.Fatal(err)
@@ -122,7 +123,7 @@ func TestStrangerSegmentRefused(t *testing.T) {
 			}
 			defer tr.Close()
 			tr.Start(c.rs[0])
-			checkLost(t, c.rs[0].waitLost(t, 1), 1, errAuth)
+			checkLost(t, c.rs[0].WaitLost(t, 1), 1, errAuth)
 			if !strings.Contains(lb.String(), "segment refused") {
 				t.Fatalf("refusal not logged; log:\n%s", lb.String())
 			}
@@ -137,9 +138,9 @@ func TestAttachTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	r := newRecorder()
+	r := transporttest.NewRecorder()
 	tr.Start(r)
-	checkLost(t, r.waitLost(t, 1), 1, nil)
+	checkLost(t, r.WaitLost(t, 1), 1, nil)
 	if err := tr.Send(context.Background(), 1, transport.Header{}, nil); !errors.Is(err, transport.ErrPeerLost) {
 		t.Fatalf("send to a peer that never came = %v", err)
 	}
@@ -151,7 +152,7 @@ func TestFilesRemoved(t *testing.T) {
 	send(t, c.ts[1], 2, 0, []byte("x"))
 	send(t, c.ts[2], 0, 0, []byte("x"))
 	for _, r := range c.rs {
-		r.waitMsgs(t, 1)
+		r.WaitMsgs(t, 1)
 	}
 	for start := time.Now(); len(jobFiles(t, c.job)) > 0; time.Sleep(time.Millisecond) {
 		if time.Since(start) > waitLimit {

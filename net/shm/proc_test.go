@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorun-hpc/gorun/spmd/transport"
+	"github.com/gorun-hpc/gorun/spmd/transport/transporttest"
 )
 
 // A test binary started with childEnv set runs as one rank of a job whose
@@ -138,11 +139,11 @@ func TestPeerProcessKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	r := newRecorder()
+	r := transporttest.NewRecorder()
 	tr.Start(r)
 	child := startChildren(t, job, secret, "stall", 2, DefaultSpin)[0]
-	if got := r.waitMsgs(t, 1); string(got[0].data) != "hello" {
-		t.Fatalf("got %q from the child", got[0].data)
+	if got := r.WaitMsgs(t, 1); string(got[0].Data) != "hello" {
+		t.Fatalf("got %q from the child", got[0].Data)
 	}
 	sent := sendAsync(context.Background(), tr, 1, 8<<20) // blocks: the child never reads
 	for !sleepingOnSpace(tr, 1) {
@@ -150,7 +151,7 @@ func TestPeerProcessKilled(t *testing.T) {
 	}
 	killed := time.Now()
 	child.Process.Kill() // and not reaped: a zombie must count as dead too
-	checkLost(t, r.waitLost(t, 1), 1, errPeerDied)
+	checkLost(t, r.WaitLost(t, 1), 1, errPeerDied)
 	noticed := time.Since(killed)
 	checkLost(t, <-sent, 1, errPeerDied)
 	t.Logf("Lost(1) %v after SIGKILL", noticed)

@@ -33,14 +33,14 @@ func TestOrderPerPeer(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	got := c.rs[0].waitMsgs(t, 2*n)
+	got := c.rs[0].WaitMsgs(t, 2*n)
 	next := map[int]int{}
 	for _, m := range got {
-		i := next[m.peer]
-		next[m.peer]++
+		i := next[m.Peer]
+		next[m.Peer]++
 		want := transport.Header{Comm: 7, Tag: int32(i), Len: (i * 37) % 3000}
-		if m.h != want || !bytes.Equal(m.data, content(i, want.Len)) {
-			t.Fatalf("message %d from rank %d: got %+v, want %+v", i, m.peer, m.h, want)
+		if m.Header != want || !bytes.Equal(m.Data, content(i, want.Len)) {
+			t.Fatalf("message %d from rank %d: got %+v, want %+v", i, m.Peer, m.Header, want)
 		}
 	}
 }
@@ -50,9 +50,9 @@ func TestZeroByteMessages(t *testing.T) {
 	for i := range 5 {
 		send(t, c.ts[1], 0, int32(i), nil)
 	}
-	for i, m := range c.rs[0].waitMsgs(t, 5) {
-		if m.h.Len != 0 || len(m.data) != 0 || m.h.Tag != int32(i) {
-			t.Fatalf("message %d: %+v with %d bytes", i, m.h, len(m.data))
+	for i, m := range c.rs[0].WaitMsgs(t, 5) {
+		if m.Header.Len != 0 || len(m.Data) != 0 || m.Header.Tag != int32(i) {
+			t.Fatalf("message %d: %+v with %d bytes", i, m.Header, len(m.Data))
 		}
 	}
 }
@@ -63,7 +63,7 @@ func TestLargeMessage(t *testing.T) {
 	payload := make([]byte, size)
 	rand.Read(payload) // no period: a misplaced chunk cannot match
 	var dst []byte     // set by rank 1's receiver, read after its Deliver
-	c.rs[1].bufferFor = func(_ int, h transport.Header) []byte {
+	c.rs[1].BufferFor = func(_ int, h transport.Header) []byte {
 		if dst == nil {
 			dst = make([]byte, h.Len)
 			return dst
@@ -74,12 +74,12 @@ func TestLargeMessage(t *testing.T) {
 	c.start(t, 1)
 	send(t, c.ts[0], 1, 3, payload)
 	send(t, c.ts[0], 1, 4, []byte("after"))
-	got := c.rs[1].waitMsgs(t, 2)
-	if got[0].h.Len != size || &got[0].data[0] != &dst[0] || !bytes.Equal(got[0].data, payload) {
+	got := c.rs[1].WaitMsgs(t, 2)
+	if got[0].Header.Len != size || &got[0].Data[0] != &dst[0] || !bytes.Equal(got[0].Data, payload) {
 		t.Fatalf("the %d-byte message did not land intact in the handler's buffer", size)
 	}
-	if string(got[1].data) != "after" {
-		t.Fatalf("next message: %q", got[1].data)
+	if string(got[1].Data) != "after" {
+		t.Fatalf("next message: %q", got[1].Data)
 	}
 }
 
@@ -103,14 +103,14 @@ func TestManyTagsAmongRanks(t *testing.T) {
 	wg.Wait()
 	for to := range ranks {
 		want := senders * each * (ranks - 1) / (ranks - 1)
-		got := c.rs[to].waitMsgs(t, want)
+		got := c.rs[to].WaitMsgs(t, want)
 		last := map[[2]int]int{}
 		for _, m := range got {
 			var from, g, i int
-			fmt.Sscanf(string(bytes.TrimRight(m.data, "\x00")), "%d:%d:%d", &from, &g, &i)
+			fmt.Sscanf(string(bytes.TrimRight(m.Data, "\x00")), "%d:%d:%d", &from, &g, &i)
 			k := [2]int{from, g}
-			if prev, ok := last[k]; (ok && i <= prev) || from != m.peer || int32(g) != m.h.Tag {
-				t.Fatalf("rank %d: message %q from rank %d tag %d out of order or misattributed", to, m.data[:8], m.peer, m.h.Tag)
+			if prev, ok := last[k]; (ok && i <= prev) || from != m.Peer || int32(g) != m.Header.Tag {
+				t.Fatalf("rank %d: message %q from rank %d tag %d out of order or misattributed", to, m.Data[:8], m.Peer, m.Header.Tag)
 			}
 			last[k] = i
 		}
@@ -125,13 +125,13 @@ func TestInFlightMessagesDeliveredAfterClose(t *testing.T) {
 	}
 	c.ts[0].Close()
 	c.start(t, 1) // rank 1 reads only now
-	got := c.rs[1].waitMsgs(t, 50)
+	got := c.rs[1].WaitMsgs(t, 50)
 	for i, m := range got {
-		if m.h.Tag != int32(i) || !bytes.Equal(m.data, content(i, 1000)) {
-			t.Fatalf("message %d: %+v", i, m.h)
+		if m.Header.Tag != int32(i) || !bytes.Equal(m.Data, content(i, 1000)) {
+			t.Fatalf("message %d: %+v", i, m.Header)
 		}
 	}
-	checkLost(t, c.rs[1].waitLost(t, 0), 0, errPeerClosed)
+	checkLost(t, c.rs[1].WaitLost(t, 0), 0, errPeerClosed)
 	if err := c.ts[1].Send(context.Background(), 0, transport.Header{Len: 1}, []byte{1}); err == nil {
 		t.Fatal("send to a closed peer succeeded")
 	}
@@ -142,12 +142,10 @@ func TestCloseReportsPeersAndIsIdempotent(t *testing.T) {
 	c.ts[0].Close()
 	c.ts[0].Close()
 	for _, r := range []int{1, 2} {
-		checkLost(t, c.rs[r].waitLost(t, 0), 0, errPeerClosed)
+		checkLost(t, c.rs[r].WaitLost(t, 0), 0, errPeerClosed)
 	}
-	c.rs[0].mu.Lock()
-	defer c.rs[0].mu.Unlock()
-	if len(c.rs[0].lost) != 2 {
-		t.Fatalf("Close reported %v, want ranks 1 and 2", c.rs[0].lost)
+	if lost := c.rs[0].Losses(); len(lost) != 2 {
+		t.Fatalf("Close reported %v, want ranks 1 and 2", lost)
 	}
 }
 

@@ -41,10 +41,10 @@ func TestTrySend(t *testing.T) {
 			}
 		}
 	}
-	got := c.rs[1].waitMsgs(t, n)
+	got := c.rs[1].WaitMsgs(t, n)
 	for i, m := range got {
-		if want := []byte(fmt.Sprintf("message %03d", i)); !bytes.Equal(m.data, want) {
-			t.Fatalf("message %d is %q, want %q", i, m.data, want)
+		if want := []byte(fmt.Sprintf("message %03d", i)); !bytes.Equal(m.Data, want) {
+			t.Fatalf("message %d is %q, want %q", i, m.Data, want)
 		}
 	}
 	t.Logf("%d of %d TrySends declined for want of room", declined, n-n/3)

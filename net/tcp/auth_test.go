@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorun-hpc/gorun/spmd/transport"
+	"github.com/gorun-hpc/gorun/spmd/transport/transporttest"
 )
 
 // waitLog waits until the log holds want.
@@ -59,7 +60,7 @@ func TestStrangersAreRefused(t *testing.T) {
 			}
 			waitLog(t, &lb, "refused connection from "+conn.LocalAddr().String())
 			send(t, ts[1], 0, 0, []byte("still serving"))
-			if got := rs[0].waitMsgs(t, 1); len(got) != 1 || got[0].peer != 1 {
+			if got := rs[0].WaitMsgs(t, 1); len(got) != 1 || got[0].Peer != 1 {
 				t.Fatalf("handler saw %v, want only rank 1's message", got)
 			}
 		})
@@ -84,7 +85,7 @@ func TestWrongSecretIsRefused(t *testing.T) {
 	addrs := []string{ts[0].ln.Addr(), l.Addr()}
 	var ilb logBuffer
 	imp := New(l, 1, addrs, []byte("not the job secret"), WithLogger(ilb.logger()), WithDialTimeout(time.Second))
-	ir := newRecorder()
+	ir := transporttest.NewRecorder()
 	if err := imp.Start(ir); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestWrongSecretIsRefused(t *testing.T) {
 
 	// Rank 0 dialing the impostor's address also refuses to talk.
 	good := New(mustListen(t), 0, addrs, testSecret, WithDialTimeout(time.Second))
-	rr := newRecorder()
+	rr := transporttest.NewRecorder()
 	if err := good.Start(rr); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestWrongSecretIsRefused(t *testing.T) {
 		t.Errorf("send to the impostor: %v, want an authentication failure", err)
 	}
 	waitLog(t, &ilb, "refused connection from 127.0.0.1:")
-	if rs[0].count()+ir.count()+rr.count() != 0 {
+	if rs[0].Count()+ir.Count()+rr.Count() != 0 {
 		t.Error("a handler saw a message over an unauthenticated connection")
 	}
 }
@@ -144,7 +145,7 @@ func TestSimultaneousDial(t *testing.T) {
 			close(gate)
 			wg.Wait()
 			for me := range 2 {
-				for seq, m := range rs[me].waitMsgs(t, perSide) {
+				for seq, m := range rs[me].WaitMsgs(t, perSide) {
 					checkSeqPayload(t, m, 4, seq)
 				}
 			}
@@ -170,7 +171,7 @@ func TestSilentStrangerHoldsUpNobody(t *testing.T) {
 	defer conn.Close()
 	conn.Write([]byte{'g', 'r'}) // a start, then silence until Close
 	send(t, ts[1], 0, 0, []byte("served anyway"))
-	rs[0].waitMsgs(t, 1)
+	rs[0].WaitMsgs(t, 1)
 	ts[0].Close() // must not wait for the handshake timeout
 	conn.SetReadDeadline(time.Now().Add(waitLimit))
 	if _, err := io.ReadAll(conn); err != nil && !isReset(err) {

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/gorun-hpc/gorun/spmd/transport"
+	"github.com/gorun-hpc/gorun/spmd/transport/transporttest"
 )
 
 // stallReceiver makes r's Buffer block until release is closed, after
 // signalling entered, so that a large message stays half-sent.
-func stallReceiver(r *recorder) (entered, release chan struct{}) {
+func stallReceiver(r *transporttest.Recorder) (entered, release chan struct{}) {
 	entered, release = make(chan struct{}), make(chan struct{})
-	r.bufferFor = func(_ int, h transport.Header) []byte {
+	r.BufferFor = func(_ int, h transport.Header) []byte {
 		close(entered)
 		<-release
 		return make([]byte, h.Len)
@@ -60,10 +61,9 @@ func TestPeerDiesMidMessage(t *testing.T) {
 				t.Fatal("send of a half-received message succeeded after its sender died")
 			}
 			close(release)
-			var err error
-			rs[1].waitWithin(t, 2*time.Second, "Lost(0)", func() bool { err = rs[1].lost[0]; return err != nil })
+			err := rs[1].WaitLostWithin(t, 2*time.Second, 0)
 			checkLostRank(t, err, 0, ts[0].ln.Addr())
-			if n := rs[1].count(); n != 0 {
+			if n := rs[1].Count(); n != 0 {
 				t.Errorf("%d messages delivered from a truncated stream", n)
 			}
 		})
@@ -86,8 +86,8 @@ func TestSendCancelledMidFrame(t *testing.T) {
 		t.Errorf("send after the loss: %v, want the same error %v", again, err)
 	}
 	close(release)
-	checkLostRank(t, rs[1].waitLost(t, 0), 0, ts[0].ln.Addr())
-	checkLostRank(t, rs[0].waitLost(t, 1), 1, ts[1].ln.Addr())
+	checkLostRank(t, rs[1].WaitLost(t, 0), 0, ts[0].ln.Addr())
+	checkLostRank(t, rs[0].WaitLost(t, 1), 1, ts[1].ln.Addr())
 }
 
 func TestSendWithDoneContext(t *testing.T) {
@@ -102,7 +102,7 @@ func TestSendWithDoneContext(t *testing.T) {
 	if err := ts[0].Send(ctx, 1, transport.Header{Len: 1}, []byte{1}); err != nil {
 		t.Fatalf("the link should be intact: %v", err)
 	}
-	rs[1].waitMsgs(t, 1)
+	rs[1].WaitMsgs(t, 1)
 }
 
 func TestWatchNoticesDeath(t *testing.T) {
@@ -113,9 +113,9 @@ func TestWatchNoticesDeath(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	ts[1].Close()
-	checkLostRank(t, rs[0].waitLost(t, 1), 1, ts[1].ln.Addr())
+	checkLostRank(t, rs[0].WaitLost(t, 1), 1, ts[1].ln.Addr())
 	ts[0].Close()
-	checkLostRank(t, rs[2].waitLost(t, 0), 0, ts[0].ln.Addr())
+	checkLostRank(t, rs[2].WaitLost(t, 0), 0, ts[0].ln.Addr())
 }
 
 func TestDialFailure(t *testing.T) {
@@ -131,7 +131,7 @@ func TestDialFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := New(l, 0, []string{l.Addr(), deadAddr, deadAddr}, testSecret, WithDialTimeout(200*time.Millisecond))
-	r := newRecorder()
+	r := transporttest.NewRecorder()
 	if err := tr.Start(r); err != nil {
 		t.Fatal(err)
 	}
@@ -139,11 +139,11 @@ func TestDialFailure(t *testing.T) {
 	tr.Watch(2)
 	err = tr.Send(context.Background(), 1, transport.Header{Len: 1}, []byte{1})
 	checkLostRank(t, err, 1, deadAddr)
-	if got := r.waitLost(t, 1); got != err {
+	if got := r.WaitLost(t, 1); got != err {
 		t.Errorf("Lost(1) got %v, Send returned %v; want the same error", got, err)
 	}
-	checkLostRank(t, r.waitLost(t, 2), 2, deadAddr)
-	r.checkRules(t)
+	checkLostRank(t, r.WaitLost(t, 2), 2, deadAddr)
+	r.CheckRules(t)
 }
 
 func TestMalformedFrameDropsPeer(t *testing.T) {
@@ -157,17 +157,17 @@ func TestMalformedFrameDropsPeer(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ts, rs := newCluster(t, 2)
 			send(t, ts[0], 1, 0, []byte("fine"))
-			rs[1].waitMsgs(t, 1)
+			rs[1].WaitMsgs(t, 1)
 			b := make([]byte, headerSize)
 			putHeader(b, transport.Header{Len: 4})
 			c.hdr(b)
 			ts[0].peers[1].conn.Load().Write(append(b, "junk"...))
-			err := rs[1].waitLost(t, 0)
+			err := rs[1].WaitLost(t, 0)
 			checkLostRank(t, err, 0, ts[0].ln.Addr())
 			if !errors.Is(err, errMalformed) {
 				t.Errorf("loss error %v: want errMalformed", err)
 			}
-			if n := rs[1].count(); n != 1 {
+			if n := rs[1].Count(); n != 1 {
 				t.Errorf("%d messages delivered, want only the first", n)
 			}
 		})

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gorun-hpc/gorun/spmd/transport"
+	"github.com/gorun-hpc/gorun/spmd/transport/transporttest"
 )
 
 // seqPayload makes a payload of n bytes (at least 12) that carries its
@@ -23,12 +24,12 @@ func seqPayload(src, tag, seq, n int) []byte {
 	return b
 }
 
-func checkSeqPayload(t *testing.T, m msg, tag, seq int) {
+func checkSeqPayload(t *testing.T, m transporttest.Msg, tag, seq int) {
 	t.Helper()
-	want := seqPayload(m.peer, tag, seq, len(m.data))
-	if m.h.Tag != int32(tag) || string(m.data) != string(want) {
+	want := seqPayload(m.Peer, tag, seq, len(m.Data))
+	if m.Header.Tag != int32(tag) || string(m.Data) != string(want) {
 		t.Fatalf("from rank %d: got tag %d, %d bytes (seq %d); want tag %d seq %d",
-			m.peer, m.h.Tag, len(m.data), binary.LittleEndian.Uint32(m.data[8:]), tag, seq)
+			m.Peer, m.Header.Tag, len(m.Data), binary.LittleEndian.Uint32(m.Data[8:]), tag, seq)
 	}
 }
 
@@ -56,12 +57,12 @@ func TestOrderingPerPeer(t *testing.T) {
 	}
 	wg.Wait()
 	next := map[int]int{}
-	for _, m := range rs[0].waitMsgs(t, 2*perPeer) {
-		if m.h.Comm != 7 {
-			t.Fatalf("comm %d, want 7", m.h.Comm)
+	for _, m := range rs[0].WaitMsgs(t, 2*perPeer) {
+		if m.Header.Comm != 7 {
+			t.Fatalf("comm %d, want 7", m.Header.Comm)
 		}
-		checkSeqPayload(t, m, 1, next[m.peer])
-		next[m.peer]++
+		checkSeqPayload(t, m, 1, next[m.Peer])
+		next[m.Peer]++
 	}
 }
 
@@ -71,10 +72,10 @@ func TestZeroByteMessages(t *testing.T) {
 	for i, p := range payloads {
 		send(t, ts[0], 1, int32(i), p)
 	}
-	got := rs[1].waitMsgs(t, len(payloads))
+	got := rs[1].WaitMsgs(t, len(payloads))
 	for i, m := range got {
-		if m.h.Tag != int32(i) || m.h.Len != len(payloads[i]) || len(m.data) != len(payloads[i]) {
-			t.Errorf("message %d: tag %d, %d bytes; want tag %d, %d bytes", i, m.h.Tag, m.h.Len, i, len(payloads[i]))
+		if m.Header.Tag != int32(i) || m.Header.Len != len(payloads[i]) || len(m.Data) != len(payloads[i]) {
+			t.Errorf("message %d: tag %d, %d bytes; want tag %d, %d bytes", i, m.Header.Tag, m.Header.Len, i, len(payloads[i]))
 		}
 	}
 }
@@ -102,8 +103,8 @@ func TestManyTagsManyRanks(t *testing.T) {
 	wg.Wait()
 	for dst, r := range rs {
 		next := map[[2]int]int{}
-		for _, m := range r.waitMsgs(t, (ranks-1)*tags*perTag) {
-			k := [2]int{m.peer, int(m.h.Tag)}
+		for _, m := range r.WaitMsgs(t, (ranks-1)*tags*perTag) {
+			k := [2]int{m.Peer, int(m.Header.Tag)}
 			checkSeqPayload(t, m, k[1], next[k])
 			next[k]++
 		}
@@ -120,16 +121,16 @@ func TestOneGiBMessage(t *testing.T) {
 	const n = 1 << 30
 	ts, rs := newCluster(t, 2)
 	recv := make([]byte, n)
-	rs[1].bufferFor = func(int, transport.Header) []byte { return recv }
+	rs[1].BufferFor = func(int, transport.Header) []byte { return recv }
 	payload := make([]byte, n)
 	offsets := []int{0, 1, 4095, 1 << 20, n/2 + 3, n - 2, n - 1}
 	for i, off := range offsets {
 		payload[off] = byte(i + 1)
 	}
 	send(t, ts[0], 1, 3, payload)
-	m := rs[1].waitMsgs(t, 1)[0]
-	if m.h.Len != n || len(m.data) != n {
-		t.Fatalf("got %d bytes, want %d", m.h.Len, n)
+	m := rs[1].WaitMsgs(t, 1)[0]
+	if m.Header.Len != n || len(m.Data) != n {
+		t.Fatalf("got %d bytes, want %d", m.Header.Len, n)
 	}
 	for i, off := range offsets {
 		if recv[off] != byte(i+1) {
@@ -141,7 +142,7 @@ func TestOneGiBMessage(t *testing.T) {
 func TestSendAfterClose(t *testing.T) {
 	ts, rs := newCluster(t, 3)
 	send(t, ts[0], 1, 0, []byte("hello"))
-	rs[1].waitMsgs(t, 1)
+	rs[1].WaitMsgs(t, 1)
 	ts[0].Close()
 	ts[0].Close() // idempotent
 	err := ts[0].Send(context.Background(), 1, transport.Header{Len: 1}, []byte{1})
@@ -150,12 +151,12 @@ func TestSendAfterClose(t *testing.T) {
 		t.Fatalf("send after close: %v, want a PeerError for rank 1 wrapping ErrClosed", err)
 	}
 	for _, peer := range []int{1, 2} { // 1 was connected, 2 never
-		err := rs[0].waitLost(t, peer)
+		err := rs[0].WaitLost(t, peer)
 		if !errors.Is(err, transport.ErrClosed) || !errors.As(err, &pe) || pe.Rank != peer {
 			t.Errorf("Lost(%d) after close: %v, want a PeerError wrapping ErrClosed", peer, err)
 		}
 	}
-	if err := rs[1].waitLost(t, 0); !errors.Is(err, transport.ErrPeerLost) {
+	if err := rs[1].WaitLost(t, 0); !errors.Is(err, transport.ErrPeerLost) {
 		t.Errorf("rank 1 saw rank 0 go with %v, want ErrPeerLost", err)
 	}
 }
@@ -167,11 +168,11 @@ func TestCleanExitDeliversEverything(t *testing.T) {
 		send(t, ts[1], 0, 2, seqPayload(1, 2, seq, 1000))
 	}
 	ts[1].Close()
-	err := rs[0].waitLost(t, 1)
-	if got := rs[0].count(); got != n {
+	err := rs[0].WaitLost(t, 1)
+	if got := rs[0].Count(); got != n {
 		t.Fatalf("%d of %d messages delivered before Lost(1): %v", got, n, err)
 	}
-	for seq, m := range rs[0].waitMsgs(t, n) {
+	for seq, m := range rs[0].WaitMsgs(t, n) {
 		checkSeqPayload(t, m, 2, seq)
 	}
 }
@@ -182,7 +183,7 @@ func TestBadUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := New(l, 2, []string{"a", "b"}, testSecret)
-	if err := bad.Start(newRecorder()); err == nil {
+	if err := bad.Start(transporttest.NewRecorder()); err == nil {
 		t.Error("Start with rank 2 of 2 succeeded")
 	}
 	bad.Close()
