@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+
+	"github.com/gorun-hpc/gorun/spmd/launch/testhost"
 )
 
 // The programs the rig runs.
@@ -24,16 +26,12 @@ func unavailable() string {
 }
 
 func check() string {
-	if uid := os.Geteuid(); uid != 0 {
-		return fmt.Sprintf("needs root to create network namespaces (running as uid %d)", uid)
+	if reason := testhost.NeedRoot("create network namespaces"); reason != "" {
+		return reason
 	}
-	if missing() != "" {
-		if err := install(); err != nil {
-			return fmt.Sprintf("%s missing and could not be installed: %v", missing(), err)
-		}
-		if m := missing(); m != "" {
-			return m + " missing after installing iproute2 and openssh-server"
-		}
+	if reason := testhost.Provide(missing, "iproute2 and openssh-server",
+		"openssh-server", "openssh-client", "iproute2"); reason != "" {
+		return reason
 	}
 	probe := fmt.Sprintf("%s%d-probe", nsPrefix, os.Getpid())
 	if out, err := exec.Command("ip", "netns", "add", probe).CombinedOutput(); err != nil {
@@ -57,31 +55,4 @@ func missing() string {
 		}
 	}
 	return ""
-}
-
-// install runs apt-get install, with an update first if that fails.
-func install() error {
-	args := []string{"-o", "DPkg::Lock::Timeout=120", "install", "-y", "--no-install-recommends",
-		"openssh-server", "openssh-client", "iproute2"}
-	apt := func(args ...string) error {
-		cmd := exec.Command("apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("apt-get %s: %v: %s", args[len(args)-1], err, lastLine(out))
-		}
-		return nil
-	}
-	if apt(args...) == nil {
-		return nil
-	}
-	if err := apt("-o", "DPkg::Lock::Timeout=120", "update"); err != nil {
-		return err
-	}
-	return apt(args...)
-}
-
-func lastLine(out []byte) string {
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	return lines[len(lines)-1]
 }

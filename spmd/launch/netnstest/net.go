@@ -7,12 +7,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/launch/testhost"
 )
 
 // nsPrefix starts every namespace name: gorunt-<pid>-<seq>-<i>.
@@ -120,35 +120,10 @@ func nsPids(ns string) ([]int, error) {
 // emptyNetns kills every process in ns and waits, boundedly, until none is
 // left.
 func emptyNetns(ns string) error {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		pids, err := nsPids(ns)
-		if err != nil || len(pids) == 0 {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("processes %v still in namespace %s", pids, ns)
-		}
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := testhost.KillAll(func() ([]int, error) { return nsPids(ns) }); err != nil {
+		return fmt.Errorf("namespace %s: %w", ns, err)
 	}
-}
-
-// alive reports whether a process with this pid exists and is not a
-// zombie waiting to be reaped.
-func alive(pid int) bool {
-	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
-		return false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name in parentheses: "pid (comm) S ...".
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
+	return nil
 }
 
 var (
@@ -160,13 +135,7 @@ var (
 // sweep removes namespaces, links and temp dirs left by rigs of test
 // binaries that died without closing them (their pid no longer exists).
 func sweep() {
-	if dirs, err := filepath.Glob(filepath.Join(os.TempDir(), nsPrefix+"*")); err == nil {
-		for _, d := range dirs {
-			if m := staleDir.FindStringSubmatch(filepath.Base(d)); m != nil && !pidAlive(m[1], 10) {
-				_ = os.RemoveAll(d)
-			}
-		}
-	}
+	testhost.SweepDirs(nsPrefix, staleDir, nil)
 	if out, err := ipOut("netns", "list"); err == nil {
 		for _, line := range strings.Split(out, "\n") {
 			f := strings.Fields(line)
@@ -174,7 +143,7 @@ func sweep() {
 				continue
 			}
 			m := staleNetns.FindStringSubmatch(f[0])
-			if m == nil || pidAlive(m[1], 10) {
+			if m == nil || testhost.OwnerAlive(m[1], 10) {
 				continue
 			}
 			_ = emptyNetns(f[0])
@@ -188,14 +157,9 @@ func sweep() {
 				continue
 			}
 			name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
-			if m := staleLink.FindStringSubmatch(name); m != nil && !pidAlive(m[1], 16) {
+			if m := staleLink.FindStringSubmatch(name); m != nil && !testhost.OwnerAlive(m[1], 16) {
 				_ = ip("link", "del", name)
 			}
 		}
 	}
-}
-
-func pidAlive(s string, base int) bool {
-	pid, err := strconv.ParseInt(s, base, 32)
-	return err != nil || alive(int(pid)) // unparsable: leave it alone
 }

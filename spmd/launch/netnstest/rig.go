@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/launch/testhost"
 )
 
 // MaxHosts is the most hosts one rig has (one /24 holds them with room).
@@ -36,11 +38,11 @@ type Rig struct {
 	BridgeAddr string    // the root namespace's address on the bridge
 	Subnet     string    // the rig's network, e.g. 198.18.7.0/24
 
-	t      testing.TB
-	mu     sync.Mutex       // protects following
-	sshds  map[string]*sshd // by host name
-	closed bool
-	phases string // setup timings, for the log
+	t         testing.TB
+	closeOnce sync.Once
+	mu        sync.Mutex       // protects following
+	sshds     map[string]*sshd // by host name
+	phases    string           // setup timings, for the log
 }
 
 // RigHost is one host of a rig.
@@ -57,12 +59,7 @@ type RigHost struct {
 // returns once every host accepts ssh logins.
 func New(t testing.TB, n int) *Rig {
 	t.Helper()
-	if n < 1 || n > MaxHosts {
-		t.Fatalf("netnstest.New: %d hosts; want 1 to %d", n, MaxHosts)
-	}
-	if reason := unavailable(); reason != "" {
-		t.Skip("netnstest: " + reason)
-	}
+	testhost.Admit(t, "netnstest", n, MaxHosts, "hosts", unavailable)
 	start := time.Now()
 	sweep()
 	r := &Rig{t: t, sshds: make(map[string]*sshd)}
@@ -241,13 +238,11 @@ func (r *Rig) Pids(host string) ([]int, error) {
 // namespaces, then deletes the namespaces, links, bridge and temp dir. It
 // is idempotent; New registers it with t.Cleanup. Failures are reported
 // with t.Errorf.
-func (r *Rig) Close() {
+func (r *Rig) Close() { r.closeOnce.Do(r.teardown) }
+
+// teardown is Close's work, done once.
+func (r *Rig) teardown() {
 	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return
-	}
-	r.closed = true
 	sshds := r.sshds
 	r.mu.Unlock()
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/launch/testhost"
 )
 
 var rigNet = netip.MustParsePrefix("198.18.0.0/15")
@@ -54,7 +56,7 @@ func TestRig(t *testing.T) {
 	r.Close()
 	r.Close() // idempotent
 	for _, pid := range pids {
-		if pid == 0 || alive(pid) {
+		if pid == 0 || testhost.Alive(pid) {
 			t.Errorf("sshd pid %d still alive after Close", pid)
 		}
 	}
@@ -67,7 +69,7 @@ func TestRig(t *testing.T) {
 			t.Errorf("link %s still exists after Close", h.Link)
 		}
 	}
-	if leftover != 0 && alive(leftover) {
+	if leftover != 0 && testhost.Alive(leftover) {
 		t.Errorf("process %d left on h2 survived Close", leftover)
 	}
 	if linkExists(r.Bridge) {

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/launch/testhost"
 )
 
 // MaxNodes is the most nodes one cluster has.
@@ -32,11 +34,11 @@ type Cluster struct {
 	Hostname    string   // the hostname every node reports (the machine's)
 	MungeSocket string   // the rig's own munged socket
 
-	t       testing.TB
-	mu      sync.Mutex // protects following
-	daemons []*daemon
-	closed  bool
-	phases  string // setup timings, for the log
+	t         testing.TB
+	closeOnce sync.Once
+	mu        sync.Mutex // protects following
+	daemons   []*daemon
+	phases    string // setup timings, for the log
 }
 
 // New starts a cluster of n nodes and registers its Close with t.Cleanup.
@@ -45,12 +47,7 @@ type Cluster struct {
 // node idle.
 func New(t testing.TB, n int) *Cluster {
 	t.Helper()
-	if n < 1 || n > MaxNodes {
-		t.Fatalf("slurmtest.New: %d nodes; want 1 to %d", n, MaxNodes)
-	}
-	if reason := unavailable(); reason != "" {
-		t.Skip("slurmtest: " + reason)
-	}
+	testhost.Admit(t, "slurmtest", n, MaxNodes, "nodes", unavailable)
 	start := time.Now()
 	sweep()
 	c := &Cluster{t: t}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gorun-hpc/gorun/spmd/launch/hosts"
+	"github.com/gorun-hpc/gorun/spmd/launch/testhost"
 )
 
 // cmdTimeout bounds every Slurm command of these tests.
@@ -112,7 +113,7 @@ func testClose(t *testing.T, c *Cluster) {
 	c.Close() // idempotent
 	t.Logf("Close took %v", time.Since(start).Round(time.Millisecond))
 	for _, pid := range append(daemons, left...) {
-		if alive(pid) {
+		if testhost.Alive(pid) {
 			t.Errorf("pid %d still alive after Close", pid)
 		}
 	}

@@ -128,13 +128,11 @@ func (c *Cluster) ownConf(conf string) bool { return conf == c.Conf }
 // kills every process left by the cluster's jobs, and removes the temp
 // dir. It is idempotent; New registers it with t.Cleanup. Failures are
 // reported with t.Errorf.
-func (c *Cluster) Close() {
+func (c *Cluster) Close() { c.closeOnce.Do(c.teardown) }
+
+// teardown is Close's work, done once.
+func (c *Cluster) teardown() {
 	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return
-	}
-	c.closed = true
 	daemons := c.daemons
 	c.mu.Unlock()
 

@@ -1,11 +1,11 @@
 package slurmtest
 
 import (
-	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
+
+	"github.com/gorun-hpc/gorun/spmd/launch/testhost"
 )
 
 // The programs the rig runs, and the packages that bring them.
@@ -24,18 +24,10 @@ func unavailable() string {
 }
 
 func check() string {
-	if uid := os.Geteuid(); uid != 0 {
-		return fmt.Sprintf("needs root to run slurmd and munged (running as uid %d)", uid)
+	if reason := testhost.NeedRoot("run slurmd and munged"); reason != "" {
+		return reason
 	}
-	if m := missing(); m != "" {
-		if err := install(); err != nil {
-			return fmt.Sprintf("%s missing and could not be installed: %v", m, err)
-		}
-		if m := missing(); m != "" {
-			return fmt.Sprintf("%s missing after installing %s", m, strings.Join(packages, " "))
-		}
-	}
-	return ""
+	return testhost.Provide(missing, strings.Join(packages, " "), packages...)
 }
 
 // missing names the first program the rig needs that is not installed.
@@ -61,30 +53,4 @@ func lookPath(p string) (string, error) {
 		}
 	}
 	return "", err
-}
-
-// install runs apt-get install, with an update first if that fails.
-func install() error {
-	args := append([]string{"-o", "DPkg::Lock::Timeout=120", "install", "-y", "--no-install-recommends"}, packages...)
-	apt := func(args ...string) error {
-		cmd := exec.Command("apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("apt-get %s: %v: %s", args[len(args)-1], err, lastLine(out))
-		}
-		return nil
-	}
-	if apt(args...) == nil {
-		return nil
-	}
-	if err := apt("-o", "DPkg::Lock::Timeout=120", "update"); err != nil {
-		return err
-	}
-	return apt(args...)
-}
-
-func lastLine(out []byte) string {
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	return lines[len(lines)-1]
 }

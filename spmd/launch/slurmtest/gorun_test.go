@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/launch/testhost"
 )
 
 // The end-to-end tests of gorun inside a Slurm allocation. TestMain builds
@@ -256,7 +258,7 @@ func waitGone(timeout time.Duration, list func() []int) []int {
 func programPids(path string) []int {
 	var pids []int
 	for _, p := range procs() {
-		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.pid)); err == nil && exe == path && alive(p.pid) {
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.pid)); err == nil && exe == path && testhost.Alive(p.pid) {
 			pids = append(pids, p.pid)
 		}
 	}

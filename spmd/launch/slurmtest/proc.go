@@ -2,15 +2,14 @@ package slurmtest
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/launch/testhost"
 )
 
 // dirPrefix starts the name of every rig's temp dir: gorun-slurmtest-<pid>-<seq>-*.
@@ -96,7 +95,7 @@ func matching(match func(conf string) bool) []int {
 	}
 	var pids []int
 	for _, p := range ps {
-		if in[p.pid] && alive(p.pid) {
+		if in[p.pid] && testhost.Alive(p.pid) {
 			pids = append(pids, p.pid)
 		}
 	}
@@ -106,34 +105,7 @@ func matching(match func(conf string) bool) []int {
 // killAll SIGKILLs the processes list returns until it returns none, or
 // fails after 5 s.
 func killAll(list func() []int) error {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		pids := list()
-		if len(pids) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("processes %v still running after SIGKILL", pids)
-		}
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// alive reports whether a process with this pid exists and is not a
-// zombie waiting to be reaped.
-func alive(pid int) bool {
-	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
-		return false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
+	return testhost.KillAll(func() ([]int, error) { return list(), nil })
 }
 
 var staleDir = regexp.MustCompile(`^` + dirPrefix + `(\d+)-\d+-`)
@@ -141,20 +113,8 @@ var staleDir = regexp.MustCompile(`^` + dirPrefix + `(\d+)-\d+-`)
 // sweep kills the processes and removes the temp dirs of rigs whose test
 // binary died without closing them (its pid no longer exists).
 func sweep() {
-	dirs, err := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
-	if err != nil {
-		return
-	}
-	for _, d := range dirs {
-		m := staleDir.FindStringSubmatch(filepath.Base(d))
-		if m == nil {
-			continue
-		}
-		if pid, err := strconv.Atoi(m[1]); err != nil || alive(pid) {
-			continue
-		}
+	testhost.SweepDirs(dirPrefix, staleDir, func(d string) {
 		inDir := func(conf string) bool { return strings.HasPrefix(conf, d+string(filepath.Separator)) }
 		_ = killAll(func() []int { return matching(inDir) })
-		_ = os.RemoveAll(d)
-	}
+	})
 }

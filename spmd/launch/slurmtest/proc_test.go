@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/launch/testhost"
 )
 
 // TestSweep plays a test binary that died with its rig running: a temp dir
@@ -34,7 +36,7 @@ func TestSweep(t *testing.T) {
 		t.Errorf("live rig's dir %s removed by sweep: %v", live, err)
 	}
 	staleSleep.Wait()
-	if !alive(liveSleep.Process.Pid) {
+	if !testhost.Alive(liveSleep.Process.Pid) {
 		t.Errorf("live rig's process %d killed by sweep", liveSleep.Process.Pid)
 	}
 	if staleSleep.ProcessState == nil || staleSleep.ProcessState.Success() {
