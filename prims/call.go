@@ -66,14 +66,15 @@ func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, t
 	switch {
 	case o.algo != "" && !topo.Applies(coll, o.algo):
 		return nil, k.wrap(algoError(coll, o.algo))
-	case o.algo == "" && !trivial:
-		a, err := topo.Choose(ctx, c, coll, bytes)
+	}
+	k.st = stateOf(k.cc)
+	if o.algo == "" && !trivial {
+		a, err := k.st.choose(ctx, c, coll, bytes)
 		if err != nil {
 			return nil, k.wrap(err)
 		}
 		k.algo = a
 	}
-	k.st = stateOf(k.cc)
 	k.ctx = k.st.join(ctx)
 	k.span = c.Trace().Span(trace.Collective, coll.String(), c.ID(), bytes)
 	return k, nil

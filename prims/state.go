@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/topo"
 )
 
 // ErrAborted is wrapped by the error of a collective that failed because
@@ -44,7 +45,43 @@ type state struct {
 	scratch []uint64 // 8-byte aligned, so that any element type fits
 	busy    bool     // scratch is lent out
 	hier    *hier
-	merged  merged // the last caller context joined with broken
+	merged  merged                  // the last caller context joined with broken
+	choices map[choiceKey]topo.Algo // topo.Choose's answers, which depend only on these
+}
+
+// choiceKey is what topo.Choose's answer on one communicator depends on.
+type choiceKey struct {
+	coll  topo.Collective
+	bytes int
+}
+
+// maxChoices bounds the cache of choices: a program whose message sizes
+// keep changing starts it again rather than growing it.
+const maxChoices = 4096
+
+// choose is topo.Choose on c, remembered per (collective, size): the answer
+// is a pure function of them once the model is fitted, and asking again
+// cost a few microseconds per call (the environment, the model and layout
+// lookups, the cost formulas).
+func (st *state) choose(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int) (topo.Algo, error) {
+	k := choiceKey{coll, bytes}
+	st.mu.Lock()
+	a, ok := st.choices[k]
+	st.mu.Unlock()
+	if ok {
+		return a, nil
+	}
+	a, err := topo.Choose(ctx, c, coll, bytes)
+	if err != nil {
+		return "", err
+	}
+	st.mu.Lock()
+	if st.choices == nil || len(st.choices) >= maxChoices {
+		st.choices = make(map[choiceKey]topo.Algo)
+	}
+	st.choices[k] = a
+	st.mu.Unlock()
+	return a, nil
 }
 
 // merged is a caller's context joined with the communicator's broken
