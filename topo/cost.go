@@ -144,9 +144,21 @@ func (m Model) doubling(s shape, size, red func(k int) float64) float64 {
 	busy := 2 * min(s.perHost, q)
 	t := 0.0
 	for k := 0; 1<<k < q; k++ {
-		t += m.step(s, s.lay.xorCross[k], size(k), red(k), busy, min(s.perHost, q))
+		b := size(k)
+		t += m.step(s, s.lay.xorCross[k], b, red(k), busy, min(s.perHost, q)) + m.unsegmented(s.lay.xorCross[k], b, busy)
 	}
 	return t
+}
+
+// unsegmented is the extra cost of moving a message of b bytes in one
+// piece: past a segment, the sender's copy in and the receiver's copy out
+// follow each other instead of overlapping as a segmented pipeline's do,
+// so the bytes beyond the first segment cost beta once more. Measured with
+// bench/choice.sh on 2 cores: the segmented ring all-gather overtook
+// recursive doubling from 64-128 KiB, which one beta per byte could not
+// show.
+func (m Model) unsegmented(cross bool, b float64, busy int) float64 {
+	return max(0, b-Segment) * m.beta(cross, busy)
 }
 
 // binomial is a binomial tree rooted at rank 0 (broadcast when red is

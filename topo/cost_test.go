@@ -6,12 +6,14 @@ import (
 )
 
 // TestCostClosedForms checks the formulas against DESIGN.md's closed forms
-// where they apply exactly: one host with cores to spare, p a power of two.
+// where they apply exactly: one host with cores to spare, p a power of two,
+// and no round moving more than a segment in one piece (see
+// TestCostUnsegmented for the larger ones).
 func TestCostClosedForms(t *testing.T) {
 	m := goldenModel
 	m.Cores = 1 << 20
 	a, b, g := m.Local.Alpha, m.Local.Beta, m.Gamma
-	const n = 1 << 20
+	const n = Segment
 	for _, p := range []int{2, 4, 8, 16} {
 		P, lgp := float64(p), float64(lg(p))
 		tests := []struct {
@@ -37,6 +39,22 @@ func TestCostClosedForms(t *testing.T) {
 			if math.Abs(got-tt.want) > 1e-9*tt.want {
 				t.Errorf("p=%d %s %s: cost %g, want %g", p, tt.coll, tt.algo, got, tt.want)
 			}
+		}
+	}
+}
+
+// TestCostUnsegmented: a recursive-doubling round that moves more than a
+// segment in one piece pays beta once more for the bytes past the segment.
+func TestCostUnsegmented(t *testing.T) {
+	m := goldenModel
+	m.Cores = 1 << 20
+	a, b, g := m.Local.Alpha, m.Local.Beta, m.Gamma
+	const n = 4 << 20
+	for _, p := range []int{2, 4, 8} {
+		lgp := float64(lg(p))
+		want := lgp*(a+n*b+n*g) + lgp*(n-Segment)*b
+		if got := m.Cost(AllReduce, RecursiveDoubling, p, n, Uniform(1, p)); math.Abs(got-want) > 1e-9*want {
+			t.Errorf("p=%d recdbl all-reduce of %d bytes: cost %g, want %g", p, n, got, want)
 		}
 	}
 }
