@@ -39,7 +39,7 @@ vet:
 
 # The whole suite, with the race detector.
 test: deps vet
-	$(GO) test -race -timeout 30m ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 # Launch to all-ranks-ready against mpirun (issue: launch latency).
 bench-launch: bench-deps
