@@ -38,6 +38,11 @@ func (c *Comm) ID() uint32 { return c.id }
 // point-to-point messages, the way MPI keeps a separate context for
 // collectives. Libraries that implement collectives (package prims) send on
 // it so that a user's pending receive can never take their messages.
+//
+// Its tags are shared by the packages that use it, which keep out of each
+// other's way: spmd takes MaxTag (Barrier) and MaxTag-1 (Split), topo
+// MaxTag-16 and MaxTag-17 (its probes), and prims (collective+1)<<16|phase
+// and 1<<30 (its notices).
 func (c *Comm) Collective() *Comm {
 	if c.coll {
 		return c
