@@ -80,69 +80,39 @@ func flags() []cli.Flag {
 // line; flags override the config file.
 func applyFlags(cliCtx *cli.Context, cfg *launch.Config) {
 	set := cliCtx.IsSet
-	if set(flagNP) {
-		cfg.NP = cliCtx.Int(flagNP)
+	for name, dst := range map[string]*string{
+		flagOutputDir: &cfg.OutputDir, flagStdin: &cfg.Stdin, flagWdir: &cfg.Wdir, flagProfile: &cfg.ProfileDir,
+		flagHosts: &cfg.Hosts, flagHostfile: &cfg.Hostfile, flagMapBy: &cfg.MapBy,
+		flagSSHArgs: &cfg.SSHArgs, flagLaunchAgent: &cfg.LaunchAgent,
+		flagIface: &cfg.Iface, flagNet: &cfg.Net, flagPorts: &cfg.Ports,
+	} {
+		if set(name) {
+			*dst = cliCtx.String(name)
+		}
+	}
+	for name, dst := range map[string]*int{flagNP: &cfg.NP, flagNPerNode: &cfg.NPerNode, flagSpawnRadix: &cfg.SpawnRadix} {
+		if set(name) {
+			*dst = cliCtx.Int(name)
+		}
+	}
+	for name, dst := range map[string]*bool{
+		flagTagOutput: &cfg.TagOutput, flagTimestamp: &cfg.TimestampOutput, flagVerbose: &cfg.Verbose,
+		flagOversubscribe: &cfg.Oversubscribe, flagPreload: &cfg.Preload,
+	} {
+		if set(name) {
+			*dst = cliCtx.Bool(name)
+		}
+	}
+	for name, dst := range map[string]*launch.Duration{
+		flagTimeout: &cfg.Timeout, flagKillGrace: &cfg.KillGrace, flagInitTimeout: &cfg.InitTimeout,
+		flagConnectTimeout: &cfg.ConnectTimeout,
+	} {
+		if set(name) {
+			*dst = launch.Duration(cliCtx.Duration(name))
+		}
 	}
 	if set(flagExport) {
 		cfg.Export = append(cfg.Export, cliCtx.StringSlice(flagExport)...)
-	}
-	if set(flagTagOutput) {
-		cfg.TagOutput = cliCtx.Bool(flagTagOutput)
-	}
-	if set(flagTimestamp) {
-		cfg.TimestampOutput = cliCtx.Bool(flagTimestamp)
-	}
-	if set(flagOutputDir) {
-		cfg.OutputDir = cliCtx.String(flagOutputDir)
-	}
-	if set(flagStdin) {
-		cfg.Stdin = cliCtx.String(flagStdin)
-	}
-	durations := []struct {
-		name string
-		dst  *launch.Duration
-	}{{flagTimeout, &cfg.Timeout}, {flagKillGrace, &cfg.KillGrace}, {flagInitTimeout, &cfg.InitTimeout}}
-	for _, d := range durations {
-		if set(d.name) {
-			*d.dst = launch.Duration(cliCtx.Duration(d.name))
-		}
-	}
-	if set(flagWdir) {
-		cfg.Wdir = cliCtx.String(flagWdir)
-	}
-	if set(flagProfile) {
-		cfg.ProfileDir = cliCtx.String(flagProfile)
-	}
-	if set(flagVerbose) {
-		cfg.Verbose = cliCtx.Bool(flagVerbose)
-	}
-	strs := []struct {
-		name string
-		dst  *string
-	}{
-		{flagHosts, &cfg.Hosts}, {flagHostfile, &cfg.Hostfile}, {flagMapBy, &cfg.MapBy},
-		{flagSSHArgs, &cfg.SSHArgs}, {flagLaunchAgent, &cfg.LaunchAgent},
-		{flagIface, &cfg.Iface}, {flagNet, &cfg.Net}, {flagPorts, &cfg.Ports},
-	}
-	for _, f := range strs {
-		if set(f.name) {
-			*f.dst = cliCtx.String(f.name)
-		}
-	}
-	if set(flagNPerNode) {
-		cfg.NPerNode = cliCtx.Int(flagNPerNode)
-	}
-	if set(flagSpawnRadix) {
-		cfg.SpawnRadix = cliCtx.Int(flagSpawnRadix)
-	}
-	if set(flagOversubscribe) {
-		cfg.Oversubscribe = cliCtx.Bool(flagOversubscribe)
-	}
-	if set(flagPreload) {
-		cfg.Preload = cliCtx.Bool(flagPreload)
-	}
-	if set(flagConnectTimeout) {
-		cfg.ConnectTimeout = launch.Duration(cliCtx.Duration(flagConnectTimeout))
 	}
 	cfg.DryRun = cliCtx.Bool(flagDryRun)
 }
