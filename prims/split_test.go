@@ -6,7 +6,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gorun-hpc/gorun/net/mem"
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/spmdtest"
 	"github.com/gorun-hpc/gorun/topo"
@@ -80,41 +79,6 @@ var layouts = []struct {
 	{"one per host", []string{"a", "b", "c"}},
 }
 
-// runHosts runs f as every rank of a job whose ranks sit on hosts.
-func runHosts(t *testing.T, hosts []string, f func(ctx context.Context, w *spmd.World) error) {
-	t.Helper()
-	n := len(hosts)
-	nw := mem.NewNetwork(n)
-	peers := make([]spmd.Peer, n)
-	for i, h := range hosts {
-		peers[i] = spmd.Peer{Rank: i, HostID: h, Hostname: h, Addr: fmt.Sprintf("mem:%d", i)}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), spmdtest.Timeout)
-	defer cancel()
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		w, err := spmd.New(nw.Transport(i), i, peers)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Close()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if errs[i] = f(ctx, w); errs[i] != nil {
-				w.Close()
-			}
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("rank %d (host %s): %v", i, hosts[i], err)
-		}
-	}
-}
-
 // TestHierarchical runs the hierarchical algorithms over several host
 // layouts, with roots that are and are not their host's leader, and the
 // large count once.
@@ -122,7 +86,7 @@ func TestHierarchical(t *testing.T) {
 	for _, l := range layouts {
 		t.Run(l.name, func(t *testing.T) {
 			t.Parallel()
-			runHosts(t, l.hosts, func(ctx context.Context, w *spmd.World) error {
+			spmdtest.RunHosts(t, l.hosts, func(ctx context.Context, w *spmd.World) error {
 				for _, coll := range []topo.Collective{topo.AllReduce, topo.Reduce, topo.Broadcast, topo.AllGather} {
 					for _, n := range []int{1, len(l.hosts) - 1, 1000, 1001} {
 						if err := run[int32](ctx, w.Comm, check{coll, topo.Hierarchical, n, n%2 == 0}); err != nil {
@@ -142,7 +106,7 @@ func TestChosen(t *testing.T) {
 	for _, env := range []string{"", "ring", "allreduce=hier,broadcast=linear"} {
 		t.Run("GORUN_ALGO="+env, func(t *testing.T) {
 			t.Setenv(spmd.EnvAlgo, env)
-			runHosts(t, []string{"a", "a", "b", "b", "b"}, func(ctx context.Context, w *spmd.World) error {
+			spmdtest.RunHosts(t, []string{"a", "a", "b", "b", "b"}, func(ctx context.Context, w *spmd.World) error {
 				for _, coll := range topo.Collectives {
 					for _, n := range []int{3, 100000} {
 						if err := runChosen[float64](ctx, w.Comm, coll, n); err != nil {

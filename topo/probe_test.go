@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sync"
 	"testing"
 
-	"github.com/gorun-hpc/gorun/net/mem"
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/spmdtest"
 )
@@ -67,7 +65,7 @@ func TestProbePairs(t *testing.T) {
 func TestProbeAgrees(t *testing.T) {
 	hosts := []string{"a", "a", "a", "b", "b", "c"}
 	models := make([]Model, len(hosts))
-	runOn(t, hosts, func(ctx context.Context, w *spmd.World) error {
+	spmdtest.RunHosts(t, hosts, func(ctx context.Context, w *spmd.World) error {
 		m, err := ModelFor(ctx, w.Comm)
 		if err != nil {
 			return err
@@ -103,39 +101,4 @@ func TestProbeOneRank(t *testing.T) {
 		}
 		return err
 	})
-}
-
-// runOn runs f as ranks whose host identities are hosts.
-func runOn(t *testing.T, hosts []string, f func(ctx context.Context, w *spmd.World) error) {
-	t.Helper()
-	n := len(hosts)
-	nw := mem.NewNetwork(n)
-	peers := make([]spmd.Peer, n)
-	for i := range peers {
-		peers[i] = spmd.Peer{Rank: i, HostID: hosts[i], Hostname: hosts[i]}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), spmdtest.Timeout)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := range n {
-		w, err := spmd.New(nw.Transport(i), i, peers)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Close()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if errs[i] = f(ctx, w); errs[i] != nil {
-				w.Close()
-			}
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("rank %d: %v", i, err)
-		}
-	}
 }

@@ -228,18 +228,44 @@ func Run(tb testing.TB, n int, f func(ctx context.Context, w *spmd.World) error)
 // RunOn is Run over the transport kind.
 func RunOn(tb testing.TB, kind Kind, n int, f func(ctx context.Context, w *spmd.World) error) {
 	tb.Helper()
-	j := NewJob(tb, kind, n)
+	run(tb, NewJob(tb, kind, n), string(kind), f)
+}
+
+// RunHosts is Run with rank i on the host named hosts[i], over net/mem: for
+// code that groups ranks by host (hierarchical algorithms, topo's layout).
+func RunHosts(tb testing.TB, hosts []string, f func(ctx context.Context, w *spmd.World) error) {
+	tb.Helper()
+	n := len(hosts)
+	nw := mem.NewNetwork(n)
+	peers := make([]spmd.Peer, n)
+	for i, h := range hosts {
+		peers[i] = spmd.Peer{Rank: i, HostID: h, Hostname: h, Addr: fmt.Sprintf("mem:%d", i)}
+	}
+	ts := make([]transport.Transport, n)
+	for i := range ts {
+		ts[i] = nw.Transport(i)
+	}
+	j := start(tb, ts, peers)
+	j.Kill = nw.Kill
+	run(tb, j, fmt.Sprintf("mem on hosts %v", hosts), f)
+}
+
+// run runs f as every rank of j, closes j, and fails tb with the errors of
+// the ranks that returned one. A rank that fails is closed at once, so that
+// ranks waiting on it fail instead of hanging.
+func run(tb testing.TB, j *Job, label string, f func(ctx context.Context, w *spmd.World) error) {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
+	n := len(j.Worlds)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i, w := range j.Worlds {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = f(ctx, w)
-			if errs[i] != nil {
-				w.Close() // so that ranks waiting on it fail instead of hanging
+			if errs[i] = f(ctx, w); errs[i] != nil {
+				w.Close()
 			}
 		}()
 	}
@@ -247,7 +273,7 @@ func RunOn(tb testing.TB, kind Kind, n int, f func(ctx context.Context, w *spmd.
 	j.Close()
 	for i, err := range errs {
 		if err != nil {
-			tb.Errorf("rank %d of %d over %s: %v", i, n, kind, err)
+			tb.Errorf("rank %d of %d over %s: %v", i, n, label, err)
 		}
 	}
 }
