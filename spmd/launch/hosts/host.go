@@ -181,16 +181,7 @@ func validName(s string) bool {
 		a, err := netip.ParseAddr(s)
 		return err == nil && a.Is6()
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '-', c == '.', c == '_':
-		default:
-			return false
-		}
-	}
-	return true
+	return plainName(s)
 }
 
 // validUser accepts POSIX-ish login names.
@@ -198,6 +189,11 @@ func validUser(s string) bool {
 	if s == "" || len(s) > 64 || s[0] == '-' {
 		return false
 	}
+	return plainName(s)
+}
+
+// plainName reports whether s holds only letters, digits, '-', '.' and '_'.
+func plainName(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
