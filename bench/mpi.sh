@@ -8,6 +8,11 @@
 #   MODE=tcp bench/mpi.sh                # make bench-tcp: both over TCP only
 #   OPS="allreduce" NPS="2 4" MAX=16M ITERS=10 bench/mpi.sh
 #
+# Sizes below SPLIT (64K) run ITERS_SMALL iterations (1000), where one
+# iteration takes microseconds and a few dozen would time the scheduler;
+# the rest run ITERS. Each side runs REPS times (3), alternating, and each
+# size counts with its median.
+#
 # MODE=default runs each side as it runs out of the box: gorun with shared
 # memory between the ranks of a host, mpirun --oversubscribe with its
 # default transports (vader shared memory). MODE=tcp forces TCP on both
@@ -23,6 +28,9 @@ NPS=${NPS:-"2 4 8"}
 MIN=${MIN:-8}
 MAX=${MAX:-64M}
 ITERS=${ITERS:-20}
+ITERS_SMALL=${ITERS_SMALL:-1000}
+SPLIT=${SPLIT:-64K}
+REPS=${REPS:-3}
 WARM=${WARM:-5}
 OUT=${OUT:-bench/out}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/gorun-bench.XXXXXX")
@@ -40,16 +48,29 @@ go build -o "$dir/collbench" ./examples/collbench
 go build -o "$dir/compare" ./bench/compare
 mpicc -O2 -o "$dir/coll" bench/mpi/coll.c
 
+# bytes K|M|G -> a count; below SPLIT the small pass runs MIN..SPLIT/2.
+bytes() { numfmt --from=iec "$1"; }
+split=$(bytes "$SPLIT") min=$(bytes "$MIN") max=$(bytes "$MAX")
+passes=""
+[ "$min" -lt "$split" ] && passes="$min:$(( (max < split ? max : split / 2) )):$ITERS_SMALL"
+[ "$max" -ge "$split" ] && passes="$passes $(( min > split ? min : split )):$max:$ITERS"
+
 series=""
 for op in $OPS; do
 	for np in $NPS; do
 		g="$dir/gorun.$op.$np" o="$dir/ompi.$op.$np"
-		env $gorun_env "$dir/gorun" -np "$np" "$dir/collbench" --op "$op" \
-			-b "$MIN" -e "$MAX" -n "$ITERS" -w "$WARM" >"$g" 2>"$g.err" ||
-			{ cat "$g.err" >&2; exit 1; }
-		# shellcheck disable=SC2086
-		mpirun $ompi_mca --oversubscribe --allow-run-as-root -np "$np" \
-			"$dir/coll" -op "$op" -b "$MIN" -e "$MAX" -n "$ITERS" -w "$WARM" >"$o"
+		: >"$g"; : >"$o"
+		for rep in $(seq "$REPS"); do
+			for pass in $passes; do
+				lo=${pass%%:*} rest=${pass#*:} hi=${rest%%:*} n=${rest#*:}
+				env $gorun_env "$dir/gorun" -np "$np" "$dir/collbench" --op "$op" \
+					-b "$lo" -e "$hi" -n "$n" -w "$WARM" >>"$g" 2>"$g.err" ||
+					{ cat "$g.err" >&2; exit 1; }
+				# shellcheck disable=SC2086
+				mpirun $ompi_mca --oversubscribe --allow-run-as-root -np "$np" \
+					"$dir/coll" -op "$op" -b "$lo" -e "$hi" -n "$n" -w "$WARM" >>"$o"
+			done
+		done
 		series="$series|$op np $np|$g|$o"
 	done
 done

@@ -6,14 +6,18 @@
 //	compare -svg chart.svg "allreduce np 2" gorun.txt ompi.txt "allreduce np 4" gorun4.txt ompi4.txt
 //
 // Each series is a label and two files: gorun's result, then Open MPI's.
+// A file may hold several runs (bench/mpi.sh appends REPS of them); each
+// size then counts with its median time, and the busbw of that run.
 package main
 
 import (
 	"bufio"
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -96,7 +100,27 @@ func readRows(path string) ([]row, error) {
 		}
 		rows = append(rows, row{bytes: b, algo: fs[6], timeUS: t, busbw: bw})
 	}
-	return rows, sc.Err()
+	return medians(rows), sc.Err()
+}
+
+// medians keeps one row per size, the one with the median time (the lower
+// middle one of an even count), in the order the sizes first appear.
+func medians(rows []row) []row {
+	by := map[int][]row{}
+	var order []int
+	for _, r := range rows {
+		if by[r.bytes] == nil {
+			order = append(order, r.bytes)
+		}
+		by[r.bytes] = append(by[r.bytes], r)
+	}
+	out := make([]row, 0, len(order))
+	for _, b := range order {
+		rs := by[b]
+		slices.SortFunc(rs, func(x, y row) int { return cmp.Compare(x.timeUS, y.timeUS) })
+		out = append(out, rs[(len(rs)-1)/2])
+	}
+	return out
 }
 
 // table prints, per series, the sizes both files have.
