@@ -13,24 +13,25 @@ import (
 // The launcher-to-rank contract: the environment gorun (or its agent) gives
 // every rank. gorun(1) lists each variable under ENVIRONMENT.
 const (
-	EnvRank        = "GORUN_RANK"         // this rank, 0..size-1
-	EnvSize        = "GORUN_SIZE"         // number of ranks in the job
-	EnvLocalRank   = "GORUN_LOCAL_RANK"   // rank among the ranks of this host
-	EnvLocalSize   = "GORUN_LOCAL_SIZE"   // number of ranks on this host
-	EnvNodeRank    = "GORUN_NODE_RANK"    // index of this host among the job's hosts
-	EnvNodeCount   = "GORUN_NODE_COUNT"   // number of hosts in the job
-	EnvJobID       = "GORUN_JOB_ID"       // job id; labels the gossip
-	EnvSeeds       = "GORUN_SEEDS"        // comma-separated gossip seed addresses
-	EnvHostID      = "GORUN_HOST_ID"      // host identity; overrides hostname+boot id
-	EnvProfileDir  = "GORUN_PROFILE_DIR"  // where to write trace files (profiling on)
-	EnvSecretFD    = "GORUN_SECRET_FD"    // fd to read the per-job secret from (hex, one line)
-	EnvSecret      = "GORUN_SECRET"       // the per-job secret in hex, when no fd can be passed
-	EnvInitTimeout = "GORUN_INIT_TIMEOUT" // how long Init waits for every rank (Go duration)
-	EnvBindAddr    = "GORUN_BIND_ADDR"    // IP that gossip and data plane listen on
-	EnvPorts       = "GORUN_PORTS"        // LOW-HIGH: TCP/UDP ports listeners may use
-	EnvVerbose     = "GORUN_VERBOSE"      // "1": log rendezvous and connection steps to stderr
-	EnvTransport   = "GORUN_TRANSPORT"    // force a transport: tcp, shm
-	EnvAlgo        = "GORUN_ALGO"         // force a collective algorithm
+	EnvRank        = "GORUN_RANK"            // this rank, 0..size-1
+	EnvSize        = "GORUN_SIZE"            // number of ranks in the job
+	EnvLocalRank   = "GORUN_LOCAL_RANK"      // rank among the ranks of this host
+	EnvLocalSize   = "GORUN_LOCAL_SIZE"      // number of ranks on this host
+	EnvNodeRank    = "GORUN_NODE_RANK"       // index of this host among the job's hosts
+	EnvNodeCount   = "GORUN_NODE_COUNT"      // number of hosts in the job
+	EnvJobID       = "GORUN_JOB_ID"          // job id; labels the gossip
+	EnvSeeds       = "GORUN_SEEDS"           // comma-separated gossip seed addresses
+	EnvHostID      = "GORUN_HOST_ID"         // host identity; overrides hostname+boot id
+	EnvProfileDir  = "GORUN_PROFILE_DIR"     // where to write trace files (profiling on)
+	EnvSecretFD    = "GORUN_SECRET_FD"       // fd to read the per-job secret from (hex, one line)
+	EnvSecret      = "GORUN_SECRET"          // the per-job secret in hex, when no fd can be passed
+	EnvInitTimeout = "GORUN_INIT_TIMEOUT"    // how long Init waits for every rank (Go duration)
+	EnvBindAddr    = "GORUN_BIND_ADDR"       // IP that gossip and data plane listen on
+	EnvPorts       = "GORUN_PORTS"           // LOW-HIGH: TCP/UDP ports listeners may use
+	EnvVerbose     = "GORUN_VERBOSE"         // "1": log rendezvous and connection steps to stderr
+	EnvTransport   = "GORUN_TRANSPORT"       // force a transport: tcp, shm
+	EnvAlgo        = "GORUN_ALGO"            // force a collective algorithm
+	EnvSingleCopy  = "GORUN_SHM_SINGLE_COPY" // smallest shared-memory message sent by single copy; 0: never
 
 	// The names torchrun sets, for programs written against it.
 	EnvTorchRank       = "RANK"
@@ -58,6 +59,7 @@ type Env struct {
 	InitTimeout          time.Duration
 	BindAddr             string
 	Transport            string    // "", tcp or shm (GORUN_TRANSPORT)
+	SingleCopy           int       // GORUN_SHM_SINGLE_COPY in bytes; -1 when unset (the transport's default)
 	Ports                PortRange // zero: any port
 	Verbose              bool
 }
@@ -72,7 +74,7 @@ func Launched(getenv func(string) string) bool {
 // production). Errors name the variable and the value that was wrong. The
 // secret itself is read by Init, not here.
 func ReadEnv(getenv func(string) string) (Env, error) {
-	e := Env{InitTimeout: DefaultInitTimeout}
+	e := Env{InitTimeout: DefaultInitTimeout, SingleCopy: -1}
 	ints := []struct {
 		dst      *int
 		names    []string
@@ -124,6 +126,13 @@ func ReadEnv(getenv func(string) string) (Env, error) {
 	case "", "tcp", "shm":
 	default:
 		return e, fmt.Errorf("%s=%q: want tcp or shm (or unset: shared memory between ranks of a host, TCP between hosts)", EnvTransport, e.Transport)
+	}
+	if s := getenv(EnvSingleCopy); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return e, fmt.Errorf("%s=%q: want a byte count, 0 or more (0 turns single copy off)", EnvSingleCopy, s)
+		}
+		e.SingleCopy = n
 	}
 	if s := getenv(EnvPorts); s != "" {
 		pr, err := ParsePortRange(s)

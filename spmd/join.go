@@ -145,6 +145,9 @@ func dataPlane(ctx context.Context, env Env, secret []byte, far transport.Transp
 		return far, nil
 	}
 	opts := []shm.Option{shm.WithLogger(verboseOnly(env, o))}
+	if env.SingleCopy >= 0 {
+		opts = append(opts, shm.WithSingleCopy(env.SingleCopy))
+	}
 	if d, ok := ctx.Deadline(); ok {
 		opts = append(opts, shm.WithAttachTimeout(time.Until(d)))
 	}

@@ -283,8 +283,10 @@ func (e *engine) isend(r *Request, dst int, wait bool) {
 	e.mu.Unlock()
 	switch {
 	case wait:
-		e.transmit(dst, r)
-	case !e.trySend(dst, r):
+		if !e.tryStart(dst, r) {
+			e.transmit(dst, r)
+		}
+	case !e.trySend(dst, r) && !e.tryStart(dst, r):
 		go e.drain(dst, r)
 		return
 	}
@@ -316,10 +318,27 @@ func (e *engine) trySend(dst int, r *Request) bool {
 	return true
 }
 
+// tryStart hands r to the transport to complete later, if it can take it
+// so, and reports whether it did; the next send to dst may then go at once.
+func (e *engine) tryStart(dst int, r *Request) bool {
+	st, ok := e.tr.(transport.Starter)
+	if !ok {
+		return false
+	}
+	h := transport.Header{Comm: r.key.comm, Tag: r.key.tag, Len: len(r.buf)}
+	ok, err := st.StartSend(dst, h, r.buf, (*started)(r))
+	if ok && err != nil {
+		(*started)(r).SendDone(err)
+	}
+	return ok
+}
+
 // drain sends r and then every request queued for dst, in order.
 func (e *engine) drain(dst int, r *Request) {
 	for r != nil {
-		e.transmit(dst, r)
+		if !e.tryStart(dst, r) {
+			e.transmit(dst, r)
+		}
 		r = e.next(dst)
 	}
 }

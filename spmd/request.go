@@ -72,6 +72,23 @@ func (r *Request) finish(n int, err error) {
 	r.done <- struct{}{}
 }
 
+// started is a send request the transport started (transport.Starter); it
+// is told, as a transport.Done, when the send completes.
+type started Request
+
+// SendDone completes the request.
+func (d *started) SendDone(err error) {
+	r := (*Request)(d)
+	r.e.mu.Lock()
+	r.state = reqDone
+	r.e.mu.Unlock()
+	if err != nil {
+		r.finish(0, err)
+		return
+	}
+	r.finish(len(r.buf), nil)
+}
+
 // Wait blocks until the request completes and returns the number of bytes
 // received (for a receive) or sent. If ctx ends first, a request that has not
 // started moving bytes is cancelled and Wait returns ctx's error; one whose

@@ -157,3 +157,19 @@ func throughput(b *testing.B, size int, opts ...Option) {
 }
 
 var benchSpins = []int{DefaultSpin, OversubscribedSpin, 0}
+
+// BenchmarkStream measures one stream of messages of each size through
+// the ring (streamed) and by single copy, between two goroutines; see
+// DefaultSingleCopy for what the collectives showed.
+func BenchmarkStream(b *testing.B) {
+	for _, size := range []int{16 << 10, 32 << 10, 64 << 10, 256 << 10, 1 << 20, 16 << 20} {
+		for _, mode := range []struct {
+			name string
+			min  int
+		}{{"streamed", 0}, {"single", 1}} {
+			b.Run(fmt.Sprintf("msg=%dKiB/%s", size>>10, mode.name), func(b *testing.B) {
+				throughput(b, size, WithSingleCopy(mode.min))
+			})
+		}
+	}
+}

@@ -45,6 +45,19 @@
 // returned: one copy in, one copy out, no whole-message copy. A frame with
 // a bad header, or ring positions that cannot be, drops the peer.
 //
+// # Single copy
+//
+// A message of at least DefaultSingleCopy bytes (WithSingleCopy) travels
+// as a descriptor instead: the receiver reads the payload straight from
+// the sender's memory into the posted buffer with process_vm_readv, and
+// the sender's Send returns once it has. Through StartSend (a
+// transport.Starter) the sender need not wait: spmd's Isend starts the
+// send, later sends to that peer go out at once, and the request completes
+// when the receiver has taken the payload, noticed by whichever goroutine
+// polls next. Where the kernel refuses such reads (a Yama ptrace policy),
+// the receiver says so in the ring and the sender streams instead. See
+// singlecopy.go.
+//
 // # Waiting
 //
 // One goroutine per rank polls all its incoming rings. When they are all

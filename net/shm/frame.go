@@ -16,43 +16,53 @@ const MaxPayload = 1 << 36
 //	[0:4]   magic "gsM" and version 1
 //	[4:8]   comm, uint32
 //	[8:12]  tag, int32
-//	[12:16] zero, reserved
+//	[12:16] flags: 0, or flagSingleCopy
 //	[16:24] payload length, uint64
 //
 // All fields are little-endian. The payload follows at once, without
 // padding; a header may wrap around the end of the ring like any byte.
+// A single-copy frame carries, instead of the payload, an 8-byte
+// descriptor: the payload's address in the sender's memory, which the
+// receiver reads with process_vm_readv (see singlecopy.go).
 const frameHeaderSize = 24
+
+// flagSingleCopy marks a frame whose payload stays in the sender's memory.
+const flagSingleCopy = 1
+
+// descSize is the length of a single-copy frame's descriptor.
+const descSize = 8
 
 // frameMagic is "gsM\x01" read as a little-endian uint32.
 const frameMagic = uint32('g') | uint32('s')<<8 | uint32('M')<<16 | uint32(1)<<24
 
-func putHeader(b []byte, h transport.Header) {
+func putHeader(b []byte, h transport.Header, flags uint32) {
 	_ = b[frameHeaderSize-1]
 	binary.LittleEndian.PutUint32(b[0:4], frameMagic)
 	binary.LittleEndian.PutUint32(b[4:8], h.Comm)
 	binary.LittleEndian.PutUint32(b[8:12], uint32(h.Tag))
-	binary.LittleEndian.PutUint32(b[12:16], 0)
+	binary.LittleEndian.PutUint32(b[12:16], flags)
 	binary.LittleEndian.PutUint64(b[16:24], uint64(h.Len))
 }
 
-// parseHeader decodes and checks one header; it never trusts a length
-// beyond MaxPayload.
-func parseHeader(b []byte) (transport.Header, error) {
+// parseHeader decodes and checks one header and returns it with its
+// flags; it never trusts a length beyond MaxPayload.
+func parseHeader(b []byte) (transport.Header, uint32, error) {
 	if m := binary.LittleEndian.Uint32(b[0:4]); m != frameMagic {
-		return transport.Header{}, fmt.Errorf("%w: frame magic %#08x, want %#08x", errCorrupt, m, frameMagic)
+		return transport.Header{}, 0, fmt.Errorf("%w: frame magic %#08x, want %#08x", errCorrupt, m, frameMagic)
 	}
-	if r := binary.LittleEndian.Uint32(b[12:16]); r != 0 {
-		return transport.Header{}, fmt.Errorf("%w: reserved frame field is %#x", errCorrupt, r)
+	flags := binary.LittleEndian.Uint32(b[12:16])
+	if flags&^flagSingleCopy != 0 {
+		return transport.Header{}, 0, fmt.Errorf("%w: unknown frame flags %#x", errCorrupt, flags)
 	}
 	n := binary.LittleEndian.Uint64(b[16:24])
 	if n > MaxPayload {
-		return transport.Header{}, fmt.Errorf("%w: frame announces %d bytes, above the %d-byte limit", errCorrupt, n, MaxPayload)
+		return transport.Header{}, 0, fmt.Errorf("%w: frame announces %d bytes, above the %d-byte limit", errCorrupt, n, MaxPayload)
 	}
 	return transport.Header{
 		Comm: binary.LittleEndian.Uint32(b[4:8]),
 		Tag:  int32(binary.LittleEndian.Uint32(b[8:12])),
 		Len:  int(n),
-	}, nil
+	}, flags, nil
 }
 
 // consumer reads framed messages out of a ring into the slices a Handler
@@ -65,11 +75,17 @@ type consumer struct {
 	// producer that waits for space.
 	freed func()
 
-	hb   [frameHeaderSize]byte
+	hb   [frameHeaderSize + descSize]byte
 	h    transport.Header
 	buf  []byte // the current message's destination; nil between messages
 	got  int    // bytes of buf filled
 	open bool   // a message is half-read: Buffer was called, Deliver was not
+
+	// copier pulls single-copy payloads out of the producer's memory,
+	// once it has met one (see singlecopy.go); taken, if set, is called
+	// after each such payload is taken, to tell the producer.
+	copier *copier
+	taken  func()
 }
 
 // poll moves everything the ring holds to h: headers become Buffer calls,
@@ -88,8 +104,16 @@ func (c *consumer) poll(h transport.Handler) (int, error) {
 			if avail < frameHeaderSize {
 				break
 			}
-			if err := c.begin(h); err != nil {
+			single, err := c.begin(h, avail)
+			if err != nil {
 				return 0, err
+			}
+			if single {
+				avail -= frameHeaderSize + descSize
+				continue
+			}
+			if !c.open { // a single-copy frame whose descriptor is not all there
+				break
 			}
 			avail -= frameHeaderSize
 		}
@@ -107,20 +131,29 @@ func (c *consumer) poll(h transport.Handler) (int, error) {
 	return int(c.head - start), nil
 }
 
-// begin reads the next header and asks h where its payload goes.
-func (c *consumer) begin(h transport.Handler) error {
-	c.r.read(c.head, c.hb[:])
-	hdr, err := parseHeader(c.hb[:])
+// begin reads the next header, of a frame with avail bytes published, and
+// asks h where its payload goes. A single-copy frame is handled whole, and
+// reported, when its descriptor is there too; otherwise it is left in the
+// ring (single and c.open both false).
+func (c *consumer) begin(h transport.Handler, avail uint64) (single bool, err error) {
+	c.r.read(c.head, c.hb[:frameHeaderSize])
+	hdr, flags, err := parseHeader(c.hb[:frameHeaderSize])
 	if err != nil {
-		return err
+		return false, err
+	}
+	if flags&flagSingleCopy != 0 {
+		if avail < frameHeaderSize+descSize {
+			return false, nil
+		}
+		return true, c.pull(h, hdr)
 	}
 	c.head += frameHeaderSize // published with the first payload bytes
 	buf := h.Buffer(c.peer, hdr)
 	if len(buf) != hdr.Len {
-		return fmt.Errorf("the handler gave a %d-byte buffer for a %d-byte message", len(buf), hdr.Len)
+		return false, fmt.Errorf("the handler gave a %d-byte buffer for a %d-byte message", len(buf), hdr.Len)
 	}
 	c.h, c.buf, c.got, c.open = hdr, buf, 0, true
-	return nil
+	return false, nil
 }
 
 func (c *consumer) publish(head uint64) {

@@ -50,22 +50,32 @@ func TestDeadPeerMessagesDelivered(t *testing.T) {
 	}
 }
 
+// TestSendCancelledMidMessage cancels a send whose frame is half in the
+// ring (streamed), or whose single-copy descriptor is there but not taken:
+// either way the link is dropped on both sides and nothing is delivered.
 func TestSendCancelledMidMessage(t *testing.T) {
-	c := build(t, 2, WithRingSize(1<<16))
-	c.start(t, 0) // rank 1 does not read yet
-	ctx, cancel := context.WithCancel(context.Background())
-	sent := sendAsync(ctx, c.ts[0], 1, 1<<20)
-	for c.ts[1].seg.ring(0).c.tail.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	err := <-sent
-	checkLost(t, err, 1, context.Canceled)
-	checkLost(t, c.rs[0].WaitLost(t, 1), 1, context.Canceled)
-	c.start(t, 1)
-	checkLost(t, c.rs[1].WaitLost(t, 0), 0, errPeerBroke)
-	if n := len(c.rs[1].WaitMsgs(t, 0)); n != 0 {
-		t.Fatalf("%d messages delivered from a broken ring", n)
+	for _, mode := range []struct {
+		name       string
+		singleCopy int
+	}{{"streamed", 0}, {"single copy", DefaultSingleCopy}} {
+		t.Run(mode.name, func(t *testing.T) {
+			c := build(t, 2, WithRingSize(1<<16), WithSingleCopy(mode.singleCopy))
+			c.start(t, 0) // rank 1 does not read yet
+			ctx, cancel := context.WithCancel(context.Background())
+			sent := sendAsync(ctx, c.ts[0], 1, 1<<20)
+			for c.ts[1].seg.ring(0).c.tail.Load() == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+			err := <-sent
+			checkLost(t, err, 1, context.Canceled)
+			checkLost(t, c.rs[0].WaitLost(t, 1), 1, context.Canceled)
+			c.start(t, 1)
+			checkLost(t, c.rs[1].WaitLost(t, 0), 0, errPeerBroke)
+			if n := len(c.rs[1].WaitMsgs(t, 0)); n != 0 {
+				t.Fatalf("%d messages delivered from a broken ring", n)
+			}
+		})
 	}
 }
 

@@ -45,6 +45,9 @@ type peer struct {
 	out        producer
 	sendClosed bool
 	w          waiter
+
+	offerMu sync.Mutex // protects following
+	offers  []offer    // started single-copy sends not taken yet, in ring order
 }
 
 func newPeer(t *Transport, r int) *peer {
@@ -61,6 +64,11 @@ func newPeer(t *Transport, r int) *peer {
 		if c.spaceWait.Load() != 0 && c.spaceWait.CompareAndSwap(1, 0) {
 			c.spaceSeq.Add(1)
 			wake(&c.spaceSeq)
+		}
+	}
+	p.in.taken = func() { // the producer may wait in Request.Wait for a started send
+		if s := p.seg.Load(); s != nil {
+			s.ringBell()
 		}
 	}
 	return p

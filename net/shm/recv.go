@@ -24,6 +24,9 @@ func (t *Transport) receive() {
 		if hdr.pollers.Load() == 0 {
 			t.consume.Lock()
 			moved := t.pollAll()
+			if t.reap() {
+				moved = true
+			}
 			if moved {
 				if rounds++; rounds%1024 == 0 && time.Since(last) >= checkEvery {
 					t.check(true)
@@ -44,7 +47,7 @@ func (t *Transport) receive() {
 		spins = 0
 		seq := hdr.bell.Load()
 		hdr.sleeping.Store(1)
-		if hdr.pollers.Load() == 0 && t.pollLocked() {
+		if hdr.pollers.Load() == 0 && (t.pollLocked() || t.reap()) {
 			hdr.sleeping.Store(0)
 			continue
 		}
@@ -94,7 +97,14 @@ func (t *Transport) Poll() bool {
 		return false
 	}
 	defer t.consume.Unlock()
-	return !t.closing.Load() && t.pollAll()
+	if t.closing.Load() {
+		return false
+	}
+	moved := t.pollAll()
+	if t.reap() {
+		moved = true
+	}
+	return moved
 }
 
 // EndPoll implements transport.Poller. After the count drops, a sender no
@@ -113,6 +123,7 @@ func (t *Transport) EndPoll() {
 	t.seg.hdr.pollers.Add(-1)
 	if t.started.Load() {
 		t.pollAll()
+		t.reap()
 	}
 }
 
@@ -186,6 +197,7 @@ func (t *Transport) lossOf(p *peer, liveness bool) error {
 func (t *Transport) report(p *peer, err error) {
 	err = p.setFault(err)
 	p.gone = true
+	p.failOffers(err)
 	t.logf("rank %d: lost %v", t.rank, err)
 	t.handler.Lost(p.rank, err)
 }

@@ -1,6 +1,7 @@
 package shm
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -17,12 +18,15 @@ type ctl struct {
 	prodState atomic.Uint32 // endNone, endOpen, endClosed or endBroken
 	prodPid   atomic.Uint32 // the producer's process id, once attached
 	spaceWait atomic.Uint32 // 1 while the producer may sleep on spaceSeq
-	_         [44]byte
+	claim     atomic.Uint32 // claimFree, claimCopying or claimWithdrawn; see singlecopy.go
+	_         [40]byte
 
 	head      atomic.Uint64 // bytes consumed, ever
 	consState atomic.Uint32 // endOpen, endClosed or endBroken
 	spaceSeq  atomic.Uint32 // futex word: bumped when space is freed for a sleeping producer
-	_         [48]byte
+	noCopy    atomic.Uint32 // 1 once the consumer found it cannot read the producer's memory
+	copyOK    atomic.Uint32 // 1 once the consumer has read the producer's memory
+	_         [40]byte
 }
 
 // ctlSize is the size of a ctl in the segment layout.
@@ -87,6 +91,7 @@ type producer struct {
 	r       ring
 	tail    uint64 // the last tail published
 	hdr     [frameHeaderSize]byte
+	desc    [descSize]byte // a single-copy frame's descriptor
 	payload []byte
 	off     int // bytes of the current frame written
 	total   int // bytes in the current frame
@@ -94,10 +99,21 @@ type producer struct {
 
 // begin starts a frame for h and payload; step then moves it.
 func (p *producer) begin(h transport.Header, payload []byte) {
-	putHeader(p.hdr[:], h)
+	putHeader(p.hdr[:], h, 0)
 	p.payload = payload
 	p.off = 0
 	p.total = frameHeaderSize + len(payload)
+}
+
+// beginSingle starts a single-copy frame for h and payload: the header and
+// the payload's address. It returns the position the frame ends at.
+func (p *producer) beginSingle(h transport.Header, payload []byte) uint64 {
+	binary.LittleEndian.PutUint64(p.desc[:], uint64(uintptr(unsafe.Pointer(unsafe.SliceData(payload)))))
+	putHeader(p.hdr[:], h, flagSingleCopy)
+	p.payload = p.desc[:]
+	p.off = 0
+	p.total = frameHeaderSize + descSize
+	return p.tail + uint64(p.total)
 }
 
 // step writes as much of the current frame as the ring has room for and

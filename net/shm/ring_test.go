@@ -142,8 +142,11 @@ func FuzzRing(f *testing.F) {
 // consumer must report corruption or deliver, never panic or overrun.
 func FuzzRingCorrupt(f *testing.F) {
 	good := make([]byte, 64)
-	putHeader(good, transport.Header{Tag: 1, Len: 8})
+	putHeader(good, transport.Header{Tag: 1, Len: 8}, 0)
 	f.Add(good, uint64(32), uint64(0))
+	single := make([]byte, 64)
+	putHeader(single, transport.Header{Tag: 1, Len: 1 << 20}, flagSingleCopy)
+	f.Add(single, uint64(frameHeaderSize+descSize), uint64(0))
 	f.Add(good, uint64(1<<40), uint64(7))
 	bad := bytes.Clone(good)
 	bad[20] = 0xff // a length far above MaxPayload
@@ -170,7 +173,7 @@ func FuzzRingCorrupt(f *testing.F) {
 func TestParseHeaderRejects(t *testing.T) {
 	valid := func() []byte {
 		b := make([]byte, frameHeaderSize)
-		putHeader(b, transport.Header{Len: 1})
+		putHeader(b, transport.Header{Len: 1}, 0)
 		return b
 	}
 	for _, c := range []struct {
@@ -179,13 +182,13 @@ func TestParseHeaderRejects(t *testing.T) {
 	}{
 		{"magic", func(b []byte) { b[0] = 'x' }},
 		{"version", func(b []byte) { b[3] = 2 }},
-		{"reserved", func(b []byte) { b[12] = 1 }},
+		{"flags", func(b []byte) { b[12] = 2 }},
 		{"length", func(b []byte) { binary.LittleEndian.PutUint64(b[16:], MaxPayload+1) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := valid()
 			c.edit(b)
-			if _, err := parseHeader(b); !errors.Is(err, errCorrupt) {
+			if _, _, err := parseHeader(b); !errors.Is(err, errCorrupt) {
 				t.Fatalf("parseHeader = %v, want errCorrupt", err)
 			}
 		})

@@ -87,16 +87,29 @@ func (t *Transport) TrySend(peer int, h transport.Header, payload []byte) (bool,
 	return true, nil
 }
 
-// send moves one frame into the peer's ring. p.sendMu is held.
+// send moves one message to the peer: by single copy when it is large
+// enough and the peer can read our memory, else framed through the ring.
+// p.sendMu is held.
 func (p *peer) send(ctx context.Context, h transport.Header, payload []byte) error {
 	if p.sendClosed {
 		return p.closedErr
 	}
-	s := p.seg.Load()
 	if err := p.sendable(); err != nil {
 		return err
 	}
+	if n := p.t.cfg.singleCopy; n > 0 && len(payload) >= n && p.out.r.c.noCopy.Load() == 0 {
+		if sent, err := p.sendSingle(ctx, h, payload); sent || err != nil {
+			return err
+		}
+	}
 	p.out.begin(h, payload)
+	return p.write(ctx)
+}
+
+// write moves the frame begun on p.out into the peer's ring, waiting for
+// space as needed.
+func (p *peer) write(ctx context.Context) error {
+	s := p.seg.Load()
 	spins := 0
 	for {
 		wrote, done, err := p.out.step()
@@ -111,7 +124,7 @@ func (p *peer) send(ctx context.Context, h transport.Header, payload []byte) err
 			return nil
 		}
 		if !wrote {
-			if err := p.waitSpace(ctx, &spins); err != nil {
+			if err := p.waitFor(ctx, &spins, 0, true); err != nil {
 				if p.out.off == 0 {
 					return err
 				}
@@ -135,18 +148,22 @@ func (p *peer) sendable() error {
 	return nil
 }
 
-// waitSpace waits a little for the peer to free ring space: it spins
+// waitFor waits a little for the peer's consumer to move: to free ring
+// space (until 0), or to consume the ring up to position until. It spins
 // first, then sleeps on the ring's futex word, checking on each wake that
-// the peer is still there and that ctx and the transport are still live.
-func (p *peer) waitSpace(ctx context.Context, spins *int) error {
+// the peer is still there, the transport still open and, if cancellable,
+// ctx still live.
+func (p *peer) waitFor(ctx context.Context, spins *int, until uint64, cancellable bool) error {
 	if p.t.closing.Load() {
 		return p.closedErr
 	}
 	if err := p.sendable(); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return err
+	if cancellable {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 	}
 	if *spins < p.t.cfg.spin {
 		*spins++
@@ -156,12 +173,12 @@ func (p *peer) waitSpace(ctx context.Context, spins *int) error {
 	c := p.out.r.c
 	seq := c.spaceSeq.Load()
 	c.spaceWait.Store(1)
-	if p.out.room() {
+	if p.moved(until) {
 		c.spaceWait.Store(0)
 		return nil
 	}
 	d := checkEvery
-	if ctx.Done() != nil {
+	if cancellable && ctx.Done() != nil {
 		d = cancelPoll
 	}
 	timedOut := p.w.wait(&c.spaceSeq, seq, d)
@@ -170,6 +187,14 @@ func (p *peer) waitSpace(ctx context.Context, spins *int) error {
 		return transport.Lost(p.rank, addr, errPeerDied)
 	}
 	return nil
+}
+
+// moved reports whether what waitFor waits for has happened.
+func (p *peer) moved(until uint64) bool {
+	if until == 0 {
+		return p.out.room()
+	}
+	return p.out.r.c.head.Load() >= until
 }
 
 // breakOut gives up on a half-written frame: the ring is marked broken, so

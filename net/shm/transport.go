@@ -34,6 +34,7 @@ var (
 	_ transport.Transport = (*Transport)(nil)
 	_ transport.Poller    = (*Transport)(nil)
 	_ transport.TrySender = (*Transport)(nil)
+	_ transport.Starter   = (*Transport)(nil)
 )
 
 // Option configures a Transport.
@@ -43,6 +44,7 @@ type config struct {
 	ringSize      int
 	attachTimeout time.Duration
 	spin          int
+	singleCopy    int // smallest payload sent by single copy; 0: never
 	logger        *log.Logger
 	dir           string
 }
@@ -96,6 +98,7 @@ type Transport struct {
 	// receiver or a goroutine in Poll, and guards what polling and the
 	// receiver's checks touch (the peers' gone state, unlinked).
 	consume  sync.Mutex
+	offering atomic.Int32 // started single-copy sends not taken yet, all peers
 	started  atomic.Bool
 	closing  atomic.Bool
 	unlinked bool // the segment's file is gone; owned by the receiver until Close
@@ -114,7 +117,8 @@ type Transport struct {
 // for the others' segments from Start on. secret is the
 // per-job secret: only holders of it find and accept the segments.
 func New(jobID string, rank int, local []int, size int, secret []byte, opts ...Option) (*Transport, error) {
-	cfg := config{ringSize: DefaultRingSize, attachTimeout: DefaultAttachTimeout, spin: DefaultSpin, dir: Dir}
+	cfg := config{ringSize: DefaultRingSize, attachTimeout: DefaultAttachTimeout, spin: DefaultSpin,
+		singleCopy: DefaultSingleCopy, dir: Dir}
 	if len(local) > runtime.NumCPU() {
 		cfg.spin = OversubscribedSpin
 	}
@@ -236,6 +240,7 @@ func (t *Transport) close() {
 				p.gone = true
 				t.handler.Lost(p.rank, p.closedErr)
 			}
+			p.failOffers(p.closedErr)
 		}
 	}
 	for _, p := range t.order {

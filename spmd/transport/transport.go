@@ -97,6 +97,26 @@ type TrySender interface {
 	TrySend(peer int, h Header, payload []byte) (bool, error)
 }
 
+// Starter is implemented by a transport that can hand a message over
+// without waiting for the peer to take it, as shared memory does when the
+// receiver copies straight from the sender's memory: the send completes
+// later, through done, and the sends after it need not wait.
+type Starter interface {
+	// StartSend starts sending the message and reports whether it did;
+	// false (with a nil error) means: use Send. Once it has started, the
+	// next message to peer may be sent at once; it arrives after this one.
+	// done.SendDone is called exactly once, from any goroutine, when
+	// payload may be reused (nil) or the peer is lost (an error wrapping
+	// ErrPeerLost or ErrClosed); until then the caller must leave payload
+	// alone. Its calls for one peer are ordered with Send's as Send's are.
+	StartSend(peer int, h Header, payload []byte, done Done) (bool, error)
+}
+
+// Done is told when a started send completes.
+type Done interface {
+	SendDone(err error)
+}
+
 // PeerError names the peer behind a failure. It unwraps to Err, which wraps
 // ErrPeerLost (or ErrClosed).
 type PeerError struct {

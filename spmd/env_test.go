@@ -1,0 +1,38 @@
+package spmd
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestReadEnv(t *testing.T) {
+	base := map[string]string{EnvRank: "1", EnvSize: "4"}
+	read := func(extra map[string]string) (Env, error) {
+		return ReadEnv(func(k string) string {
+			if v, ok := extra[k]; ok {
+				return v
+			}
+			return base[k]
+		})
+	}
+	e, err := read(nil)
+	if err != nil || e.Rank != 1 || e.Size != 4 || e.SingleCopy != -1 || e.Transport != "" {
+		t.Fatalf("defaults: %+v, %v", e, err)
+	}
+	e, err = read(map[string]string{EnvSingleCopy: "0", EnvTransport: "shm"})
+	if err != nil || e.SingleCopy != 0 || e.Transport != "shm" {
+		t.Fatalf("GORUN_SHM_SINGLE_COPY=0 GORUN_TRANSPORT=shm: %+v, %v", e, err)
+	}
+	for _, c := range []struct{ name, val, want string }{
+		{EnvSingleCopy, "-1", "want a byte count"},
+		{EnvSingleCopy, "64K", "want a byte count"},
+		{EnvTransport, "rdma", "want tcp or shm"},
+		{EnvInitTimeout, "soon", "positive duration"},
+		{EnvRank, "4", "want 0 <= rank < size"},
+	} {
+		_, err := read(map[string]string{c.name: c.val})
+		if err == nil || !strings.Contains(err.Error(), c.name) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s=%s: error %v, want one naming the variable and saying %q", c.name, c.val, err, c.want)
+		}
+	}
+}
