@@ -20,6 +20,7 @@ var (
 	_ transport.Transport = (*router)(nil)
 	_ transport.Poller    = (*router)(nil)
 	_ transport.TrySender = (*router)(nil)
+	_ transport.Starter   = (*router)(nil)
 )
 
 // Route returns a transport that serves the peers marked in local (by
@@ -91,6 +92,15 @@ func (s served) Lost(peer int, err error) {
 func (r *router) TrySend(peer int, h transport.Header, payload []byte) (bool, error) {
 	if ts, ok := r.near.(transport.TrySender); ok && r.local[peer] {
 		return ts.TrySend(peer, h, payload)
+	}
+	return false, nil
+}
+
+// StartSend starts single-copy sends over the shared memory for the ranks
+// of this host.
+func (r *router) StartSend(peer int, h transport.Header, payload []byte, done transport.Done) (bool, error) {
+	if st, ok := r.near.(transport.Starter); ok && r.local[peer] {
+		return st.StartSend(peer, h, payload, done)
 	}
 	return false, nil
 }
