@@ -4,7 +4,10 @@
 # algorithm (forced with --algo) and once with topo's choice, and counts the
 # sizes at which the chosen algorithm's time is within 15% of the fastest
 # algorithm's (both taken from the forced runs, so that one set of
-# measurements judges every choice).
+# measurements judges every choice). The forced runs repeat REPS times (3),
+# the algorithms taking turns, and each (size, algorithm) counts with its
+# median time: single runs of one algorithm differed by up to 2x on small
+# messages, as much as the algorithms differ.
 #
 #   bench/choice.sh                  # np 4 and 8; allreduce, broadcast, allgather; 8 B to 64 MiB
 #   NPS=4 OPS=allreduce bench/choice.sh
@@ -13,6 +16,7 @@ cd "$(dirname "$0")/.."
 NPS=${NPS:-"4 8"}
 OPS=${OPS:-"allreduce broadcast allgather"}
 TOL=${TOL:-1.15}
+REPS=${REPS:-3}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/gorun-choice.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 go build -o "$dir/gorun" ./cmd/gorun
@@ -34,20 +38,34 @@ algos() {
 bench() {
 	np=$1
 	shift
-	"$dir/gorun" -np "$np" "$dir/collbench" -b 8 -e 512K -n 20 -w 5 "$@" | grep -v '^#'
+	"$dir/gorun" -np "$np" "$dir/collbench" -b 8 -e 512K -n 100 -w 10 "$@" | grep -v '^#'
 	"$dir/gorun" -np "$np" "$dir/collbench" -b 1M -e 64M -n 4 -w 1 "$@" | grep -v '^#'
 }
 
 for np in $NPS; do
 	for op in $OPS; do
 		: >"$dir/runs"
-		for a in $(algos "$op"); do
-			bench "$np" --op "$op" --algo "$a" >>"$dir/runs"
+		for rep in $(seq "$REPS"); do
+			for a in $(algos "$op"); do
+				bench "$np" --op "$op" --algo "$a" >>"$dir/runs"
+			done
 		done
 		bench "$np" --op "$op" >"$dir/auto"
 		# Columns: op np bytes count type redop algo time_us ...
 		awk -v tol="$TOL" -v op="$op" -v np="$np" '
-			FNR == NR { t[$3, $7] = $8; if (!($3 in best) || $8 < best[$3]) { best[$3] = $8; fastest[$3] = $7 }; next }
+			# median of the times in the space-separated list l
+			function median(l,   v, n, i, j, x) {
+				n = split(l, v, " ")
+				for (i = 2; i <= n; i++) { x = v[i] + 0; for (j = i - 1; j >= 1 && v[j] + 0 > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
+				return v[int((n + 1) / 2)]
+			}
+			FNR == NR { all[$3, $7] = all[$3, $7] " " $8; next }
+			FNR == 1 {
+				for (k in all) {
+					split(k, ka, SUBSEP); t[k] = median(all[k])
+					if (!(ka[1] in best) || t[k] < best[ka[1]]) { best[ka[1]] = t[k]; fastest[ka[1]] = ka[2] }
+				}
+			}
 			{
 				n++; c = t[$3, $7]; r = c / best[$3]
 				ok = r <= tol; good += ok
