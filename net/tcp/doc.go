@@ -30,10 +30,24 @@
 // Every message is a 20-byte little-endian header (magic and version,
 // communicator, tag, payload length) followed by the payload. A sender writes
 // header and payload with one writev, without copying the payload. A
-// receiver reads through a 64 KiB buffered reader, so small messages cost
-// few syscalls, and reads large payloads straight into the slice that the
-// Handler's Buffer returned. A malformed header, or a length above
-// MaxPayload, drops the peer.
+// receiver reads into a 64 KiB buffer, so small messages cost few syscalls,
+// and reads large payloads straight into the slice that the Handler's
+// Buffer returned. A malformed header, or a length above MaxPayload, drops
+// the peer.
+//
+// # Receiving
+//
+// Each connection has a reader goroutine that waits for data in Go's
+// netpoller. Transport also implements transport.Poller: a goroutine
+// waiting for a message (spmd's Request.Wait) can read the sockets itself
+// with Poll, without waiting, and receive the message with no hand-off
+// between goroutines. While anyone polls, the reader goroutines leave the
+// sockets alone, and the last EndPoll reads what is left, so nothing waits
+// for a wake-up that will not come. Either way one goroutine at a time
+// reads a connection, and the Handler sees each peer's messages in order.
+// Poll counts only completed frames as progress, so a goroutine waiting
+// for a large message soon leaves its transfer to the reader goroutine
+// instead of spinning through it.
 //
 // # Loss
 //

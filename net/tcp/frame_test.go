@@ -1,10 +1,10 @@
 package tcp
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 
@@ -87,10 +87,12 @@ func FuzzFrameHeader(f *testing.F) {
 }
 
 // fuzzHandler hands out buffers only for lengths the input can fill;
-// anything larger gets a wrong-sized buffer, which must drop the peer.
+// anything larger gets a wrong-sized buffer, which must drop the peer. It
+// records what it delivers.
 type fuzzHandler struct {
 	limit     int
 	delivered int
+	got       []string
 }
 
 func (h *fuzzHandler) Buffer(_ int, hd transport.Header) []byte {
@@ -105,36 +107,63 @@ func (h *fuzzHandler) Deliver(_ int, hd transport.Header, p []byte) {
 		panic("delivered a payload of the wrong length")
 	}
 	h.delivered += len(p) + headerSize
+	h.got = append(h.got, fmt.Sprintf("%d/%d:%x", hd.Comm, hd.Tag, p))
 }
 
 func (h *fuzzHandler) Lost(int, error) {}
 
-func FuzzFrameReader(f *testing.F) {
+// chunkSource hands out its input at most chunk bytes per read, and
+// answers every other read with errAgain, as a socket that data reaches in
+// pieces does.
+type chunkSource struct {
+	in    []byte
+	chunk int
+	calls int
+}
+
+func (s *chunkSource) Read(p []byte) (int, error) {
+	if s.calls++; s.calls%2 == 0 {
+		return 0, errAgain
+	}
+	n := copy(p, s.in[:min(len(s.in), s.chunk)])
+	s.in = s.in[n:]
+	return n, nil
+}
+
+// decodeAll runs a decoder with a small read buffer over in, read chunk
+// bytes at a time, until the stream ends.
+func decodeAll(in []byte, chunk int) (*fuzzHandler, error) {
+	h := &fuzzHandler{limit: len(in)}
+	d := newDecoder(h, 0, func() bool { return false }, 16)
+	src := &chunkSource{in: in, chunk: chunk}
+	for {
+		if _, err := d.pump(src, 3, nil); err != nil {
+			return h, err
+		}
+	}
+}
+
+func FuzzDecoder(f *testing.F) {
 	var stream []byte
 	for i, p := range [][]byte{nil, []byte("abc"), make([]byte, 100)} {
 		b := make([]byte, headerSize)
 		putHeader(b, transport.Header{Tag: int32(i), Len: len(p)})
 		stream = append(append(stream, b...), p...)
 	}
-	f.Add(stream)
-	f.Add(stream[:len(stream)-1])
-	f.Add(append(stream[:headerSize:headerSize], 0xff, 0xff))
-	f.Fuzz(func(t *testing.T, in []byte) {
-		h := &fuzzHandler{limit: len(in)}
-		r := frameReader{
-			br:      bufio.NewReaderSize(bytes.NewReader(in), 16),
-			h:       h,
-			dropped: func() bool { return false },
-		}
-		err := r.run()
-		if err == nil {
-			t.Fatal("run ended without an error")
-		}
+	f.Add(stream, uint8(7))
+	f.Add(stream[:len(stream)-1], uint8(1))
+	f.Add(append(stream[:headerSize:headerSize], 0xff, 0xff), uint8(200))
+	f.Fuzz(func(t *testing.T, in []byte, chunk uint8) {
+		h, err := decodeAll(in, int(chunk)+1)
 		if h.delivered > len(in) {
 			t.Fatalf("delivered %d bytes from %d bytes of input", h.delivered, len(in))
 		}
 		if err == io.EOF && h.delivered != len(in) {
 			t.Fatalf("clean end after %d of %d bytes", h.delivered, len(in))
+		}
+		whole, wholeErr := decodeAll(in, len(in)+1)
+		if fmt.Sprint(h.got) != fmt.Sprint(whole.got) || (err == nil) != (wholeErr == nil) || err.Error() != wholeErr.Error() {
+			t.Fatalf("read %d bytes at a time: %v, %v; read whole: %v, %v", chunk+1, h.got, err, whole.got, wholeErr)
 		}
 	})
 }

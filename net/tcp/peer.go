@@ -1,11 +1,9 @@
 package tcp
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -41,9 +39,10 @@ var errPeerClosed = errors.New("connection closed by the peer")
 // failure boxes a loss error for atomic publication.
 type failure struct{ err error }
 
-// peer is the link to one other rank. Its reader goroutine, while it runs,
-// is the only caller of the Handler for this rank; it reports the loss of an
-// up link, while fail reports the loss of a link that never came up.
+// peer is the link to one other rank. Once the link is up, its reader
+// (the reader goroutine or a poller, one at a time) is the only caller of
+// the Handler for this rank and reports the loss of the link, while fail
+// reports the loss of a link that never came up.
 type peer struct {
 	t         *Transport
 	rank      int
@@ -52,6 +51,7 @@ type peer struct {
 	ready     chan struct{} // closed when the state becomes up or lost
 
 	conn   atomic.Pointer[net.TCPConn] // set when the state becomes up
+	rd     atomic.Pointer[reader]      // conn's receiving side
 	failed atomic.Pointer[failure]     // set when the state becomes lost
 
 	mu    sync.Mutex // protects following
@@ -189,30 +189,22 @@ func (p *peer) upLocked(c *net.TCPConn) bool {
 	c.SetDeadline(time.Time{})
 	c.SetNoDelay(true)
 	c.SetKeepAliveConfig(keepAlive)
-	if !p.t.spawn(func() { p.readLoop(c) }) {
+	r, err := newReader(p, c)
+	if err != nil {
+		return false
+	}
+	// Published before the reader goroutine starts: it may leave data to
+	// the pollers at once, and EndPoll's drain must then find r.
+	p.rd.Store(r)
+	if !p.t.spawn(r.run) {
+		r.retire()
+		p.rd.Store(nil)
 		return false
 	}
 	p.conn.Store(c)
 	p.state = up
 	close(p.ready)
 	return true
-}
-
-// readLoop delivers the frames of c until it fails, then reports the loss.
-func (p *peer) readLoop(c *net.TCPConn) {
-	r := frameReader{
-		br:      bufio.NewReaderSize(c, readBufferSize),
-		peer:    p.rank,
-		h:       p.t.handler,
-		dropped: func() bool { return p.failed.Load() != nil },
-	}
-	err := r.run()
-	if err == io.EOF {
-		err = errPeerClosed
-	}
-	err = p.fail(transport.Lost(p.rank, p.addr, err))
-	c.Close()
-	p.t.handler.Lost(p.rank, err)
 }
 
 // fail records err as the reason the peer is lost, unless one is recorded

@@ -63,6 +63,7 @@ type Transport struct {
 	handler transport.Handler // set by Start before any goroutine runs
 	started atomic.Bool
 	closed  atomic.Bool
+	pollers atomic.Int32 // goroutines between BeginPoll and EndPoll
 
 	mu       sync.Mutex // protects following
 	stopping bool       // no new goroutines once set
