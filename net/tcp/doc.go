@@ -29,11 +29,12 @@
 //
 // Every message is a 20-byte little-endian header (magic and version,
 // communicator, tag, payload length) followed by the payload. A sender writes
-// header and payload with one writev, without copying the payload. A
-// receiver reads into a 64 KiB buffer, so small messages cost few syscalls,
-// and reads large payloads straight into the slice that the Handler's
-// Buffer returned. A malformed header, or a length above MaxPayload, drops
-// the peer.
+// header and payload with one writev, without copying the payload; TrySend
+// (transport.TrySender) does so without waiting, on the caller's goroutine,
+// for messages up to 64 KiB when the socket has room. A receiver reads into
+// a 64 KiB buffer, so small messages cost few syscalls, and reads large
+// payloads straight into the slice that the Handler's Buffer returned. A
+// malformed header, or a length above MaxPayload, drops the peer.
 //
 // # Receiving
 //

@@ -15,8 +15,8 @@ import (
 // write at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// sender is the per-peer send state, reused by every Send so that a Send
-// allocates nothing. It is guarded by peer.sendMu.
+// sender is the per-peer send state, reused by every Send and TrySend so
+// that they allocate nothing. It is guarded by peer.sendMu.
 type sender struct {
 	p           *peer
 	hdr         [headerSize]byte
@@ -25,10 +25,16 @@ type sender struct {
 	interrupt   func()        // sets a past write deadline on the link
 	interrupted chan struct{} // receives once interrupt has run
 	deadlineSet bool          // the link's write deadline must be cleared
+
+	writev func(fd uintptr) // TrySend's writev, built once
+	n      int              // what writev returned
+	werr   error
+	rest   []byte // what a partial TrySend left to write
 }
 
 func (s *sender) init(p *peer) {
 	s.p = p
+	s.writev = s.writevOn
 	s.interrupted = make(chan struct{}, 1)
 	s.interrupt = func() {
 		if c := p.conn.Load(); c != nil {
