@@ -35,6 +35,14 @@ func (t *Transport) Poll() bool {
 	return moved
 }
 
+// PollLimit is the largest message worth polling for: 64 KiB. A goroutine
+// that waits for a larger one had better block (spmd's Request.Wait asks):
+// the transfer, not the wake-up, sets the time, and a goroutine polling
+// through it takes a core that the sender and the reader need.
+func (t *Transport) PollLimit() int { return pollLimit }
+
+const pollLimit = 64 << 10
+
 // EndPoll implements transport.Poller. The last poller to leave drains
 // every connection: a reader goroutine that found pollers at work waits for
 // readiness, which the netpoller signals only for data that arrives later,
