@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/gorun-hpc/gorun/net/tcp"
 	"github.com/gorun-hpc/gorun/spmd/transport"
 	"golang.org/x/sys/unix"
 )
@@ -22,7 +21,7 @@ const pollBudget = 100 * time.Microsecond
 // 16 rounds: a select per round took a quarter of a polling rank's cycles
 // in an 8-byte all-reduce (channel locks), all of it latency.
 func (r *Request) poll(ctx context.Context, p transport.Poller) bool {
-	if l, ok := p.(pollLimiter); ok && len(r.buf) > l.PollLimit() {
+	if l, ok := p.(transport.PollLimiter); ok && len(r.buf) > l.PollLimit() {
 		return false
 	}
 	p.BeginPoll()
@@ -50,17 +49,6 @@ func (r *Request) poll(ctx context.Context, p transport.Poller) bool {
 		}
 	}
 }
-
-// pollLimiter is a transport.Poller that says how large a message is
-// still worth polling for. For a larger one the transfer, not a wake-up,
-// sets the time, and a goroutine polling through it takes a core the
-// transfer needs: over net/tcp, 16-64 MiB all-reduces at np 2 ran 10-25%
-// slower with every wait polled. net/shm and the router do not limit.
-type pollLimiter interface {
-	PollLimit() int
-}
-
-var _ pollLimiter = (*tcp.Transport)(nil)
 
 // idler is how a polling goroutine passes the time between polls: it
 // yields the Go processor (so that a goroutine a delivery woke runs) and,

@@ -88,9 +88,9 @@ func (s served) Lost(peer int, err error) {
 	}
 }
 
-// TrySend tries the shared memory for the ranks of this host.
+// TrySend tries the transport that serves peer.
 func (r *router) TrySend(peer int, h transport.Header, payload []byte) (bool, error) {
-	if ts, ok := r.near.(transport.TrySender); ok && r.local[peer] {
+	if ts, ok := r.pick(peer).(transport.TrySender); ok {
 		return ts.TrySend(peer, h, payload)
 	}
 	return false, nil

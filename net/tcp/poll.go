@@ -2,7 +2,10 @@ package tcp
 
 import "github.com/gorun-hpc/gorun/spmd/transport"
 
-var _ transport.Poller = (*Transport)(nil)
+var (
+	_ transport.Poller      = (*Transport)(nil)
+	_ transport.PollLimiter = (*Transport)(nil)
+)
 
 // BeginPoll implements transport.Poller: until the matching EndPoll, the
 // connections' reader goroutines leave the reading to Poll.
