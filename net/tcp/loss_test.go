@@ -34,6 +34,16 @@ func sendAsync(ctx context.Context, tr *Transport, peer, n int) chan error {
 	return done
 }
 
+// linkKillers end rank 0's link to rank 1 in the two ways a loss starts:
+// the transport closes, or the connection alone does.
+var linkKillers = []struct {
+	name string
+	kill func(*Transport)
+}{
+	{"transport closed", func(tr *Transport) { tr.Close() }},
+	{"connection closed", func(tr *Transport) { tr.peers[1].conn.Load().Close() }},
+}
+
 func checkLostRank(t *testing.T, err error, rank int, addr string) {
 	t.Helper()
 	var pe *transport.PeerError
@@ -44,13 +54,7 @@ func checkLostRank(t *testing.T, err error, rank int, addr string) {
 
 func TestPeerDiesMidMessage(t *testing.T) {
 	const big = 64 << 20 // far more than loopback socket buffers hold
-	for _, c := range []struct {
-		name string
-		kill func(*Transport)
-	}{
-		{"transport closed", func(tr *Transport) { tr.Close() }},
-		{"connection closed", func(tr *Transport) { tr.peers[1].conn.Load().Close() }},
-	} {
+	for _, c := range linkKillers {
 		t.Run(c.name, func(t *testing.T) {
 			ts, rs := newCluster(t, 2)
 			entered, release := stallReceiver(rs[1])

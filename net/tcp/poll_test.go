@@ -454,13 +454,7 @@ func TestEndPollLeavesDataToReader(t *testing.T) {
 
 func TestPollLossWhilePolling(t *testing.T) {
 	const n = 100
-	for _, c := range []struct {
-		name string
-		kill func(*Transport)
-	}{
-		{"transport closed", func(tr *Transport) { tr.Close() }},
-		{"connection closed", func(tr *Transport) { tr.peers[1].conn.Load().Close() }},
-	} {
+	for _, c := range linkKillers {
 		t.Run(c.name, func(t *testing.T) {
 			hs := []*tracer{newTracer(2), newTracer(2)}
 			t.Cleanup(func() { hs[1].check(t) })
