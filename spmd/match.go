@@ -307,14 +307,7 @@ func (e *engine) trySend(dst int, r *Request) bool {
 	if !sent {
 		return false
 	}
-	e.mu.Lock()
-	r.state = reqDone
-	e.mu.Unlock()
-	if err != nil {
-		r.finish(0, err)
-	} else {
-		r.finish(len(r.buf), nil)
-	}
+	e.sent(r, err)
 	return true
 }
 
@@ -359,7 +352,11 @@ func (e *engine) next(dst int) *Request {
 
 func (e *engine) transmit(dst int, r *Request) {
 	h := transport.Header{Comm: r.key.comm, Tag: r.key.tag, Len: len(r.buf)}
-	err := e.tr.Send(r.ctx, dst, h, r.buf)
+	e.sent(r, e.tr.Send(r.ctx, dst, h, r.buf))
+}
+
+// sent completes the send r, which the transport finished with err.
+func (e *engine) sent(r *Request, err error) {
 	e.mu.Lock()
 	r.state = reqDone
 	e.mu.Unlock()

@@ -79,14 +79,7 @@ type started Request
 // SendDone completes the request.
 func (d *started) SendDone(err error) {
 	r := (*Request)(d)
-	r.e.mu.Lock()
-	r.state = reqDone
-	r.e.mu.Unlock()
-	if err != nil {
-		r.finish(0, err)
-		return
-	}
-	r.finish(len(r.buf), nil)
+	r.e.sent(r, err)
 }
 
 // Wait blocks until the request completes and returns the number of bytes
