@@ -18,6 +18,18 @@ type Comm struct {
 	rank  int    // our rank in the communicator
 	ranks []int  // communicator rank -> world rank
 	coll  bool   // this value is the collective context of its communicator
+	cc    *Comm  // the collective context (itself when coll), made once by newComm
+}
+
+// newComm returns the communicator with its collective context, made once
+// here so that Collective, which every collective call asks for, allocates
+// nothing.
+func newComm(core *core, id uint32, rank int, ranks []int) *Comm {
+	c := &Comm{core: core, id: id, rank: rank, ranks: ranks}
+	cc := &Comm{core: core, id: id + 1, rank: rank, ranks: ranks, coll: true}
+	cc.cc = cc
+	c.cc = cc
+	return c
 }
 
 // Rank returns the calling rank's index in the communicator.
@@ -44,13 +56,7 @@ func (c *Comm) ID() uint32 { return c.id }
 // MaxTag-16 and MaxTag-17 (its probes), and prims (collective+1)<<16|phase
 // and 1<<30 (its notices).
 func (c *Comm) Collective() *Comm {
-	if c.coll {
-		return c
-	}
-	cc := *c
-	cc.id = c.id + 1
-	cc.coll = true
-	return &cc
+	return c.cc
 }
 
 // Peer returns what the rendezvous said about communicator rank r: its

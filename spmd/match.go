@@ -22,6 +22,36 @@ type inbox struct {
 	waiter   *Request // a receive matched while it was still arriving
 }
 
+// inboxPool recycles the inboxes of messages up to maxPooledInbox bytes
+// once their receive has copied them out: in a loop of broadcasts the root
+// runs ahead, most messages arrive before their receive, and a buffer per
+// message was the last allocation of a small collective.
+var inboxPool = sync.Pool{New: func() any { return new(inbox) }}
+
+const maxPooledInbox = 64 << 10
+
+// newInbox returns an inbox with a buffer of n bytes.
+func newInbox(n int) *inbox {
+	if n > maxPooledInbox {
+		return &inbox{buf: make([]byte, n)}
+	}
+	in := inboxPool.Get().(*inbox)
+	if cap(in.buf) < n {
+		in.buf = make([]byte, n, max(n, 64))
+	}
+	in.buf = in.buf[:n]
+	return in
+}
+
+// recycle gives back an inbox whose message has been copied out.
+func (in *inbox) recycle() {
+	if cap(in.buf) > maxPooledInbox {
+		return
+	}
+	in.complete, in.waiter = false, nil
+	inboxPool.Put(in)
+}
+
 type queue struct {
 	posted []*Request // receives in posting order
 	unexp  []*inbox   // messages in arrival order
@@ -124,11 +154,12 @@ func (e *engine) Buffer(peer int, h transport.Header) []byte {
 			return r.buf[:h.Len]
 		}
 		// Too long for the posted buffer: take it aside, fail the receive.
-		in := &inbox{buf: make([]byte, h.Len), waiter: r}
+		in := newInbox(h.Len)
+		in.waiter = r
 		e.inflight[peer] = in
 		return in.buf
 	}
-	in := &inbox{buf: make([]byte, h.Len)}
+	in := newInbox(h.Len)
 	q := e.queue(k)
 	q.unexp = append(q.unexp, in)
 	e.inflight[peer] = in
@@ -154,7 +185,9 @@ func (e *engine) Deliver(peer int, h transport.Header, payload []byte) {
 	e.mu.Unlock()
 	if w != nil {
 		in := x.(*inbox)
-		w.finish(fill(w.buf, in.buf))
+		n, err := fill(w.buf, in.buf)
+		in.recycle()
+		w.finish(n, err)
 	}
 }
 
@@ -230,7 +263,9 @@ func (e *engine) irecv(comm uint32, src int, tag int32, buf []byte) *Request {
 		}
 		r.state = reqDone
 		e.mu.Unlock()
-		r.finish(fill(buf, in.buf))
+		n, err := fill(buf, in.buf)
+		in.recycle()
+		r.finish(n, err)
 		return r
 	}
 	if err := e.unusable(src); err != nil {

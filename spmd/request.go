@@ -55,6 +55,18 @@ func newRequest(e *engine, kind reqKind, buf []byte) *Request {
 	return r
 }
 
+// Free gives a completed request back for reuse by later calls, the way
+// MPI_Request_free does, so that a loop of Isend and Irecv allocates
+// nothing: r must not be used after. A request that has not completed
+// (Wait has not returned, or Test has not reported it) is still in use,
+// and Free leaves it alone.
+func (r *Request) Free() {
+	if r == nil || !r.complete {
+		return
+	}
+	r.release()
+}
+
 // release returns a completed request of a blocking call to the pool.
 func (r *Request) release() {
 	*r = Request{done: r.done}

@@ -76,14 +76,14 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 		}
 	}
 	sort.SliceStable(members, func(i, j int) bool { return recs[members[i]].key < recs[members[j]].key })
-	nc := &Comm{core: core, id: id, ranks: make([]int, len(members))}
+	ranks, rank := make([]int, len(members)), 0
 	for i, r := range members {
-		nc.ranks[i] = c.ranks[r]
+		ranks[i] = c.ranks[r]
 		if r == c.rank {
-			nc.rank = i
+			rank = i
 		}
 	}
-	return nc, nil
+	return newComm(core, id, rank, ranks), nil
 }
 
 type splitRecord struct {

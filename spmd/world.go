@@ -111,7 +111,7 @@ func New(tr transport.Transport, rank int, peers []Peer, opts ...Option) (*World
 		ranks[i] = i
 	}
 	w := &World{
-		Comm:  &Comm{core: c, id: 0, rank: rank, ranks: ranks},
+		Comm:  newComm(c, 0, rank, ranks),
 		peers: peers,
 		env:   Env{Rank: rank, Size: size, LocalSize: 1, NodeCount: 1},
 	}
