@@ -37,9 +37,11 @@ bench-deps:
 vet:
 	$(GO) vet ./...
 
-# The whole suite, with the race detector.
+# The whole suite, with the race detector; then the allocation tests,
+# which skip under it (it makes sync.Pool drop what it is given).
 test: deps vet
 	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -count=1 -run AllocateNothing ./prims
 
 # Launch to all-ranks-ready against mpirun (issue: launch latency).
 bench-launch: bench-deps

@@ -72,7 +72,8 @@ func linearAllGather[T spmd.Number](k *call, buf []T, b []int) error {
 	cc, ctx := k.cc, k.ctx
 	p, r := cc.Size(), cc.Rank()
 	t := tag(k.coll, phaseMain)
-	var reqs pending
+	reqs := newPending()
+	defer reqs.free()
 	for s := 1; s < p; s++ {
 		from, to := mod(r-s, p), mod(r+s, p)
 		reqs.irecv(cc, from, t, spmd.Bytes(buf[b[from]:b[from+1]]))
@@ -97,7 +98,8 @@ func hierAllGather[T spmd.Number](k *call, buf []T, kk int) error {
 			return err
 		}
 	} else {
-		var reqs pending
+		reqs := newPending()
+		defer reqs.free()
 		for i, q := range mine[1:] {
 			reqs.irecv(lc, i+1, t, spmd.Bytes(buf[q*kk:(q+1)*kk]))
 		}
@@ -117,7 +119,8 @@ func hierAllGather[T spmd.Number](k *call, buf []T, kk int) error {
 func swapHosts[T spmd.Number](k *call, h *hier, buf []T, kk int) error {
 	xc, t := h.leaders.Collective(), tag(k.coll, phaseGather)
 	me := h.leaders.Rank()
-	var reqs pending
+	reqs := newPending()
+	defer reqs.free()
 	for host, ranks := range h.layout.Hosts {
 		for lo := 0; lo < len(ranks); {
 			hi := lo + 1

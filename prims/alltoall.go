@@ -44,7 +44,8 @@ func pairwiseAllToAll[T spmd.Number](k *call, send, recv []T, kk int) error {
 	cc, ctx := k.cc, k.ctx
 	p, r := cc.Size(), cc.Rank()
 	t := tag(k.coll, phaseMain)
-	var reqs pending
+	reqs := newPending()
+	defer reqs.free()
 	for s := 1; s < p; s++ {
 		from, to := mod(r-s, p), mod(r+s, p)
 		reqs.irecv(cc, from, t, spmd.Bytes(recv[from*kk:(from+1)*kk]))

@@ -49,9 +49,9 @@ func chainBcast[T spmd.Number](k *call, buf []T, root int) error {
 	next, prev := mod(cc.Rank()+1, p), mod(cc.Rank()-1, p)
 	t := tag(k.coll, phaseMain)
 	seg := segElems[T]()
-	var sends, recvs pending
-	defer sends.abort()
-	defer recvs.abort()
+	sends, recvs := newPending(), newPending()
+	defer sends.free()
+	defer recvs.free()
 	for lo := 0; lo < len(buf); lo += seg {
 		piece := spmd.Bytes(buf[lo:min(lo+seg, len(buf))])
 		if vr == 0 {
@@ -80,7 +80,8 @@ func linearBcast[T spmd.Number](k *call, buf []T, root int) error {
 	if cc.Rank() != root {
 		return recvFrom(ctx, cc, root, t, buf)
 	}
-	var sends pending
+	sends := newPending()
+	defer sends.free()
 	for r := 0; r < cc.Size(); r++ {
 		if r != root {
 			sends.isend(ctx, cc, r, t, spmd.Bytes(buf))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/trace"
@@ -23,8 +24,11 @@ var ErrCount = errors.New("buffer length does not fit")
 var ErrOp = errors.New("no reduction op")
 
 // Option configures one collective call. Every rank must pass the same
-// options.
-type Option func(*options)
+// options. An Option is a value, not a function, so that passing one
+// allocates nothing.
+type Option struct {
+	algo topo.Algo
+}
 
 type options struct {
 	algo topo.Algo
@@ -34,7 +38,18 @@ type options struct {
 // it. An algorithm that does not implement the collective is an error
 // (ErrAlgo).
 func WithAlgo(a topo.Algo) Option {
-	return func(o *options) { o.algo = a }
+	return Option{algo: a}
+}
+
+// apply returns what opts set; a later option wins.
+func apply(opts []Option) options {
+	var o options
+	for _, x := range opts {
+		if x.algo != "" {
+			o.algo = x.algo
+		}
+	}
+	return o
 }
 
 // call is one collective call in progress on one rank.
@@ -48,20 +63,24 @@ type call struct {
 
 	user     context.Context // the caller's own context
 	root     *call           // the top-level call of a sub-call, else itself
-	releases []func(keep bool)
-	span     func() // ends the trace span
+	releases []lease         // scratch lent to the call, given back by end
+	span     func()          // ends the trace span
 }
+
+// callPool recycles the top-level calls, so that a collective allocates
+// nothing in steady state: a call per collective was a fifth of the
+// allocations that set the garbage collector off every few milliseconds
+// in a loop of small all-reduces (their pauses were the slow tail).
+var callPool = sync.Pool{New: func() any { return new(call) }}
 
 // start begins a call of coll of bytes bytes (the whole buffer of the
 // call, as topo.Choose counts them). trivial says that the call moves
 // nothing on any rank (one rank, or no elements), so no algorithm need be
 // chosen.
 func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, trivial bool, opts []Option) (*call, error) {
-	var o options
-	for _, f := range opts {
-		f(&o)
-	}
-	k := &call{ctx: ctx, user: ctx, c: c, cc: c.Collective(), coll: coll, algo: o.algo}
+	o := apply(opts)
+	k := callPool.Get().(*call)
+	*k = call{ctx: ctx, user: ctx, c: c, cc: c.Collective(), coll: coll, algo: o.algo, releases: k.releases[:0]}
 	k.root = k
 	switch {
 	case o.algo != "" && !topo.Applies(coll, o.algo):
@@ -82,6 +101,7 @@ func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, t
 
 // end finishes the call and wraps *err, if set, with the call's identity.
 // A call that failed breaks the communicator and tells the other ranks.
+// The call goes back to the pool: k is not to be used after.
 func (k *call) end(err *error) {
 	if *err != nil {
 		// Once the call's context is done (the caller's ended, or a notice
@@ -92,13 +112,17 @@ func (k *call) end(err *error) {
 		}
 		k.st.giveUp(k.cc, *err)
 	}
-	for _, release := range k.releases {
-		release(*err == nil)
+	for _, l := range k.releases {
+		l.release(*err == nil)
 	}
 	k.span()
 	if *err != nil {
 		*err = k.wrap(*err)
 	}
+	releases := k.releases
+	clear(releases)
+	*k = call{releases: releases[:0]}
+	callPool.Put(k)
 }
 
 func (k *call) wrap(err error) error {
@@ -128,8 +152,10 @@ func (k *call) sub(sc *spmd.Comm, coll topo.Collective, bytes int, fallback topo
 // borrow lends the call n elements of its communicator's scratch buffer
 // until the top-level call ends.
 func borrow[T spmd.Number](k *call, n int) []T {
-	buf, release := scratch[T](k.st, n)
-	k.root.releases = append(k.root.releases, release)
+	buf, l := scratch[T](k.st, n)
+	if l.st != nil {
+		k.root.releases = append(k.root.releases, l)
+	}
 	return buf
 }
 

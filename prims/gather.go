@@ -77,7 +77,8 @@ func linearGather[T spmd.Number](k *call, send, recv []T, root int) error {
 	if cc.Rank() != root {
 		return sendTo(ctx, cc, root, t, send)
 	}
-	var reqs pending
+	reqs := newPending()
+	defer reqs.free()
 	for r := 0; r < cc.Size(); r++ {
 		if r != root {
 			reqs.irecv(cc, r, t, spmd.Bytes(recv[r*kk:(r+1)*kk]))
@@ -94,7 +95,8 @@ func linearScatter[T spmd.Number](k *call, send, recv []T, root int) error {
 	if cc.Rank() != root {
 		return recvFrom(ctx, cc, root, t, recv)
 	}
-	var reqs pending
+	reqs := newPending()
+	defer reqs.free()
 	for r := 0; r < cc.Size(); r++ {
 		if r != root {
 			reqs.isend(ctx, cc, r, t, spmd.Bytes(send[r*kk:(r+1)*kk]))

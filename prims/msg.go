@@ -3,6 +3,7 @@ package prims
 import (
 	"context"
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"github.com/gorun-hpc/gorun/spmd"
@@ -67,11 +68,25 @@ func exchange[T spmd.Number](ctx context.Context, cc *spmd.Comm, s []T, dst int,
 	return checkLen(src, n, len(rb))
 }
 
-// pending is a set of outstanding requests of one algorithm step.
+// pending is a set of outstanding requests of one algorithm step. Steps
+// take one from newPending and give it back with free, so that its slices,
+// and the requests it waited for, serve the next step: a collective then
+// allocates nothing in steady state.
 type pending struct {
 	reqs []*spmd.Request
 	want []int // expected byte counts of receives; -1 for sends
 	srcs []int
+}
+
+var pendingPool = sync.Pool{New: func() any { return new(pending) }}
+
+func newPending() *pending { return pendingPool.Get().(*pending) }
+
+// free cancels or waits for what is still outstanding (abort) and gives p
+// back; p is not to be used after.
+func (p *pending) free() {
+	p.abort()
+	pendingPool.Put(p)
 }
 
 func (p *pending) isend(ctx context.Context, cc *spmd.Comm, dst, tag int, b []byte) {
@@ -113,6 +128,9 @@ func (p *pending) waitAll(ctx context.Context) error {
 // still reaches each peer is a prefix of what was meant for it, never a
 // stream with a hole that would mismatch its receives.
 func (p *pending) abort() {
+	if len(p.reqs) == 0 {
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for i := len(p.reqs) - 1; i >= 0; i-- {
@@ -121,7 +139,11 @@ func (p *pending) abort() {
 	p.reset()
 }
 
+// reset forgets the requests, freeing those that completed for reuse.
 func (p *pending) reset() {
+	for _, r := range p.reqs {
+		r.Free()
+	}
 	clear(p.reqs)
 	p.reqs, p.want, p.srcs = p.reqs[:0], p.want[:0], p.srcs[:0]
 }

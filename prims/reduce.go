@@ -129,8 +129,8 @@ func rabenseifnerReduce[T spmd.Number](k *call, src, dst []T, root int, op Op[T]
 func gatherBlocks[T spmd.Number](k *call, buf []T, b []int, root int, holder func(v int) int) error {
 	cc, ctx := k.cc, k.ctx
 	t := tag(k.coll, phaseGather)
-	var reqs pending
-	defer reqs.abort()
+	reqs := newPending()
+	defer reqs.free()
 	for v := 0; v+1 < len(b); v++ {
 		h := holder(v)
 		switch {

@@ -81,8 +81,8 @@ func linearReduceScatter[T spmd.Number](k *call, send, recv []T, b []int, op Op[
 	cc, ctx := k.cc, k.ctx
 	p, r := cc.Size(), cc.Rank()
 	t := tag(k.coll, phaseMain)
-	var sends pending
-	defer sends.abort()
+	sends := newPending()
+	defer sends.free()
 	for s := 1; s < p; s++ {
 		to := mod(r+s, p)
 		sends.isend(ctx, cc, to, t, spmd.Bytes(send[b[to]:b[to+1]]))

@@ -71,9 +71,9 @@ func ringReduceScatter[T spmd.Number](k *call, buf []T, b []int, own int, op Op[
 	p := cc.Size()
 	right, left := mod(cc.Rank()+1, p), mod(cc.Rank()-1, p)
 	seg := segElems[T]()
-	var sends, recvs pending
-	defer sends.abort()
-	defer recvs.abort()
+	sends, recvs := newPending(), newPending()
+	defer sends.free()
+	defer recvs.free()
 
 	first := newWalk(b, own-1, 1, seg) // step 0 sends block own-1 as it is
 	for lo, hi, _, ok := first.next(); ok; lo, hi, _, ok = first.next() {
@@ -120,9 +120,9 @@ func ringAllGather[T spmd.Number](k *call, buf []T, b []int, own int, tag int) e
 	p := cc.Size()
 	right, left := mod(cc.Rank()+1, p), mod(cc.Rank()-1, p)
 	seg := segElems[T]()
-	var sends, recvs pending
-	defer sends.abort()
-	defer recvs.abort()
+	sends, recvs := newPending(), newPending()
+	defer sends.free()
+	defer recvs.free()
 
 	first := newWalk(b, own, 1, seg)
 	for lo, hi, _, ok := first.next(); ok; lo, hi, _, ok = first.next() {

@@ -183,32 +183,41 @@ func decodeNotice(cc *spmd.Comm, from int, msg []byte) error {
 	return &spmd.PeerError{Rank: int(lost), Err: fmt.Errorf("%w (seen by rank %d of comm %d)", spmd.ErrPeerLost, from, cc.ID())}
 }
 
-// scratch lends a buffer of at least n elements of T from st, and returns
-// the function that gives it back. keep=false drops it instead, for a call
-// that failed and may have left receives pending into it. Lending while it
-// is out allocates a fresh one.
-func scratch[T spmd.Number](st *state, n int) ([]T, func(keep bool)) {
+// scratch lends a buffer of at least n elements of T from st, and the
+// lease that gives it back. Lending while it is out allocates a fresh one,
+// whose lease is empty.
+func scratch[T spmd.Number](st *state, n int) ([]T, lease) {
 	var z T
 	words := (n*int(unsafe.Sizeof(z)) + 7) / 8
 	if n == 0 {
-		return nil, func(bool) {}
+		return nil, lease{}
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.busy {
-		return view[T](make([]uint64, words), n), func(bool) {}
+		return view[T](make([]uint64, words), n), lease{}
 	}
 	if len(st.scratch) < words {
 		st.scratch = make([]uint64, words)
 	}
 	st.busy = true
-	return view[T](st.scratch, n), func(keep bool) {
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		st.busy = false
-		if !keep {
-			st.scratch = nil
-		}
+	return view[T](st.scratch, n), lease{st}
+}
+
+// lease is a loan of a state's scratch buffer.
+type lease struct{ st *state }
+
+// release gives the buffer back; keep=false drops it instead, for a call
+// that failed and may have left receives pending into it.
+func (l lease) release(keep bool) {
+	if l.st == nil {
+		return
+	}
+	l.st.mu.Lock()
+	defer l.st.mu.Unlock()
+	l.st.busy = false
+	if !keep {
+		l.st.scratch = nil
 	}
 }
 

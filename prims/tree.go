@@ -23,7 +23,8 @@ func treeBcast[T spmd.Number](k *call, buf []T, root, phase int) error {
 			break
 		}
 	}
-	var sends pending
+	sends := newPending()
+	defer sends.free()
 	for mask >>= 1; mask > 0; mask >>= 1 {
 		if vr+mask < p {
 			sends.isend(ctx, cc, mod(vr+mask+root, p), t, spmd.Bytes(buf))
@@ -162,8 +163,8 @@ func treeScatter[T spmd.Number](k *call, send, recv []T, root int) error {
 			return err
 		}
 	}
-	var sends pending
-	defer sends.abort()
+	sends := newPending()
+	defer sends.free()
 	for mask := highBit(sub - 1); mask > 0; mask >>= 1 {
 		child := vr + mask
 		if child >= p {
@@ -175,7 +176,7 @@ func treeScatter[T spmd.Number](k *call, send, recv []T, root int) error {
 			sends.isend(ctx, cc, to, t, spmd.Bytes(have[mask*kk:(mask+n)*kk]))
 			continue
 		}
-		if err := sendRooted(k, &sends, send, child, n, root, to, t); err != nil {
+		if err := sendRooted(k, sends, send, child, n, root, to, t); err != nil {
 			return err
 		}
 	}

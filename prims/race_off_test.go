@@ -1,0 +1,5 @@
+//go:build !race
+
+package prims_test
+
+const raceEnabled = false
