@@ -69,6 +69,14 @@
 // after freeing space. The futexes are shared (no FUTEX_PRIVATE_FLAG), so
 // the waker may be another process. Sends and deliveries allocate nothing.
 //
+// A goroutine waiting for a message may poll the rings itself
+// (transport.Poller): while any does, the receiver sleeps and senders skip
+// the doorbell. The last poller of a session that delivered something
+// stays registered for lingerFor (50 us) after EndPoll, so that a rank in
+// a loop of exchanges, which polls again a microsecond later, is not sent
+// a wake-up meanwhile; when the linger ends with nobody polling, what came
+// in is delivered then.
+//
 // # Loss
 //
 // A sleeping side wakes at least every 150 ms and then checks that its

@@ -97,11 +97,17 @@ type Transport struct {
 	// consume is the rings' consumer side: held by whoever polls them, the
 	// receiver or a goroutine in Poll, and guards what polling and the
 	// receiver's checks touch (the peers' gone state, unlinked).
-	consume  sync.Mutex
-	offering atomic.Int32 // started single-copy sends not taken yet, all peers
-	started  atomic.Bool
-	closing  atomic.Bool
-	unlinked bool // the segment's file is gone; owned by the receiver until Close
+	consume sync.Mutex
+	polled  bool        // a Poll of the current polling session delivered something
+	linger  *time.Timer // ends a lingering poller's registration (endLinger)
+	// lingering says that the last poller left but its count is kept for
+	// lingerFor, so that senders do not ring the doorbell for a message the
+	// next poll will take anyway.
+	lingering bool
+	offering  atomic.Int32 // started single-copy sends not taken yet, all peers
+	started   atomic.Bool
+	closing   atomic.Bool
+	unlinked  bool // the segment's file is gone; owned by the receiver until Close
 
 	ctx    context.Context // cancelled by Close: stops attaching
 	cancel context.CancelFunc
@@ -234,6 +240,9 @@ func (t *Transport) close() {
 	// ones see closing under the lock and leave them alone.
 	t.consume.Lock()
 	defer t.consume.Unlock()
+	if t.linger != nil {
+		t.linger.Stop()
+	}
 	if t.started.Load() {
 		for _, p := range t.order {
 			if !p.gone {
