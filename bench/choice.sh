@@ -11,6 +11,7 @@
 #
 #   bench/choice.sh                  # np 4 and 8; allreduce, broadcast, allgather; 8 B to 64 MiB
 #   NPS=4 OPS=allreduce bench/choice.sh
+#   OUT=/tmp/choice bench/choice.sh  # also keep every run, and a table of all medians
 set -eu
 cd "$(dirname "$0")/.."
 NPS=${NPS:-"4 8"}
@@ -51,6 +52,12 @@ for np in $NPS; do
 			done
 		done
 		bench "$np" --op "$op" >"$dir/auto"
+		if [ -n "${OUT:-}" ]; then
+			mkdir -p "$OUT"
+			cp "$dir/runs" "$OUT/$op.$np.runs"
+			cp "$dir/auto" "$OUT/$op.$np.auto"
+			"$dir/gorun" --topo -np "$np" >"$OUT/topo.$np.txt" 2>&1 || true
+		fi
 		# Columns: op np bytes count type redop algo time_us ...
 		awk -v tol="$TOL" -v op="$op" -v np="$np" '
 			# median of the times in the space-separated list l

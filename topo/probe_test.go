@@ -102,3 +102,22 @@ func TestProbeOneRank(t *testing.T) {
 		return err
 	})
 }
+
+// TestSteady: one lucky round does not set a probe's time, and neither does
+// a stretch of slow ones.
+func TestSteady(t *testing.T) {
+	xs := make([]float64, 50)
+	for i := range xs {
+		xs[i] = 10 + float64(i%7)
+	}
+	xs[3] = 1                  // one lucky round in the first chunk
+	for i := 20; i < 30; i++ { // the third chunk all slow
+		xs[i] = 100
+	}
+	if got := steady(xs); got != 10 {
+		t.Errorf("steady = %v, want 10 (the median of the chunks' minimums)", got)
+	}
+	if got := steady([]float64{5}); got != 5 {
+		t.Errorf("steady of one time = %v, want it", got)
+	}
+}
