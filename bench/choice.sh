@@ -11,7 +11,7 @@
 #
 #   bench/choice.sh                  # np 4 and 8; allreduce, broadcast, allgather; 8 B to 64 MiB
 #   NPS=4 OPS=allreduce bench/choice.sh
-#   OUT=/tmp/choice bench/choice.sh  # also keep every run, and a table of all medians
+#   OUT=/tmp/choice bench/choice.sh  # also keep every run and the topo report (for bench/replay)
 set -eu
 cd "$(dirname "$0")/.."
 NPS=${NPS:-"4 8"}

@@ -151,15 +151,26 @@ func (m Model) doubling(s shape, size, red func(k int) float64) float64 {
 }
 
 // unsegmented is the extra cost of moving a message of b bytes in one
-// piece: past a segment, the sender's copy in and the receiver's copy out
-// follow each other instead of overlapping as a segmented pipeline's do,
-// so the bytes beyond the first segment cost beta once more. Measured with
-// bench/choice.sh on 2 cores: the segmented ring all-gather overtook
+// piece: past the first Overlap bytes, the sender's copy in and the
+// receiver's copy out follow each other instead of overlapping as a
+// segmented pipeline's do, so those bytes cost beta once more. Measured
+// with bench/choice.sh on 2 cores: the segmented ring all-gather overtook
 // recursive doubling from 64-128 KiB, which one beta per byte could not
 // show.
 func (m Model) unsegmented(cross bool, b float64, busy int) float64 {
-	return max(0, b-Segment) * m.beta(cross, busy)
+	return max(0, b-Overlap) * m.beta(cross, busy)
 }
+
+// Overlap is how much of a message sent in one piece is modelled as
+// overlapping with its receipt. It was a whole segment (256 KiB); replaying
+// three kept runs of bench/choice.sh against the model (4 and 8 ranks on 2
+// cores, all-reduce, broadcast and all-gather, 423 sizes) gave 342 choices
+// within 15% of the fastest with 256 KiB, 348 with 128 KiB, 354 with
+// 64 KiB, 355 with 32 KiB, 353 with 16 KiB and 344 with none: all of the
+// gain in all-gather, where recursive doubling was chosen at 128-512 KiB
+// and ran 1.2-2.3x slower than the ring. A frame of up to a quarter of a
+// shm ring (256 KiB) is written whole before the receiver sees it.
+const Overlap = 64 << 10
 
 // binomial is a binomial tree rooted at rank 0 (broadcast when red is
 // false, reduce when true): in the round at distance d, the ranks

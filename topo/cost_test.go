@@ -7,13 +7,13 @@ import (
 
 // TestCostClosedForms checks the formulas against DESIGN.md's closed forms
 // where they apply exactly: one host with cores to spare, p a power of two,
-// and no round moving more than a segment in one piece (see
+// and no round moving more than Overlap bytes in one piece (see
 // TestCostUnsegmented for the larger ones).
 func TestCostClosedForms(t *testing.T) {
 	m := goldenModel
 	m.Cores = 1 << 20
 	a, b, g := m.Local.Alpha, m.Local.Beta, m.Gamma
-	const n = Segment
+	const n = Overlap
 	for _, p := range []int{2, 4, 8, 16} {
 		P, lgp := float64(p), float64(lg(p))
 		tests := []struct {
@@ -43,8 +43,8 @@ func TestCostClosedForms(t *testing.T) {
 	}
 }
 
-// TestCostUnsegmented: a recursive-doubling round that moves more than a
-// segment in one piece pays beta once more for the bytes past the segment.
+// TestCostUnsegmented: a recursive-doubling round that moves more than
+// Overlap bytes in one piece pays beta once more for the bytes past it.
 func TestCostUnsegmented(t *testing.T) {
 	m := goldenModel
 	m.Cores = 1 << 20
@@ -52,7 +52,7 @@ func TestCostUnsegmented(t *testing.T) {
 	const n = 4 << 20
 	for _, p := range []int{2, 4, 8} {
 		lgp := float64(lg(p))
-		want := lgp*(a+n*b+n*g) + lgp*(n-Segment)*b
+		want := lgp*(a+n*b+n*g) + lgp*(n-Overlap)*b
 		if got := m.Cost(AllReduce, RecursiveDoubling, p, n, Uniform(1, p)); math.Abs(got-want) > 1e-9*want {
 			t.Errorf("p=%d recdbl all-reduce of %d bytes: cost %g, want %g", p, n, got, want)
 		}
