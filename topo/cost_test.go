@@ -31,7 +31,11 @@ func TestCostClosedForms(t *testing.T) {
 			{AllGather, RecursiveDoubling, lgp*a + n*(P-1)/P*b},
 			{ReduceScatter, Rabenseifner, lgp*a + n*(P-1)/P*(b+g)},
 			{Gather, Tree, lgp*a + n*(P-1)/P*b},
-			{AllToAll, Linear, (P - 1) * (a + n/P*b)},
+			// Everything posted at once: one latency, a quarter of one
+			// for each further message, the bytes of p-1 blocks.
+			{AllToAll, Linear, a + (P-2)*BurstGap*a + (P-1)*n/P*b},
+			{AllGather, Linear, a + (P-2)*BurstGap*a + (P-1)*n/P*b},
+			{ReduceScatter, Linear, a + (P-2)*BurstGap*a + (P-1)*n/P*(b+g)},
 			{Barrier, RecursiveDoubling, lgp * a},
 		}
 		for _, tt := range tests {
