@@ -54,11 +54,21 @@ func TestCollectivesAllocateNothing(t *testing.T) {
 				)
 				spmdtest.RunOn(t, spmdtest.SHM, p, func(ctx context.Context, w *spmd.World) error {
 					buf := make([]float32, 2*p)
-					loop := func(n int) error {
+					// run makes n calls, waits for every rank, and then
+					// reads the allocation count on rank 0 into ms.
+					run := func(n int, ms *runtime.MemStats) error {
 						for range n {
 							if err := o.f(ctx, w.Comm, buf, algo); err != nil {
 								return err
 							}
+						}
+						if err := w.Barrier(ctx); err != nil {
+							return err
+						}
+						if w.Rank() == 0 {
+							mu.Lock()
+							runtime.ReadMemStats(ms)
+							mu.Unlock()
 						}
 						return nil
 					}
@@ -66,27 +76,11 @@ func TestCollectivesAllocateNothing(t *testing.T) {
 					// long as the measured calls run: a broadcast's root runs
 					// ahead of its receivers, and the pools must hold as many
 					// early messages as it gets ahead by.
-					if err := loop(calls); err != nil {
+					if err := run(calls, &before); err != nil {
 						return err
 					}
-					if err := w.Barrier(ctx); err != nil {
+					if err := run(calls, &after); err != nil {
 						return err
-					}
-					if w.Rank() == 0 {
-						mu.Lock()
-						runtime.ReadMemStats(&before)
-						mu.Unlock()
-					}
-					if err := loop(calls); err != nil {
-						return err
-					}
-					if err := w.Barrier(ctx); err != nil {
-						return err
-					}
-					if w.Rank() == 0 {
-						mu.Lock()
-						runtime.ReadMemStats(&after)
-						mu.Unlock()
 					}
 					return nil
 				})
