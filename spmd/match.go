@@ -2,6 +2,7 @@ package spmd
 
 import (
 	"fmt"
+	"math/bits"
 	"sync"
 
 	"github.com/gorun-hpc/gorun/spmd/transport"
@@ -22,22 +23,54 @@ type inbox struct {
 	waiter   *Request // a receive matched while it was still arriving
 }
 
-// inboxPool recycles the inboxes of messages up to maxPooledInbox bytes
-// once their receive has copied them out: in a loop of broadcasts the root
-// runs ahead, most messages arrive before their receive, and a buffer per
-// message was the last allocation of a small collective.
-var inboxPool = sync.Pool{New: func() any { return new(inbox) }}
+// The inboxes of messages that arrive before their receive are pooled, so
+// that they cost no allocation once their receive has copied them out.
+// Those up to smallInbox bytes share one pool (in a loop of broadcasts the
+// root runs ahead and most messages arrive early; a buffer per message was
+// the last allocation of a small collective). Larger ones go to a pool per
+// power of two up to maxPooledInbox: a 16 MiB broadcast between 2 ranks
+// spent a tenth of its cycles zeroing a fresh inbox, and as much again
+// faulting its pages in, since the next message's offer reaches the
+// receiver before the program has posted the next receive.
+var (
+	inboxPool  = sync.Pool{New: func() any { return new(inbox) }}
+	inboxPools [bigClasses]sync.Pool
+)
 
-const maxPooledInbox = 64 << 10
+const (
+	smallInbox     = 64 << 10
+	maxPooledInbox = 64 << 20
+	firstBigClass  = 17 // 128 KiB
+	bigClasses     = 27 - firstBigClass
+)
+
+// inboxClass returns the pool of inboxes that hold n bytes, or nil.
+func inboxClass(n int) *sync.Pool {
+	switch {
+	case n <= smallInbox:
+		return &inboxPool
+	case n > maxPooledInbox:
+		return nil
+	}
+	return &inboxPools[bits.Len(uint(n-1))-firstBigClass]
+}
 
 // newInbox returns an inbox with a buffer of n bytes.
 func newInbox(n int) *inbox {
-	if n > maxPooledInbox {
+	pool := inboxClass(n)
+	if pool == nil {
 		return &inbox{buf: make([]byte, n)}
 	}
-	in := inboxPool.Get().(*inbox)
+	in, _ := pool.Get().(*inbox)
+	if in == nil {
+		in = new(inbox)
+	}
 	if cap(in.buf) < n {
-		in.buf = make([]byte, n, max(n, 64))
+		size := max(n, 64)
+		if n > smallInbox {
+			size = 1 << bits.Len(uint(n-1))
+		}
+		in.buf = make([]byte, n, size)
 	}
 	in.buf = in.buf[:n]
 	return in
@@ -45,11 +78,12 @@ func newInbox(n int) *inbox {
 
 // recycle gives back an inbox whose message has been copied out.
 func (in *inbox) recycle() {
-	if cap(in.buf) > maxPooledInbox {
+	pool := inboxClass(cap(in.buf))
+	if pool == nil {
 		return
 	}
 	in.complete, in.waiter = false, nil
-	inboxPool.Put(in)
+	pool.Put(in)
 }
 
 type queue struct {
@@ -322,11 +356,11 @@ func (e *engine) isend(r *Request, dst int, wait bool) {
 			e.transmit(dst, r)
 		}
 	case !e.trySend(dst, r) && !e.tryStart(dst, r):
-		go e.drain(dst, r)
+		go r.drain()
 		return
 	}
 	if next := e.next(dst); next != nil {
-		go e.drain(dst, next)
+		go next.drain()
 	}
 }
 

@@ -13,6 +13,10 @@ import (
 type Request struct {
 	done chan struct{} // receives one token when the request completes
 	fin  atomic.Bool   // set by whoever completes the request, before the token
+	// drain is e.drain(key.src, r) for a send, made once per pooled
+	// request: go r.drain() then allocates nothing, where go e.drain(dst,
+	// r) built a closure for every send that needed a goroutine.
+	drain func()
 
 	e    *engine
 	kind reqKind
@@ -47,7 +51,11 @@ const (
 
 // reqPool recycles the requests of blocking calls, which never escape to
 // the caller, so that Send and Recv allocate nothing in steady state.
-var reqPool = sync.Pool{New: func() any { return &Request{done: make(chan struct{}, 1)} }}
+var reqPool = sync.Pool{New: func() any {
+	r := &Request{done: make(chan struct{}, 1)}
+	r.drain = func() { r.e.drain(r.key.src, r) }
+	return r
+}}
 
 func newRequest(e *engine, kind reqKind, buf []byte) *Request {
 	r := reqPool.Get().(*Request)
@@ -69,7 +77,7 @@ func (r *Request) Free() {
 
 // release returns a completed request of a blocking call to the pool.
 func (r *Request) release() {
-	*r = Request{done: r.done}
+	*r = Request{done: r.done, drain: r.drain}
 	reqPool.Put(r)
 }
 
