@@ -128,19 +128,22 @@ func ringAllGather[T spmd.Number](k *call, buf []T, b []int, own int, tag int) e
 	for lo, hi, _, ok := first.next(); ok; lo, hi, _, ok = first.next() {
 		sends.isend(ctx, cc, right, tag, spmd.Bytes(buf[lo:hi]))
 	}
-	post := newWalk(b, own-1, p-1, seg)
-	type piece struct{ lo, hi, step int }
-	var pieces []piece
-	for lo, hi, step, ok := post.next(); ok; lo, hi, step, ok = post.next() {
+	// Every segment's receive is posted at once; the same walk again
+	// forwards them as they arrive.
+	post, take := newWalk(b, own-1, p-1, seg), newWalk(b, own-1, p-1, seg)
+	for lo, hi, _, ok := post.next(); ok; lo, hi, _, ok = post.next() {
 		recvs.irecv(cc, left, tag, spmd.Bytes(buf[lo:hi]))
-		pieces = append(pieces, piece{lo, hi, step})
 	}
-	for i, pc := range pieces {
+	for i := 0; ; i++ {
+		lo, hi, step, ok := take.next()
+		if !ok {
+			break
+		}
 		if err := recvs.wait(ctx, i); err != nil {
 			return err
 		}
-		if pc.step < p-2 {
-			sends.isend(ctx, cc, right, tag, spmd.Bytes(buf[pc.lo:pc.hi]))
+		if step < p-2 {
+			sends.isend(ctx, cc, right, tag, spmd.Bytes(buf[lo:hi]))
 		}
 	}
 	recvs.reset()
