@@ -2,7 +2,6 @@ package spmd
 
 import (
 	"fmt"
-	"math/bits"
 	"sync"
 
 	"github.com/gorun-hpc/gorun/spmd/transport"
@@ -14,76 +13,6 @@ type matchKey struct {
 	comm uint32
 	src  int
 	tag  int32
-}
-
-// inbox is a message that arrived before a receive matched it.
-type inbox struct {
-	buf      []byte
-	complete bool     // the transport has filled buf
-	waiter   *Request // a receive matched while it was still arriving
-}
-
-// The inboxes of messages that arrive before their receive are pooled, so
-// that they cost no allocation once their receive has copied them out.
-// Those up to smallInbox bytes share one pool (in a loop of broadcasts the
-// root runs ahead and most messages arrive early; a buffer per message was
-// the last allocation of a small collective). Larger ones go to a pool per
-// power of two up to maxPooledInbox: a 16 MiB broadcast between 2 ranks
-// spent a tenth of its cycles zeroing a fresh inbox, and as much again
-// faulting its pages in, since the next message's offer reaches the
-// receiver before the program has posted the next receive.
-var (
-	inboxPool  = sync.Pool{New: func() any { return new(inbox) }}
-	inboxPools [bigClasses]sync.Pool
-)
-
-const (
-	smallInbox     = 64 << 10
-	maxPooledInbox = 64 << 20
-	firstBigClass  = 17 // 128 KiB
-	bigClasses     = 27 - firstBigClass
-)
-
-// inboxClass returns the pool of inboxes that hold n bytes, or nil.
-func inboxClass(n int) *sync.Pool {
-	switch {
-	case n <= smallInbox:
-		return &inboxPool
-	case n > maxPooledInbox:
-		return nil
-	}
-	return &inboxPools[bits.Len(uint(n-1))-firstBigClass]
-}
-
-// newInbox returns an inbox with a buffer of n bytes.
-func newInbox(n int) *inbox {
-	pool := inboxClass(n)
-	if pool == nil {
-		return &inbox{buf: make([]byte, n)}
-	}
-	in, _ := pool.Get().(*inbox)
-	if in == nil {
-		in = new(inbox)
-	}
-	if cap(in.buf) < n {
-		size := max(n, 64)
-		if n > smallInbox {
-			size = 1 << bits.Len(uint(n-1))
-		}
-		in.buf = make([]byte, n, size)
-	}
-	in.buf = in.buf[:n]
-	return in
-}
-
-// recycle gives back an inbox whose message has been copied out.
-func (in *inbox) recycle() {
-	pool := inboxClass(cap(in.buf))
-	if pool == nil {
-		return
-	}
-	in.complete, in.waiter = false, nil
-	pool.Put(in)
 }
 
 type queue struct {
