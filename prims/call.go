@@ -30,10 +30,6 @@ type Option struct {
 	algo topo.Algo
 }
 
-type options struct {
-	algo topo.Algo
-}
-
 // WithAlgo forces the call's algorithm instead of letting topo.Choose pick
 // it. An algorithm that does not implement the collective is an error
 // (ErrAlgo).
@@ -41,9 +37,9 @@ func WithAlgo(a topo.Algo) Option {
 	return Option{algo: a}
 }
 
-// apply returns what opts set; a later option wins.
-func apply(opts []Option) options {
-	var o options
+// apply merges opts into one; a later option wins.
+func apply(opts []Option) Option {
+	var o Option
 	for _, x := range opts {
 		if x.algo != "" {
 			o.algo = x.algo
