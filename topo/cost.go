@@ -77,21 +77,21 @@ func (m Model) alpha(s shape, cross bool) float64 {
 // but the smallest sizes, which charging every round the whole host's
 // excess could not show.
 func (m Model) alphaBusy(s shape, cross bool, busy int) float64 {
-	a := m.Local.Alpha
+	return m.link(cross).Alpha + m.Wake*float64(max(0, min(busy, s.perHost)-m.Cores))
+}
+
+// link is the Remote link for a round that crosses hosts, else the Local one.
+func (m Model) link(cross bool) Link {
 	if cross {
-		a = m.Remote.Alpha
+		return m.Remote
 	}
-	return a + m.Wake*float64(max(0, min(busy, s.perHost)-m.Cores))
+	return m.Local
 }
 
 // beta is the seconds per byte of a round over the link class with busy
 // message endpoints on the busiest host.
 func (m Model) beta(cross bool, busy int) float64 {
-	b := m.Local.Beta
-	if cross {
-		b = m.Remote.Beta
-	}
-	return b * m.share(busy)
+	return m.link(cross).Beta * m.share(busy)
 }
 
 // gamma is the seconds per byte of a reduction done by busy ranks of one host at once.
@@ -133,12 +133,8 @@ const BurstGap = 0.25
 func (m Model) burst(s shape, b, red float64) float64 {
 	cross := s.hosts > 1
 	busy := 2 * s.perHost
-	a := m.Local.Alpha
-	if cross {
-		a = m.Remote.Alpha
-	}
 	k := float64(s.p - 1)
-	return m.alphaBusy(s, cross, busy) + (k-1)*BurstGap*a +
+	return m.alphaBusy(s, cross, busy) + (k-1)*BurstGap*m.link(cross).Alpha +
 		k*(b*m.beta(cross, busy)+red*m.gamma(s.perHost)+m.unsegmented(cross, b, busy))
 }
 
