@@ -36,14 +36,20 @@
 //
 // # Rings and frames
 //
-// A frame is a 24-byte header (magic and version, communicator, tag,
-// length) followed by the payload, packed without padding and wrapping
-// around the ring's end. A message smaller than a quarter of the ring is
-// written in one piece; a larger one, of any size up to MaxPayload, streams
-// through the ring in pieces of at least a quarter, and the receiver copies
-// each piece straight from the ring into the slice the Handler's Buffer
-// returned: one copy in, one copy out, no whole-message copy. A frame with
-// a bad header, or ring positions that cannot be, drops the peer.
+// A frame is a 24-byte header (magic and version, flags, communicator,
+// tag, length) followed by the payload, padded to 8 bytes and wrapping
+// around the ring's end. Its first 8 bytes are a marker word that the
+// sender stores last, and the sender zeroes the word after each frame
+// before publishing it: the receiver finds a new frame by the marker at
+// its head, in the cache line that carries the message, rather than by the
+// ring's tail, and the sender reads the receiver's head only when it runs
+// short of room. A message that fits in a quarter of the ring is written
+// in one piece; a larger one, of any size up to MaxPayload, streams
+// through the ring in pieces of at least a quarter, published by the tail,
+// and the receiver copies each piece straight from the ring into the slice
+// the Handler's Buffer returned: one copy in, one copy out, no
+// whole-message copy. A frame with a bad header, or ring positions that
+// cannot be, drops the peer.
 //
 // # Single copy
 //
@@ -72,10 +78,10 @@
 // A goroutine waiting for a message may poll the rings itself
 // (transport.Poller): while any does, the receiver sleeps and senders skip
 // the doorbell. The last poller of a session that delivered something
-// stays registered for lingerFor (50 us) after EndPoll, so that a rank in
-// a loop of exchanges, which polls again a microsecond later, is not sent
-// a wake-up meanwhile; when the linger ends with nobody polling, what came
-// in is delivered then.
+// stays registered for 50-100 us (lingerFor to twice that) after EndPoll,
+// so that a rank in a loop of exchanges, which polls again a microsecond
+// later, is not sent a wake-up meanwhile; when the linger ends with nobody
+// polling, what came in is delivered then.
 //
 // # Loss
 //

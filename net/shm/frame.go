@@ -13,34 +13,56 @@ const MaxPayload = 1 << 36
 
 // frameHeaderSize is the length of a frame header in a ring:
 //
-//	[0:4]   magic "gsM" and version 1
-//	[4:8]   comm, uint32
-//	[8:12]  tag, int32
-//	[12:16] flags: 0, or flagSingleCopy
+//	[0:4]   magic "gsM" and version 2
+//	[4:8]   flags: flagSingleCopy, flagWhole
+//	[8:12]  comm, uint32
+//	[12:16] tag, int32
 //	[16:24] payload length, uint64
 //
-// All fields are little-endian. The payload follows at once, without
-// padding; a header may wrap around the end of the ring like any byte.
-// A single-copy frame carries, instead of the payload, an 8-byte
-// descriptor: the payload's address in the sender's memory, which the
-// receiver reads with process_vm_readv (see singlecopy.go).
+// All fields are little-endian. The payload follows at once; the frame is
+// padded to a multiple of 8 bytes, so frames start on 8-byte boundaries. A
+// single-copy frame carries, instead of the payload, an 8-byte descriptor:
+// the payload's address in the sender's memory, which the receiver reads
+// with process_vm_readv (see singlecopy.go).
+//
+// The first 8 bytes, magic and flags, are the frame's marker word, which
+// the producer stores last: the consumer learns that a frame has arrived
+// by finding a marker at its head, not from the ring's tail, so a message
+// crosses between cores in the cache lines that carry it. After each frame
+// the producer zeroes the word where the next frame will start before it
+// publishes, so a stale byte of an earlier lap is never taken for a marker.
+// A frame marked whole was written in one piece before its marker; the
+// pieces of a larger one are published by the ring's tail.
 const frameHeaderSize = 24
 
-// flagSingleCopy marks a frame whose payload stays in the sender's memory.
-const flagSingleCopy = 1
+// markerSize is the length of the marker word, and of the terminator.
+const markerSize = 8
+
+// Frame flags.
+const (
+	flagSingleCopy = 1 // the payload stays in the sender's memory
+	flagWhole      = 2 // the whole frame was there when its marker was stored
+)
 
 // descSize is the length of a single-copy frame's descriptor.
 const descSize = 8
 
-// frameMagic is "gsM\x01" read as a little-endian uint32.
-const frameMagic = uint32('g') | uint32('s')<<8 | uint32('M')<<16 | uint32(1)<<24
+// frameMagic is "gsM\x02" read as a little-endian uint32.
+const frameMagic = uint32('g') | uint32('s')<<8 | uint32('M')<<16 | uint32(2)<<24
+
+// frameSize returns the length of a frame with n payload bytes, padding
+// included.
+func frameSize(n int) int { return (frameHeaderSize + n + 7) &^ 7 }
+
+// marker returns the marker word of a frame with flags.
+func marker(flags uint32) uint64 { return uint64(frameMagic) | uint64(flags)<<32 }
 
 func putHeader(b []byte, h transport.Header, flags uint32) {
 	_ = b[frameHeaderSize-1]
 	binary.LittleEndian.PutUint32(b[0:4], frameMagic)
-	binary.LittleEndian.PutUint32(b[4:8], h.Comm)
-	binary.LittleEndian.PutUint32(b[8:12], uint32(h.Tag))
-	binary.LittleEndian.PutUint32(b[12:16], flags)
+	binary.LittleEndian.PutUint32(b[4:8], flags)
+	binary.LittleEndian.PutUint32(b[8:12], h.Comm)
+	binary.LittleEndian.PutUint32(b[12:16], uint32(h.Tag))
 	binary.LittleEndian.PutUint64(b[16:24], uint64(h.Len))
 }
 
@@ -50,8 +72,8 @@ func parseHeader(b []byte) (transport.Header, uint32, error) {
 	if m := binary.LittleEndian.Uint32(b[0:4]); m != frameMagic {
 		return transport.Header{}, 0, fmt.Errorf("%w: frame magic %#08x, want %#08x", errCorrupt, m, frameMagic)
 	}
-	flags := binary.LittleEndian.Uint32(b[12:16])
-	if flags&^flagSingleCopy != 0 {
+	flags := binary.LittleEndian.Uint32(b[4:8])
+	if flags&^(flagSingleCopy|flagWhole) != 0 {
 		return transport.Header{}, 0, fmt.Errorf("%w: unknown frame flags %#x", errCorrupt, flags)
 	}
 	n := binary.LittleEndian.Uint64(b[16:24])
@@ -59,8 +81,8 @@ func parseHeader(b []byte) (transport.Header, uint32, error) {
 		return transport.Header{}, 0, fmt.Errorf("%w: frame announces %d bytes, above the %d-byte limit", errCorrupt, n, MaxPayload)
 	}
 	return transport.Header{
-		Comm: binary.LittleEndian.Uint32(b[4:8]),
-		Tag:  int32(binary.LittleEndian.Uint32(b[8:12])),
+		Comm: binary.LittleEndian.Uint32(b[8:12]),
+		Tag:  int32(binary.LittleEndian.Uint32(b[12:16])),
 		Len:  int(n),
 	}, flags, nil
 }
@@ -79,7 +101,11 @@ type consumer struct {
 	h    transport.Header
 	buf  []byte // the current message's destination; nil between messages
 	got  int    // bytes of buf filled
+	end  uint64 // where the current frame ends, padding included
 	open bool   // a message is half-read: Buffer was called, Deliver was not
+	// whole says the current frame was published in one piece: its bytes
+	// are all there, and the tail need not be read.
+	whole bool
 
 	// copier pulls single-copy payloads out of the producer's memory,
 	// once it has met one (see singlecopy.go); taken, if set, is called
@@ -93,69 +119,86 @@ type consumer struct {
 // messages are delivered. It returns how many bytes it consumed. An error
 // means the ring is corrupt and the peer must be dropped.
 func (c *consumer) poll(h transport.Handler) (int, error) {
-	avail, err := c.r.used(c.r.c.tail.Load(), c.head)
-	if err != nil {
-		return 0, err
-	}
 	start := c.head
 	chunk := c.r.size() / 4
-	for avail > 0 {
+	for {
 		if !c.open {
-			if avail < frameHeaderSize {
+			if c.head&(markerSize-1) != 0 {
+				return 0, fmt.Errorf("%w: head %d is not at a frame boundary", errCorrupt, c.head)
+			}
+			m := c.r.loadMarker(c.head)
+			if m == 0 {
 				break
 			}
-			single, err := c.begin(h, avail)
+			single, err := c.begin(h, m)
 			if err != nil {
 				return 0, err
 			}
 			if single {
-				avail -= frameHeaderSize + descSize
 				continue
 			}
-			if !c.open { // a single-copy frame whose descriptor is not all there
+		}
+		if c.got < len(c.buf) {
+			limit := c.end
+			if !c.whole {
+				tail := c.r.c.tail.Load()
+				if _, err := c.r.used(tail, c.head); err != nil {
+					return 0, err
+				}
+				limit = min(tail, c.end)
+			}
+			n := min(limit-c.head, uint64(len(c.buf)-c.got), chunk)
+			if n == 0 {
 				break
 			}
-			avail -= frameHeaderSize
+			c.r.read(c.head, c.buf[c.got:c.got+int(n)])
+			c.got += int(n)
+			if c.got < len(c.buf) {
+				c.publish(c.head + n)
+				continue
+			}
 		}
-		n := min(avail, uint64(len(c.buf)-c.got), chunk)
-		c.r.read(c.head, c.buf[c.got:c.got+int(n)])
-		c.got += int(n)
-		avail -= n
-		c.publish(c.head + n)
-		if c.got == len(c.buf) {
-			buf := c.buf
-			c.buf, c.open = nil, false
-			h.Deliver(c.peer, c.h, buf)
-		}
+		buf := c.buf
+		c.buf, c.open = nil, false
+		c.publish(c.end)
+		h.Deliver(c.peer, c.h, buf)
 	}
 	return int(c.head - start), nil
 }
 
-// begin reads the next header, of a frame with avail bytes published, and
-// asks h where its payload goes. A single-copy frame is handled whole, and
-// reported, when its descriptor is there too; otherwise it is left in the
-// ring (single and c.open both false).
-func (c *consumer) begin(h transport.Handler, avail uint64) (single bool, err error) {
-	c.r.read(c.head, c.hb[:frameHeaderSize])
+// begin reads the header of the frame whose marker word m is at the head,
+// and asks h where its payload goes. A single-copy frame is handled whole,
+// and reported.
+func (c *consumer) begin(h transport.Handler, m uint64) (single bool, err error) {
+	binary.LittleEndian.PutUint64(c.hb[:markerSize], m)
+	c.r.read(c.head+markerSize, c.hb[markerSize:frameHeaderSize])
 	hdr, flags, err := parseHeader(c.hb[:frameHeaderSize])
 	if err != nil {
 		return false, err
 	}
+	size := uint64(frameSize(hdr.Len))
 	if flags&flagSingleCopy != 0 {
-		if avail < frameHeaderSize+descSize {
-			return false, nil
+		size = uint64(frameSize(descSize))
+	}
+	whole := flags&flagWhole != 0
+	if whole && size+markerSize > c.r.size() {
+		return false, fmt.Errorf("%w: a %d-byte frame marked whole in a %d-byte ring", errCorrupt, size, c.r.size())
+	}
+	if flags&flagSingleCopy != 0 {
+		if !whole || hdr.Len == 0 {
+			return false, fmt.Errorf("%w: a single-copy frame not written whole", errCorrupt)
 		}
 		return true, c.pull(h, hdr)
 	}
+	c.end = c.head + size
 	c.head += frameHeaderSize // published with the first payload bytes
 	buf := h.Buffer(c.peer, hdr)
 	if len(buf) != hdr.Len {
 		return false, fmt.Errorf("the handler gave a %d-byte buffer for a %d-byte message", len(buf), hdr.Len)
 	}
-	c.h, c.buf, c.got, c.open = hdr, buf, 0, true
+	c.h, c.buf, c.got, c.open, c.whole = hdr, buf, 0, true, whole
 	return false, nil
 }
-
 func (c *consumer) publish(head uint64) {
 	c.head = head
 	c.r.c.head.Store(head)

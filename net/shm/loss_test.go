@@ -82,7 +82,7 @@ func TestSendCancelledMidMessage(t *testing.T) {
 func TestSendCancelledBeforeFirstByte(t *testing.T) {
 	c := build(t, 2, WithRingSize(1<<16))
 	c.start(t, 0)
-	send(t, c.ts[0], 1, 1, make([]byte, 1<<16-frameHeaderSize)) // fills the ring
+	send(t, c.ts[0], 1, 1, make([]byte, 1<<16-frameHeaderSize-markerSize)) // fills the ring
 	ctx, cancel := context.WithCancel(context.Background())
 	sent := sendAsync(ctx, c.ts[0], 1, 10)
 	cancel()

@@ -127,7 +127,7 @@ func (p *peer) tryAttach() bool {
 		return true
 	}
 	r := s.ring(t.slot(p.rank, t.rank))
-	p.out = producer{r: r, tail: r.c.tail.Load()}
+	p.out = producer{r: r, tail: r.c.tail.Load(), head: r.c.head.Load()}
 	r.c.prodPid.Store(uint32(os.Getpid()))
 	r.c.prodState.Store(endOpen)
 	p.seg.Store(s)

@@ -77,7 +77,7 @@ func (t *Transport) checkLocked(liveness bool) {
 	t.check(liveness)
 }
 
-// lingerFor is how long the last poller's registration outlives its
+// lingerFor is the least time the last poller's registration outlives its
 // EndPoll when its polls delivered something. A rank in a loop of
 // exchanges polls again within a microsecond or two; meanwhile a peer's
 // message would find no poller, ring the doorbell and wake the receiver's
@@ -100,7 +100,6 @@ func (t *Transport) BeginPoll() {
 	case t.lingering:
 		t.lingering = false // take over the lingering registration
 		t.polled = false
-		t.linger.Stop()
 	default:
 		if t.seg.hdr.pollers.Add(1) == 1 {
 			t.polled = false
@@ -149,10 +148,9 @@ func (t *Transport) EndPoll() {
 		t.pollAll()
 		t.reap()
 		t.lingering = true
-		if t.linger == nil {
-			t.linger = time.AfterFunc(lingerFor, t.endLinger)
-		} else {
-			t.linger.Reset(lingerFor)
+		t.lingers++
+		if !t.armed {
+			t.arm()
 		}
 		return
 	}
@@ -169,11 +167,27 @@ func (t *Transport) unregister() {
 	}
 }
 
-// endLinger ends a lingering registration that no poller took over.
+// arm starts the linger timer for the current linger. t.consume is held.
+func (t *Transport) arm() {
+	t.armed, t.armedFor = true, t.lingers
+	if t.linger == nil {
+		t.linger = time.AfterFunc(lingerFor, t.endLinger)
+	} else {
+		t.linger.Reset(lingerFor)
+	}
+}
+
+// endLinger ends a lingering registration that no poller took over, once
+// it has lasted lingerFor.
 func (t *Transport) endLinger() {
 	t.consume.Lock()
 	defer t.consume.Unlock()
+	t.armed = false
 	if !t.lingering || t.closing.Load() {
+		return
+	}
+	if t.lingers != t.armedFor { // a later linger: give it its time
+		t.arm()
 		return
 	}
 	t.lingering = false

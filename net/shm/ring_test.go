@@ -181,8 +181,8 @@ func TestParseHeaderRejects(t *testing.T) {
 		edit func([]byte)
 	}{
 		{"magic", func(b []byte) { b[0] = 'x' }},
-		{"version", func(b []byte) { b[3] = 2 }},
-		{"flags", func(b []byte) { b[12] = 2 }},
+		{"version", func(b []byte) { b[3] = 1 }},
+		{"flags", func(b []byte) { b[4] = 4 }},
 		{"length", func(b []byte) { binary.LittleEndian.PutUint64(b[16:], MaxPayload+1) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -58,22 +58,19 @@ func (t *Transport) Send(ctx context.Context, peer int, h transport.Header, payl
 }
 
 // TrySend implements transport.TrySender: a message whose whole frame
-// fits in a quarter of the ring, and in the room the ring has now, is
+// (and the terminator after it) fits in a quarter of the ring, and in the room the ring has now, is
 // written at once; anything else is left to Send.
 func (t *Transport) TrySend(peer int, h transport.Header, payload []byte) (bool, error) {
 	p, err := t.peer(peer)
 	if err != nil || h.Len != len(payload) || t.closing.Load() || !t.started.Load() || p.seg.Load() == nil {
 		return false, nil
 	}
-	total := uint64(frameHeaderSize + len(payload))
-	if total > p.out.r.size()/4 || !p.sendMu.TryLock() {
+	total := frameSize(len(payload)) + markerSize
+	if uint64(total) > p.out.r.size()/4 || !p.sendMu.TryLock() {
 		return false, nil
 	}
 	defer p.sendMu.Unlock()
-	if p.sendClosed || p.sendable() != nil || p.out.busy() {
-		return false, nil
-	}
-	if used := p.out.tail - p.out.r.c.head.Load(); used > p.out.r.size() || p.out.r.size()-used < total {
+	if p.sendClosed || p.sendable() != nil || p.out.busy() || !p.out.fits(total-markerSize) {
 		return false, nil
 	}
 	p.out.begin(h, payload)

@@ -222,7 +222,7 @@ func (t *Transport) StartSend(peer int, h transport.Header, payload []byte, done
 	if p.sendClosed || p.sendable() != nil || o.busy() || c.copyOK.Load() == 0 || c.noCopy.Load() != 0 {
 		return false, nil
 	}
-	if used := o.tail - c.head.Load(); used > o.r.size() || o.r.size()-used < frameHeaderSize+descSize {
+	if !o.fits(frameSize(descSize)) {
 		return false, nil
 	}
 	// The offer is listed before the frame is published, so that whoever

@@ -104,10 +104,18 @@ type Transport struct {
 	// lingerFor, so that senders do not ring the doorbell for a message the
 	// next poll will take anyway.
 	lingering bool
-	offering  atomic.Int32 // started single-copy sends not taken yet, all peers
-	started   atomic.Bool
-	closing   atomic.Bool
-	unlinked  bool // the segment's file is gone; owned by the receiver until Close
+	// The timer is not reset by every EndPoll (a Reset per message cost
+	// more than the rest of EndPoll): while armed, a new linger only bumps
+	// lingers, and endLinger arms the timer again when the linger it finds
+	// is not the one it was armed for. A linger so lasts lingerFor to twice
+	// that.
+	armed    bool
+	lingers  uint64       // lingers begun
+	armedFor uint64       // lingers when the timer was armed
+	offering atomic.Int32 // started single-copy sends not taken yet, all peers
+	started  atomic.Bool
+	closing  atomic.Bool
+	unlinked bool // the segment's file is gone; owned by the receiver until Close
 
 	ctx    context.Context // cancelled by Close: stops attaching
 	cancel context.CancelFunc
