@@ -36,11 +36,16 @@ type engine struct {
 
 	mu sync.Mutex
 	// protects following
-	queues   map[matchKey]*queue
-	spare    []*queue // emptied queues, reused so matching allocates nothing
-	inflight []any    // per peer: the *Request or *inbox being filled
-	lost     []error  // per peer: why it is gone
-	watched  []bool   // per peer: Watch called
+	queues map[matchKey]*queue
+	spare  []*queue // emptied queues, reused so matching allocates nothing
+	// last is the queue of the key matched last (lastKey), or nil: a
+	// message and its receive, and a loop of exchanges with one peer,
+	// find it without hashing the key.
+	last     *queue
+	lastKey  matchKey
+	inflight []any   // per peer: the *Request or *inbox being filled
+	lost     []error // per peer: why it is gone
+	watched  []bool  // per peer: Watch called
 	senders  []sender
 	closed   error
 }
@@ -68,8 +73,21 @@ func newEngine(self, size int, tr transport.Transport) *engine {
 	}
 }
 
-func (e *engine) queue(k matchKey) *queue {
+// find returns k's queue, or nil.
+func (e *engine) find(k matchKey) *queue {
+	if e.last != nil && e.lastKey == k {
+		return e.last
+	}
 	q := e.queues[k]
+	if q != nil {
+		e.last, e.lastKey = q, k
+	}
+	return q
+}
+
+// queue returns k's queue, making it if need be.
+func (e *engine) queue(k matchKey) *queue {
+	q := e.find(k)
 	if q == nil {
 		if n := len(e.spare); n > 0 {
 			q = e.spare[n-1]
@@ -78,14 +96,25 @@ func (e *engine) queue(k matchKey) *queue {
 			q = &queue{}
 		}
 		e.queues[k] = q
+		e.last, e.lastKey = q, k
 	}
 	return q
 }
 
-// tidy drops an emptied queue, so that tags used once do not accumulate.
+// keptQueues is how many queues the engine keeps in its map after they
+// empty: the keys of a program's exchanges recur (prims has a tag per
+// collective and phase), and deleting and adding them again cost two of
+// the four map operations of every message. Beyond it, an emptied queue
+// goes at once, so tags used once do not accumulate.
+const keptQueues = 1024
+
+// tidy drops an emptied queue if the map holds more than keptQueues.
 func (e *engine) tidy(k matchKey, q *queue) {
-	if len(q.posted) == 0 && len(q.unexp) == 0 {
+	if len(e.queues) > keptQueues && len(q.posted) == 0 && len(q.unexp) == 0 {
 		delete(e.queues, k)
+		if e.last == q {
+			e.last = nil
+		}
 		if len(e.spare) < 64 {
 			e.spare = append(e.spare, q)
 		}
@@ -108,10 +137,10 @@ func (e *engine) Buffer(peer int, h transport.Header) []byte {
 	k := matchKey{h.Comm, peer, h.Tag}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if q := e.queues[k]; q != nil && len(q.posted) > 0 {
+	if q := e.find(k); q != nil && len(q.posted) > 0 {
 		r := popFront(&q.posted)
 		e.tidy(k, q)
-		r.state = reqClaimed
+		r.stage = reqClaimed
 		if h.Len <= len(r.buf) {
 			e.inflight[peer] = r
 			return r.buf[:h.Len]
@@ -137,7 +166,7 @@ func (e *engine) Deliver(peer int, h transport.Header, payload []byte) {
 	var w *Request
 	switch v := x.(type) {
 	case *Request:
-		v.state = reqDone
+		v.stage = reqDone
 		e.mu.Unlock()
 		v.finish(h.Len, nil)
 		return
@@ -202,7 +231,7 @@ func (e *engine) Lost(peer int, err error) {
 	fail = append(fail, s.q...)
 	s.q = nil
 	for _, r := range fail {
-		r.state = reqDone
+		r.stage = reqDone
 	}
 	e.mu.Unlock()
 	for _, r := range fail {
@@ -215,16 +244,16 @@ func (e *engine) irecv(comm uint32, src int, tag int32, buf []byte) *Request {
 	r := newRequest(e, recvReq, buf)
 	r.key = matchKey{comm, src, tag}
 	e.mu.Lock()
-	if q := e.queues[r.key]; q != nil && len(q.unexp) > 0 {
+	if q := e.find(r.key); q != nil && len(q.unexp) > 0 {
 		in := popFront(&q.unexp)
 		e.tidy(r.key, q)
 		if !in.complete {
 			in.waiter = r
-			r.state = reqClaimed
+			r.stage = reqClaimed
 			e.mu.Unlock()
 			return r
 		}
-		r.state = reqDone
+		r.stage = reqDone
 		e.mu.Unlock()
 		n, err := fill(buf, in.buf)
 		in.recycle()
@@ -232,7 +261,7 @@ func (e *engine) irecv(comm uint32, src int, tag int32, buf []byte) *Request {
 		return r
 	}
 	if err := e.unusable(src); err != nil {
-		r.state = reqDone
+		r.stage = reqDone
 		e.mu.Unlock()
 		r.finish(0, err)
 		return r
@@ -265,7 +294,7 @@ func (e *engine) isend(r *Request, dst int, wait bool) {
 	}
 	e.mu.Lock()
 	if err := e.unusable(dst); err != nil {
-		r.state = reqDone
+		r.stage = reqDone
 		e.mu.Unlock()
 		r.finish(0, err)
 		return
@@ -277,7 +306,7 @@ func (e *engine) isend(r *Request, dst int, wait bool) {
 		return
 	}
 	s.busy = true
-	r.state = reqClaimed
+	r.stage = reqClaimed
 	e.mu.Unlock()
 	switch {
 	case wait:
@@ -344,7 +373,7 @@ func (e *engine) next(dst int) *Request {
 		return nil
 	}
 	r := popFront(&s.q)
-	r.state = reqClaimed
+	r.stage = reqClaimed
 	return r
 }
 
@@ -356,7 +385,7 @@ func (e *engine) transmit(dst int, r *Request) {
 // sent completes the send r, which the transport finished with err.
 func (e *engine) sent(r *Request, err error) {
 	e.mu.Lock()
-	r.state = reqDone
+	r.stage = reqDone
 	e.mu.Unlock()
 	if err != nil {
 		r.finish(0, err)
@@ -380,12 +409,12 @@ func (e *engine) sendSelf(r *Request) {
 // cause; it reports whether it did.
 func (e *engine) cancel(r *Request, cause error) bool {
 	e.mu.Lock()
-	if r.state != reqQueued {
+	if r.stage != reqQueued {
 		e.mu.Unlock()
 		return false
 	}
 	if r.kind == recvReq {
-		if q := e.queues[r.key]; q != nil {
+		if q := e.find(r.key); q != nil {
 			q.posted = remove(q.posted, r)
 			e.tidy(r.key, q)
 		}
@@ -393,7 +422,7 @@ func (e *engine) cancel(r *Request, cause error) bool {
 		s := &e.senders[r.key.src]
 		s.q = remove(s.q, r)
 	}
-	r.state = reqDone
+	r.stage = reqDone
 	e.mu.Unlock()
 	r.finish(0, cause)
 	return true
@@ -421,7 +450,7 @@ func (e *engine) close(err error) {
 	e.closed = err
 	for k, q := range e.queues {
 		for _, r := range q.posted {
-			r.state = reqDone
+			r.stage = reqDone
 			fail = append(fail, r)
 		}
 		q.posted = nil
@@ -429,7 +458,7 @@ func (e *engine) close(err error) {
 	}
 	for i := range e.senders {
 		for _, r := range e.senders[i].q {
-			r.state = reqDone
+			r.stage = reqDone
 			fail = append(fail, r)
 		}
 		e.senders[i].q = nil

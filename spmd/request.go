@@ -11,8 +11,13 @@ import (
 // Request belongs to the goroutine that started it; Wait may be called more
 // than once and returns the same result each time.
 type Request struct {
-	done chan struct{} // receives one token when the request completes
-	fin  atomic.Bool   // set by whoever completes the request, before the token
+	// done receives one token when the request completes, if its owner
+	// blocks on it (waiting); a polling owner looks at state instead, and
+	// no token is sent: a channel send and receive per message were a
+	// tenth of an 8-byte hop.
+	done  chan struct{}
+	fin   atomic.Bool   // claimed by whoever completes the request: once only
+	state atomic.Uint32 // reqRunning, reqWaiting or reqFinished
 	// drain is e.drain(key.src, r) for a send, made once per pooled
 	// request: go r.drain() then allocates nothing, where go e.drain(dst,
 	// r) built a closure for every send that needed a goroutine.
@@ -29,7 +34,7 @@ type Request struct {
 	err error
 
 	// Guarded by the engine's lock.
-	state reqState
+	stage reqStage
 
 	complete bool // the owner has taken the token
 }
@@ -41,12 +46,19 @@ const (
 	sendReq
 )
 
-type reqState uint8
+type reqStage uint8
 
 const (
-	reqQueued  reqState = iota // posted (receive) or waiting its turn (send)
+	reqQueued  reqStage = iota // posted (receive) or waiting its turn (send)
 	reqClaimed                 // the transport is filling or draining buf
 	reqDone
+)
+
+// A request's completion state.
+const (
+	reqRunning  = iota
+	reqWaiting  // its owner blocks on done: the completer sends a token
+	reqFinished // n and err are set
 )
 
 // reqPool recycles the requests of blocking calls, which never escape to
@@ -81,15 +93,36 @@ func (r *Request) release() {
 	reqPool.Put(r)
 }
 
-// finish completes the request once; later calls are ignored. Sending the
-// token is the completer's last touch of r: the owner may recycle r as soon
-// as it has the token.
+// finish completes the request once; later calls are ignored. Marking it
+// finished, or sending the token to an owner that blocks, is the
+// completer's last touch of r: the owner may recycle r as soon as it sees
+// either.
 func (r *Request) finish(n int, err error) {
 	if !r.fin.CompareAndSwap(false, true) {
 		return
 	}
 	r.n, r.err = n, err
-	r.done <- struct{}{}
+	if r.state.Swap(reqFinished) == reqWaiting {
+		r.done <- struct{}{}
+	}
+}
+
+// finished reports whether the request has completed.
+func (r *Request) finished() bool { return r.state.Load() == reqFinished }
+
+// block waits for the token of a request that has not finished, unless it
+// finishes first; with ctx ending first, it cancels the request and waits
+// for it to complete.
+func (r *Request) block(ctx context.Context) {
+	if !r.state.CompareAndSwap(reqRunning, reqWaiting) {
+		return // finished meanwhile: no token comes
+	}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		r.e.cancel(r, ctx.Err())
+		<-r.done
+	}
 }
 
 // started is a send request the transport started (transport.Starter); it
@@ -110,16 +143,9 @@ func (r *Request) Wait(ctx context.Context) (int, error) {
 	if r.complete {
 		return r.n, r.err
 	}
-	select {
-	case <-r.done:
-	default:
+	if !r.finished() {
 		if p := r.e.poller; p == nil || !r.poll(ctx, p) {
-			select {
-			case <-r.done:
-			case <-ctx.Done():
-				r.e.cancel(r, ctx.Err())
-				<-r.done
-			}
+			r.block(ctx)
 		}
 	}
 	r.complete = true
@@ -131,13 +157,11 @@ func (r *Request) Test() bool {
 	if r.complete {
 		return true
 	}
-	select {
-	case <-r.done:
+	if r.finished() {
 		r.complete = true
 		return true
-	default:
-		return false
 	}
+	return false
 }
 
 // WaitAll waits for every request and returns the errors joined.
