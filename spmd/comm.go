@@ -106,7 +106,11 @@ func checkTag(op string, tag int) error {
 }
 
 // Isend starts sending buf to rank dst with tag and returns at once. buf must
-// not be modified until the request completes. ctx bounds the send.
+// not be modified until the request completes. ctx bounds the send. A large
+// message to a rank of the same host stays in buf until dst's matching
+// receive copies it out (shared memory's single copy), so its request
+// completes only once that receive is posted; Send does not wait for the
+// receive.
 func (c *Comm) Isend(ctx context.Context, dst, tag int, buf []byte) *Request {
 	return c.send(ctx, dst, tag, buf, false)
 }

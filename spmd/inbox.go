@@ -1,8 +1,11 @@
 package spmd
 
 import (
+	"fmt"
 	"math/bits"
 	"sync"
+
+	"github.com/gorun-hpc/gorun/spmd/transport"
 )
 
 // inbox is a message that arrived before a receive matched it.
@@ -10,6 +13,11 @@ type inbox struct {
 	buf      []byte
 	complete bool     // the transport has filled buf
 	waiter   *Request // a receive matched while it was still arriving
+	// offer, if set, is a message left in its sender's memory (of offerLen
+	// bytes, buf unused): the receive that matches it takes it, straight
+	// into its own buffer.
+	offer    transport.Offer
+	offerLen int
 }
 
 // The inboxes of messages that arrive before their receive are pooled, so
@@ -65,12 +73,40 @@ func newInbox(n int) *inbox {
 	return in
 }
 
+// newOfferBox returns an inbox that holds an offer of n bytes.
+func newOfferBox(o transport.Offer, n int) *inbox {
+	in := newInbox(0)
+	in.offer, in.offerLen, in.complete = o, n, true
+	return in
+}
+
+// take completes r with the offer in in, copied straight into r's buffer,
+// and recycles in.
+func (in *inbox) take(r *Request) {
+	o, n := in.offer, in.offerLen
+	in.recycle()
+	r.finish(takeOffer(o, n, r.buf))
+}
+
+// takeOffer takes the n-byte offer o into buf and reports the result as
+// fill does.
+func takeOffer(o transport.Offer, n int, buf []byte) (int, error) {
+	m := min(n, len(buf))
+	if err := o.Take(buf[:m]); err != nil {
+		return 0, err
+	}
+	if n > len(buf) {
+		return m, fmt.Errorf("%w: %d bytes arrived for a %d-byte buffer", ErrTruncated, n, len(buf))
+	}
+	return m, nil
+}
+
 // recycle gives back an inbox whose message has been copied out.
 func (in *inbox) recycle() {
 	pool := inboxClass(cap(in.buf))
 	if pool == nil {
 		return
 	}
-	in.complete, in.waiter = false, nil
+	in.complete, in.waiter, in.offer, in.offerLen = false, nil, nil, 0
 	pool.Put(in)
 }

@@ -183,6 +183,31 @@ func (e *engine) Deliver(peer int, h transport.Header, payload []byte) {
 	}
 }
 
+// Offer implements transport.Offerer: a message left in its sender's
+// memory is taken at once into the receive that matches it, or kept, in
+// order with the peer's other messages, until one is posted. Either way
+// it crosses memory once, where an early message that streams is copied
+// into an inbox and out again.
+func (e *engine) Offer(peer int, h transport.Header, o transport.Offer) {
+	k := matchKey{h.Comm, peer, h.Tag}
+	e.mu.Lock()
+	if q := e.find(k); q != nil && len(q.posted) > 0 {
+		r := popFront(&q.posted)
+		e.tidy(k, q)
+		r.stage = reqClaimed
+		e.mu.Unlock()
+		n, err := takeOffer(o, h.Len, r.buf)
+		e.mu.Lock()
+		r.stage = reqDone
+		e.mu.Unlock()
+		r.finish(n, err)
+		return
+	}
+	q := e.queue(k)
+	q.unexp = append(q.unexp, newOfferBox(o, h.Len))
+	e.mu.Unlock()
+}
+
 // fill copies a message into a receive buffer and reports the result.
 func fill(dst, msg []byte) (int, error) {
 	n := copy(dst, msg)
@@ -220,10 +245,15 @@ func (e *engine) Lost(peer int, err error) {
 		q.posted = nil
 		kept := q.unexp[:0]
 		for _, in := range q.unexp {
-			if in.complete {
+			switch {
+			case in.offer != nil: // it cannot be taken from a lost peer
+				in.offer.Release()
+				in.recycle()
+			case in.complete:
 				kept = append(kept, in)
 			}
 		}
+		clear(q.unexp[len(kept):])
 		q.unexp = kept
 		e.tidy(k, q)
 	}
@@ -247,6 +277,12 @@ func (e *engine) irecv(comm uint32, src int, tag int32, buf []byte) *Request {
 	if q := e.find(r.key); q != nil && len(q.unexp) > 0 {
 		in := popFront(&q.unexp)
 		e.tidy(r.key, q)
+		if in.offer != nil {
+			r.stage = reqDone
+			e.mu.Unlock()
+			in.take(r)
+			return r
+		}
 		if !in.complete {
 			in.waiter = r
 			r.stage = reqClaimed
@@ -310,9 +346,9 @@ func (e *engine) isend(r *Request, dst int, wait bool) {
 	e.mu.Unlock()
 	switch {
 	case wait:
-		if !e.tryStart(dst, r) {
-			e.transmit(dst, r)
-		}
+		// Not started: a started send completes when its receive takes it,
+		// and a blocking Send completes whether or not that is posted yet.
+		e.transmit(dst, r)
 	case !e.trySend(dst, r) && !e.tryStart(dst, r):
 		go r.drain()
 		return

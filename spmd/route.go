@@ -17,6 +17,7 @@ type router struct {
 }
 
 var (
+	_ transport.Offerer   = served{}
 	_ transport.Transport = (*router)(nil)
 	_ transport.Poller    = (*router)(nil)
 	_ transport.TrySender = (*router)(nil)
@@ -80,6 +81,19 @@ type served struct {
 	transport.Handler
 	local []bool
 	near  bool
+}
+
+// Offer passes an offer on, to a handler that takes offers (the engine
+// does), or else takes it at once as Buffer and Deliver would.
+func (s served) Offer(peer int, h transport.Header, o transport.Offer) {
+	if oh, ok := s.Handler.(transport.Offerer); ok {
+		oh.Offer(peer, h, o)
+		return
+	}
+	buf := s.Handler.Buffer(peer, h)
+	if o.Take(buf) == nil { // else the transport drops the link and reports it
+		s.Handler.Deliver(peer, h, buf)
+	}
 }
 
 func (s served) Lost(peer int, err error) {

@@ -21,9 +21,9 @@ const MaxPayload = 1 << 36
 //
 // All fields are little-endian. The payload follows at once; the frame is
 // padded to a multiple of 8 bytes, so frames start on 8-byte boundaries. A
-// single-copy frame carries, instead of the payload, an 8-byte descriptor:
+// single-copy frame carries, instead of the payload, a 16-byte descriptor:
 // the payload's address in the sender's memory, which the receiver reads
-// with process_vm_readv (see singlecopy.go).
+// with process_vm_readv, and the slot of the offer (see singlecopy.go).
 //
 // The first 8 bytes, magic and flags, are the frame's marker word, which
 // the producer stores last: the consumer learns that a frame has arrived
@@ -44,8 +44,17 @@ const (
 	flagWhole      = 2 // the whole frame was there when its marker was stored
 )
 
-// descSize is the length of a single-copy frame's descriptor.
-const descSize = 8
+// descSize is the length of a single-copy frame's descriptor: the
+// payload's address (uint64), the offer's slot (uint32) and its flags
+// (uint32: descKeep).
+const descSize = 16
+
+// descKeep says that the consumer may keep the offer until a receive
+// matches it: the send was started (StartSend), and nothing waits for it.
+// A blocking Send's offer is taken at once, into an inbox if need be, so
+// that a Send completes whether or not its receive is posted yet, as over
+// TCP, and the sends queued behind it go on.
+const descKeep = 1
 
 // frameMagic is "gsM\x02" read as a little-endian uint32.
 const frameMagic = uint32('g') | uint32('s')<<8 | uint32('M')<<16 | uint32(2)<<24
@@ -92,7 +101,8 @@ func parseHeader(b []byte) (transport.Header, uint32, error) {
 type consumer struct {
 	r    ring
 	peer int
-	head uint64 // the last head published
+	t    *Transport // nil in tests of the framing alone
+	head uint64     // the last head published
 	// freed, if set, is called after every head update, to wake a
 	// producer that waits for space.
 	freed func()

@@ -45,9 +45,10 @@ type peer struct {
 	out        producer
 	sendClosed bool
 	w          waiter
+	nextSlot   uint32 // where claimSlot looks for a free offer slot first
 
-	offerMu sync.Mutex // protects following
-	offers  []offer    // started single-copy sends not taken yet, in ring order
+	offerMu sync.Mutex    // protects following
+	offers  []startedSend // started single-copy sends not taken yet
 }
 
 func newPeer(t *Transport, r int) *peer {
@@ -58,7 +59,7 @@ func newPeer(t *Transport, r int) *peer {
 		ready:     make(chan struct{}),
 		proc:      process{fd: -1},
 	}
-	p.in = consumer{r: t.seg.ring(t.slot(t.rank, r)), peer: r}
+	p.in = consumer{r: t.seg.ring(t.slot(t.rank, r)), peer: r, t: t}
 	c := p.in.r.c
 	p.in.freed = func() {
 		if c.spaceWait.Load() != 0 && c.spaceWait.CompareAndSwap(1, 0) {

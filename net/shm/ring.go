@@ -27,15 +27,18 @@ type ctl struct {
 	prodState atomic.Uint32 // endNone, endOpen, endClosed or endBroken
 	prodPid   atomic.Uint32 // the producer's process id, once attached
 	spaceWait atomic.Uint32 // 1 while the producer may sleep on spaceSeq
-	claim     atomic.Uint32 // claimFree, claimCopying or claimWithdrawn; see singlecopy.go
 	consState atomic.Uint32 // endOpen, endClosed or endBroken
 	noCopy    atomic.Uint32 // 1 once the consumer found it cannot read the producer's memory
 	copyOK    atomic.Uint32 // 1 once the consumer has read the producer's memory
-	_         [36]byte
+	_         [40]byte
+
+	// slots are the states of the producer's single-copy offers, one
+	// word each (slotFree ... slotWithdrawn; see singlecopy.go).
+	slots [offerSlots]atomic.Uint32
 }
 
 // ctlSize is the size of a ctl in the segment layout.
-const ctlSize = 192
+const ctlSize = 320
 
 var _ [ctlSize - unsafe.Sizeof(ctl{})]byte // ctl fits its slot
 
@@ -131,10 +134,18 @@ func (p *producer) begin(h transport.Header, payload []byte) {
 	p.total = frameSize(len(payload))
 }
 
-// beginSingle starts a single-copy frame for h and payload: the header and
-// the payload's address. It returns the position the frame ends at.
-func (p *producer) beginSingle(h transport.Header, payload []byte) uint64 {
+// beginSingle starts a single-copy frame for h and payload: the header,
+// the payload's address, the offer's slot and whether the consumer may
+// keep the offer until a receive matches it. It returns the position the
+// frame ends at.
+func (p *producer) beginSingle(h transport.Header, payload []byte, slot uint32, keep bool) uint64 {
 	binary.LittleEndian.PutUint64(p.desc[:], uint64(uintptr(unsafe.Pointer(unsafe.SliceData(payload)))))
+	binary.LittleEndian.PutUint32(p.desc[8:], slot)
+	var flags uint32
+	if keep {
+		flags = descKeep
+	}
+	binary.LittleEndian.PutUint32(p.desc[12:], flags)
 	putHeader(p.hdr[:], h, flagSingleCopy)
 	p.payload = p.desc[:]
 	p.flags = flagSingleCopy

@@ -121,7 +121,7 @@ func (p *peer) write(ctx context.Context) error {
 			return nil
 		}
 		if !wrote {
-			if err := p.waitFor(ctx, &spins, 0, true); err != nil {
+			if err := p.waitFor(ctx, &spins, -1, true); err != nil {
 				if p.out.off == 0 {
 					return err
 				}
@@ -146,11 +146,11 @@ func (p *peer) sendable() error {
 }
 
 // waitFor waits a little for the peer's consumer to move: to free ring
-// space (until 0), or to consume the ring up to position until. It spins
+// space (slot < 0), or to take the offer in slot. It spins
 // first, then sleeps on the ring's futex word, checking on each wake that
 // the peer is still there, the transport still open and, if cancellable,
 // ctx still live.
-func (p *peer) waitFor(ctx context.Context, spins *int, until uint64, cancellable bool) error {
+func (p *peer) waitFor(ctx context.Context, spins *int, slot int, cancellable bool) error {
 	if p.t.closing.Load() {
 		return p.closedErr
 	}
@@ -170,7 +170,7 @@ func (p *peer) waitFor(ctx context.Context, spins *int, until uint64, cancellabl
 	c := p.out.r.c
 	seq := c.spaceSeq.Load()
 	c.spaceWait.Store(1)
-	if p.moved(until) {
+	if p.moved(slot) {
 		c.spaceWait.Store(0)
 		return nil
 	}
@@ -187,11 +187,11 @@ func (p *peer) waitFor(ctx context.Context, spins *int, until uint64, cancellabl
 }
 
 // moved reports whether what waitFor waits for has happened.
-func (p *peer) moved(until uint64) bool {
-	if until == 0 {
+func (p *peer) moved(slot int) bool {
+	if slot < 0 {
 		return p.out.room()
 	}
-	return p.out.r.c.head.Load() >= until
+	return p.out.r.c.slots[slot].Load() == slotTaken
 }
 
 // breakOut gives up on a half-written frame: the ring is marked broken, so

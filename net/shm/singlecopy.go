@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
+	"time"
 
 	"github.com/gorun-hpc/gorun/spmd/transport"
 	"golang.org/x/sys/unix"
@@ -55,8 +57,8 @@ const (
 	copyRefused
 )
 
-// copier reads single-copy payloads out of one producer's memory. It is
-// owned by the consumer.
+// copier reads single-copy payloads out of one producer's memory. The
+// consumer owns one, and each taken offer has its own.
 type copier struct {
 	state  int
 	pid    int
@@ -65,34 +67,46 @@ type copier struct {
 	probe  [1]byte
 }
 
-// States of a ring's claim word, which keeps a cancelled Send from
-// returning while the consumer reads its payload: the consumer moves it
-// from claimFree to claimCopying for each copy and back; a producer whose
-// Send is cancelled before its payload was taken moves it from claimFree to
-// claimWithdrawn, for good, which breaks the link.
+// offerSlots is how many single-copy offers a producer may have out to
+// one consumer at a time. Offers are taken in the order their receives are
+// posted, not in ring order, so each has a state word of its own in the
+// ring's ctl, and the ring moves on past its descriptor at once.
+const offerSlots = 32
+
+// States of an offer's slot. The producer moves a slot from slotFree to
+// slotOffered before it publishes the descriptor, and back to slotFree
+// once it has seen slotTaken. The taker moves it from slotOffered to
+// slotCopying, copies, and moves it to slotTaken. A producer whose Send
+// is cancelled before its payload was taken moves it from slotOffered to
+// slotWithdrawn, for good, which breaks the link: the consumer has passed
+// the descriptor and may have promised the message to a receive.
 const (
-	claimFree = iota
-	claimCopying
-	claimWithdrawn
+	slotFree = iota
+	slotOffered
+	slotCopying
+	slotTaken
+	slotWithdrawn
 )
 
-// pull handles the single-copy frame whose header the consumer has read:
-// it claims the ring, asks h for the destination, copies the payload into
-// it from the producer's memory, publishes the frame consumed, which
-// releases the producer's Send, and delivers. If this process may not read
-// the producer's memory (a ptrace policy such as Yama's), it marks the
-// ring noCopy and consumes the frame without delivering it; the producer
-// then streams the same message through the ring (only its first
-// single-copy send can meet this, and that one waits for the answer). A
-// withdrawn ring breaks the link, as a half-written frame does.
+// pull handles the single-copy frame whose header the consumer has read.
+// It consumes the descriptor at once. A started send's offer (descKeep)
+// goes to the handler, which takes it when a receive matches it; any
+// other is taken now, into the slice Buffer returns, and delivered, as is
+// every offer to a handler that is no transport.Offerer.
+// If this process may not read the producer's memory (a ptrace policy
+// such as Yama's), it marks the ring noCopy and passes the frame without
+// delivering it; the producer then streams the same message through the
+// ring (only its first single-copy send can meet this, and that one waits
+// for the answer).
 func (c *consumer) pull(h transport.Handler, hdr transport.Header) error {
 	c.r.read(c.head+frameHeaderSize, c.hb[frameHeaderSize:])
 	addr := binary.LittleEndian.Uint64(c.hb[frameHeaderSize:])
-	end := c.head + frameHeaderSize + descSize
-	if !c.r.c.claim.CompareAndSwap(claimFree, claimCopying) {
-		return fmt.Errorf("%w: it withdrew a single-copy send", errPeerBroke)
+	slot := binary.LittleEndian.Uint32(c.hb[frameHeaderSize+8:])
+	flags := binary.LittleEndian.Uint32(c.hb[frameHeaderSize+12:])
+	end := c.head + uint64(frameSize(descSize))
+	if slot >= offerSlots || flags&^descKeep != 0 {
+		return fmt.Errorf("%w: single-copy slot %d of %d, flags %#x", errCorrupt, slot, offerSlots, flags)
 	}
-	defer c.r.c.claim.Store(claimFree)
 	if c.copier == nil {
 		c.copier = &copier{}
 	}
@@ -105,22 +119,102 @@ func (c *consumer) pull(h transport.Handler, hdr transport.Header) error {
 	}
 	if cp.state == copyRefused {
 		c.r.c.noCopy.Store(1)
+		if !c.r.c.slots[slot].CompareAndSwap(slotOffered, slotTaken) {
+			return fmt.Errorf("%w: it withdrew a single-copy send", errPeerBroke)
+		}
 		c.publish(end)
+		c.wakeTaken()
+		return nil
+	}
+	c.publish(end)
+	o := newOffer(c, cp.pid, addr, hdr.Len, slot)
+	if oh, ok := h.(transport.Offerer); ok && flags&descKeep != 0 {
+		oh.Offer(c.peer, hdr, o)
 		return nil
 	}
 	buf := h.Buffer(c.peer, hdr)
 	if len(buf) != hdr.Len {
+		o.Release()
 		return fmt.Errorf("the handler gave a %d-byte buffer for a %d-byte message", len(buf), hdr.Len)
 	}
-	if err := cp.read(buf, addr); err != nil {
+	if err := o.Take(buf); err != nil {
 		return err
-	}
-	c.publish(end)
-	if c.taken != nil {
-		c.taken()
 	}
 	h.Deliver(c.peer, hdr, buf)
 	return nil
+}
+
+// wakeTaken tells the producer that an offer was taken: a Send waiting on
+// the ring's space word, and the producer's own polls, which complete
+// started sends.
+func (c *consumer) wakeTaken() {
+	if c.freed != nil {
+		c.freed()
+	}
+	if c.taken != nil {
+		c.taken()
+	}
+}
+
+// offer is a single-copy message that the consumer has passed, to be
+// copied out of the producer's memory by whoever takes it. Offers are
+// pooled.
+type offer struct {
+	c    *consumer
+	t    *Transport
+	cp   copier
+	addr uint64
+	n    int
+	slot uint32
+}
+
+var offerPool = sync.Pool{New: func() any { return new(offer) }}
+
+func newOffer(c *consumer, pid int, addr uint64, n int, slot uint32) *offer {
+	o := offerPool.Get().(*offer)
+	o.c, o.t, o.addr, o.n, o.slot = c, c.t, addr, n, slot
+	o.cp.pid, o.cp.state = pid, copyOK
+	return o
+}
+
+// Take implements transport.Offer.
+func (o *offer) Take(dst []byte) error {
+	t, c := o.t, o.c
+	defer o.Release()
+	if len(dst) > o.n {
+		return fmt.Errorf("shm: taking %d bytes of a %d-byte offer", len(dst), o.n)
+	}
+	if !t.enter() {
+		return transport.Lost(c.peer, addr, transport.ErrClosed)
+	}
+	defer t.exit()
+	st := &c.r.c.slots[o.slot]
+	if !st.CompareAndSwap(slotOffered, slotCopying) {
+		return transport.Lost(c.peer, addr, fmt.Errorf("%w: it withdrew a single-copy send", errPeerBroke))
+	}
+	var err error
+	if len(dst) > 0 {
+		err = o.cp.read(dst, o.addr)
+	}
+	if err != nil {
+		// The message cannot be had: drop the link, so that the producer,
+		// which waits for the slot, hears of it, and our receiver reports
+		// the peer lost.
+		c.r.c.consState.Store(endBroken)
+		if t != nil {
+			t.seg.alarm()
+		}
+		return transport.Lost(c.peer, addr, err)
+	}
+	st.Store(slotTaken)
+	c.wakeTaken()
+	return nil
+}
+
+// Release implements transport.Offer.
+func (o *offer) Release() {
+	*o = offer{}
+	offerPool.Put(o)
 }
 
 // try reads one byte at addr to learn whether this process may read the
@@ -158,45 +252,67 @@ func (cp *copier) read(dst []byte, addr uint64) error {
 }
 
 // sendSingle sends payload by single copy: a descriptor frame, then a wait
-// until the consumer has taken the payload. It reports false, with a nil
-// error, when the consumer turned out unable to read our memory; the
-// caller then streams the message. The wait takes no matching receive,
-// only the peer's receiver getting to the frame. Cancelling ctx withdraws
-// the send unless the consumer is copying; a withdrawn send leaves the
-// ring unframed, so the link is dropped, as for a streamed frame cancelled
-// half-way.
+// until the payload has been taken. It reports false, with a nil error,
+// when the consumer turned out unable to read our memory, or every offer
+// slot is in use; the caller then streams the message. The wait takes a
+// matching receive on the peer (the consumer keeps the offer until one is
+// posted). Cancelling ctx withdraws the send unless its payload is being
+// copied; a withdrawn send breaks the link, as a streamed frame cancelled
+// half-way does.
 //
 // The payload reached Send through an interface, so it lives in the heap,
 // which Go never moves; the address stays valid while we hold payload.
 func (p *peer) sendSingle(ctx context.Context, h transport.Header, payload []byte) (bool, error) {
 	o := &p.out
-	end := o.beginSingle(h, payload)
+	slot, ok := p.claimSlot()
+	if !ok {
+		return false, nil
+	}
+	o.beginSingle(h, payload, slot, false)
 	if err := p.write(ctx); err != nil {
+		o.r.c.slots[slot].Store(slotFree)
 		return false, err // a frame this small is written whole or not at all
 	}
 	defer runtime.KeepAlive(payload)
+	st := &o.r.c.slots[slot]
 	spins, cancellable := 0, true
-	for o.r.c.head.Load() < end {
-		err := p.waitFor(ctx, &spins, end, cancellable)
+	for st.Load() != slotTaken {
+		err := p.waitFor(ctx, &spins, int(slot), cancellable)
 		if err == nil {
 			continue
 		}
 		if cancellable && ctx.Err() != nil && !errors.Is(err, transport.ErrPeerLost) {
-			if o.r.c.claim.CompareAndSwap(claimFree, claimWithdrawn) {
+			if st.CompareAndSwap(slotOffered, slotWithdrawn) {
 				return false, p.breakOut(fmt.Errorf("single-copy send withdrawn: %w", err))
 			}
-			cancellable = false // a copy is underway: ours, or an earlier send's
+			cancellable = false // the consumer is copying
 			continue
 		}
 		return false, err
 	}
+	st.Store(slotFree)
 	return o.r.c.noCopy.Load() == 0, nil
 }
 
-// offer is a started single-copy send (StartSend) that the consumer has
-// not taken yet.
-type offer struct {
-	end     uint64 // where its frame ends in the ring
+// claimSlot takes a free offer slot for a descriptor about to be written.
+// p.sendMu is held: slots leave slotFree only here.
+func (p *peer) claimSlot() (uint32, bool) {
+	slots := &p.out.r.c.slots
+	for i := range uint32(offerSlots) {
+		s := (p.nextSlot + i) % offerSlots
+		if slots[s].Load() == slotFree {
+			slots[s].Store(slotOffered)
+			p.nextSlot = s + 1
+			return s, true
+		}
+	}
+	return 0, false
+}
+
+// startedSend is a started single-copy send (StartSend) whose payload the
+// consumer has not taken yet.
+type startedSend struct {
+	slot    uint32
 	payload []byte // kept alive, and unchanged by the caller, until taken
 	done    transport.Done
 }
@@ -204,9 +320,9 @@ type offer struct {
 // StartSend implements transport.Starter: a payload of at least the
 // single-copy size, to a peer whose consumer has already read our memory,
 // is offered by a descriptor in the ring at once, and done is called when
-// the consumer has taken it (or the peer is lost). Sends to the peer after
-// it may go out at once; the consumer takes them in order. Anything else is
-// left to Send.
+// the payload has been taken (or the peer is lost). Sends to the peer after
+// it may go out at once, and their payloads may be taken before this one
+// (by receives of other tags). Anything else is left to Send.
 func (t *Transport) StartSend(peer int, h transport.Header, payload []byte, done transport.Done) (bool, error) {
 	p, err := t.peer(peer)
 	if err != nil || h.Len != len(payload) || t.cfg.singleCopy == 0 || len(payload) < t.cfg.singleCopy ||
@@ -225,15 +341,19 @@ func (t *Transport) StartSend(peer int, h transport.Header, payload []byte, done
 	if !o.fits(frameSize(descSize)) {
 		return false, nil
 	}
-	// The offer is listed before the frame is published, so that whoever
+	slot, ok := p.claimSlot()
+	if !ok {
+		return false, nil
+	}
+	// The send is listed before the frame is published, so that whoever
 	// reaps after the consumer's bell finds it.
 	p.offerMu.Lock()
-	end := o.beginSingle(h, payload)
-	p.offers = append(p.offers, offer{end: end, payload: payload, done: done})
+	o.beginSingle(h, payload, slot, true)
+	p.offers = append(p.offers, startedSend{slot: slot, payload: payload, done: done})
 	t.offering.Add(1)
 	_, whole, err := o.step()
 	if err != nil || !whole {
-		p.offers[len(p.offers)-1] = offer{} // the caller completes it
+		p.offers[len(p.offers)-1] = startedSend{} // the caller completes it
 		p.offers = p.offers[:len(p.offers)-1]
 		t.offering.Add(-1)
 		p.offerMu.Unlock()
@@ -257,15 +377,19 @@ func (t *Transport) reap() bool {
 	for _, p := range t.order {
 		p.offerMu.Lock()
 		if len(p.offers) > 0 {
-			head := p.out.r.c.head.Load()
-			n := 0
-			for n < len(p.offers) && head >= p.offers[n].end {
-				p.offers[n].done.SendDone(nil)
-				p.offers[n] = offer{}
-				n++
+			slots := &p.out.r.c.slots
+			kept := p.offers[:0]
+			for _, o := range p.offers {
+				if slots[o.slot].Load() != slotTaken {
+					kept = append(kept, o)
+					continue
+				}
+				slots[o.slot].Store(slotFree)
+				o.done.SendDone(nil)
 			}
-			if n > 0 {
-				p.offers = p.offers[:copy(p.offers, p.offers[n:])]
+			if n := len(p.offers) - len(kept); n > 0 {
+				clear(p.offers[len(kept):])
+				p.offers = kept
 				t.offering.Add(int32(-n))
 				reaped = true
 			}
@@ -276,22 +400,45 @@ func (t *Transport) reap() bool {
 }
 
 // failOffers completes p's started sends: those taken with success, the
-// rest with err.
+// rest with err, withdrawn first, so that the consumer, which may keep an
+// offer for long, cannot copy a payload its sender has been given back. A
+// payload being copied is waited for, while the peer lives.
 func (p *peer) failOffers(err error) {
 	p.offerMu.Lock()
 	defer p.offerMu.Unlock()
-	var head uint64
-	if s := p.seg.Load(); s != nil {
-		head = p.out.r.c.head.Load()
-	}
 	for i, o := range p.offers {
-		if head >= o.end {
-			o.done.SendDone(nil)
-		} else {
+		if p.seg.Load() == nil || p.withdraw(o.slot) {
 			o.done.SendDone(err)
+		} else {
+			o.done.SendDone(nil)
 		}
-		p.offers[i] = offer{}
+		p.offers[i] = startedSend{}
 	}
 	p.t.offering.Add(int32(-len(p.offers)))
 	p.offers = p.offers[:0]
+}
+
+// withdraw withdraws the offer in slot unless it was taken, and reports
+// whether it did; an offer being copied is waited for while the peer's
+// process lives.
+func (p *peer) withdraw(slot uint32) bool {
+	st := &p.out.r.c.slots[slot]
+	for {
+		switch st.Load() {
+		case slotTaken:
+			st.Store(slotFree)
+			return false
+		case slotCopying:
+			if !p.alive() {
+				return true
+			}
+			time.Sleep(50 * time.Microsecond)
+		case slotFree, slotWithdrawn:
+			return true
+		default:
+			if st.CompareAndSwap(slotOffered, slotWithdrawn) {
+				return true
+			}
+		}
+	}
 }

@@ -113,6 +113,10 @@ type Transport struct {
 	lingers  uint64       // lingers begun
 	armedFor uint64       // lingers when the timer was armed
 	offering atomic.Int32 // started single-copy sends not taken yet, all peers
+	// takers counts the goroutines copying an offer out of a peer's
+	// memory (offer.Take), which touches our segment: Close waits for
+	// them before it unmaps it.
+	takers   atomic.Int32
 	started  atomic.Bool
 	closing  atomic.Bool
 	unlinked bool // the segment's file is gone; owned by the receiver until Close
@@ -225,6 +229,26 @@ func (t *Transport) Watch(int) {}
 // once (after reading what was already sent), stops the transport's
 // goroutines, reports every peer not yet lost as lost with
 // transport.ErrClosed, unmaps the segments and removes this rank's file.
+// enter admits a goroutine that takes an offer, unless the transport is
+// closing; exit lets it go. A nil t (tests of the framing) admits all.
+func (t *Transport) enter() bool {
+	if t == nil {
+		return true
+	}
+	t.takers.Add(1)
+	if t.closing.Load() {
+		t.takers.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (t *Transport) exit() {
+	if t != nil {
+		t.takers.Add(-1)
+	}
+}
+
 func (t *Transport) Close() error {
 	t.closeOnce.Do(t.close)
 	return nil
@@ -244,6 +268,9 @@ func (t *Transport) close() {
 		t.seg.alarm()
 	}
 	t.wg.Wait()
+	for t.takers.Load() != 0 { // an offer being taken touches our rings
+		time.Sleep(50 * time.Microsecond)
+	}
 	// A goroutine in Poll finishes before the rings are unmapped; later
 	// ones see closing under the lock and leave them alone.
 	t.consume.Lock()

@@ -47,6 +47,33 @@ type Handler interface {
 	Lost(peer int, err error)
 }
 
+// Offer is a message its sender left in its own memory (shared memory's
+// single copy), which the receiver copies when it chooses: straight into
+// the buffer of the receive that matches it, even when the message came
+// before that receive was posted.
+type Offer interface {
+	// Take copies the first len(dst) bytes of the message into dst (dst is
+	// at most the message's length) and tells the sender that its send is
+	// done; the Offer must not be used after. An error wraps ErrPeerLost
+	// when the sender is gone or withdrew the message.
+	Take(dst []byte) error
+	// Release gives up an Offer that will not be taken, as when its peer
+	// is lost or the receiver closes; the Offer must not be used after.
+	Release()
+}
+
+// Offerer is a Handler that can keep offers until a receive matches them.
+// A Transport that makes offers gives them to Offer, in place of Buffer
+// and Deliver, when its Handler implements Offerer; it calls Offer as it
+// would Buffer, in arrival order for each peer.
+type Offerer interface {
+	Handler
+	// Offer hands over the message h from peer as o, to be taken at once
+	// or kept (in order with the peer's other messages) until a receive
+	// matches it.
+	Offer(peer int, h Header, o Offer)
+}
+
 // Transport moves framed messages between the ranks of one job. Send may
 // be called concurrently for different peers; spmd never calls it
 // concurrently for the same peer, and messages to one peer arrive in the

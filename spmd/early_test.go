@@ -1,0 +1,64 @@
+package spmd_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/gorun-hpc/gorun/spmd"
+)
+
+// Large messages sent before their receives are posted, received in
+// another order than sent: over shared memory the started sends are left
+// in the sender's memory until a receive takes them, and neither they nor
+// a blocking Send behind them may hold up the messages after them.
+func TestEarlyLargeMessagesAnyOrder(t *testing.T) {
+	const size = 1<<20 + 7
+	msg := func(i int) []byte {
+		b := make([]byte, size)
+		for j := range b {
+			b[j] = byte(i*31 + j*7)
+		}
+		return b
+	}
+	each(t, 2, func(ctx context.Context, w *spmd.World) error {
+		// One large message first, received at once: over shared memory the
+		// receiver then knows it may read the sender's memory, and the
+		// sends below are started (kept by the receiver) from the first.
+		if w.Rank() == 0 {
+			if err := w.Send(ctx, 1, 9, msg(9)); err != nil {
+				return err
+			}
+		} else if _, err := w.Recv(ctx, 0, 9, make([]byte, size)); err != nil {
+			return err
+		}
+		if w.Rank() == 0 {
+			var reqs []*spmd.Request
+			for tag := 1; tag <= 3; tag++ {
+				reqs = append(reqs, w.Isend(ctx, 1, tag, msg(tag)))
+			}
+			if err := w.Send(ctx, 1, 4, msg(4)); err != nil { // blocking, behind the started ones
+				return err
+			}
+			if err := w.Send(ctx, 1, 5, []byte("last")); err != nil {
+				return err
+			}
+			return spmd.WaitAll(ctx, reqs...)
+		}
+		buf := make([]byte, 8)
+		if n, err := w.Recv(ctx, 0, 5, buf); err != nil || string(buf[:n]) != "last" {
+			return fmt.Errorf("tag 5: %q, %v", buf[:n], err)
+		}
+		for _, tag := range []int{4, 2, 3, 1} {
+			got := make([]byte, size)
+			if _, err := w.Recv(ctx, 0, tag, got); err != nil {
+				return fmt.Errorf("tag %d: %w", tag, err)
+			}
+			if !bytes.Equal(got, msg(tag)) {
+				return fmt.Errorf("tag %d: other bytes", tag)
+			}
+		}
+		return nil
+	})
+}
