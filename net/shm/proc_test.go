@@ -145,6 +145,13 @@ func TestPeerProcessKilled(t *testing.T) {
 	if got := r.WaitMsgs(t, 1); string(got[0].Data) != "hello" {
 		t.Fatalf("got %q from the child", got[0].Data)
 	}
+	// Both ranks are in: the child unlinks its file, unless its receiver
+	// is already stuck in Buffer, as it is once our message comes.
+	for deadline := time.Now().Add(waitLimit); len(jobFiles(t, job)) != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("files left once both ranks had attached: %v", jobFiles(t, job))
+		}
+	}
 	sent := sendAsync(context.Background(), tr, 1, 8<<20) // blocks: the child never reads
 	for !sleepingOnSpace(tr, 1) {
 		time.Sleep(time.Millisecond)

@@ -24,15 +24,18 @@ import (
 //
 // The kernel's copy is not free: on the 2-core VM this was measured on it
 // moved cold 16 MiB at 3.5 GB/s against memmove's 7 GB/s, and pinning the
-// pages cost more per byte than the ring's cache-resident second copy.
-// Single copy won where one sender feeds several receivers (broadcast
-// from one root at np 4, 4-16 MiB: 1.1-1.3x the bus bandwidth of
-// streaming) and lost where every rank sends and receives alike (ring
-// all-reduce of 256 KiB segments at np 2: 0.75x; np 4: 0.85x). Hence a
-// threshold above prims' ring segments (prims.SegmentBytes): whole large
-// messages go by single copy, segmented streams through the rings.
-// BenchmarkStream measures the transport alone.
-const DefaultSingleCopy = 512 << 10
+// pages costs too. While a message that came before its receive was taken
+// into an inbox and copied again, single copy lost where every rank sends
+// and receives alike (ring all-reduce of 256 KiB segments at np 2: 0.75x
+// the bus bandwidth of streaming), and the threshold stood above prims'
+// ring segments. Since started sends wait in the receiver for their
+// receive (see pull), the segments gain too: collbench, 1-64 MiB, two
+// alternating sweeps, busbw against a 512 KiB threshold: all-reduce np 2
+// 1.0-2.5x (one 64 MiB run 0.85x), np 4 0.65-1.3x (1.05-1.3x from 4 MiB),
+// np 8 0.95-1.45x; broadcast np 4 0.9-2.3x; all-gather np 4 1.05-1.9x.
+// 64 and 128 KiB measured within noise of 256 KiB. BenchmarkStream
+// measures the transport alone.
+const DefaultSingleCopy = 256 << 10
 
 // WithSingleCopy sets the smallest payload sent by single copy; n <= 0
 // turns single copy off, so that every byte streams through the rings.
@@ -385,14 +388,12 @@ func (t *Transport) reap() bool {
 					continue
 				}
 				slots[o.slot].Store(slotFree)
+				t.offering.Add(-1) // before the sender hears of it
 				o.done.SendDone(nil)
-			}
-			if n := len(p.offers) - len(kept); n > 0 {
-				clear(p.offers[len(kept):])
-				p.offers = kept
-				t.offering.Add(int32(-n))
 				reaped = true
 			}
+			clear(p.offers[len(kept):])
+			p.offers = kept
 		}
 		p.offerMu.Unlock()
 	}
@@ -407,6 +408,7 @@ func (p *peer) failOffers(err error) {
 	p.offerMu.Lock()
 	defer p.offerMu.Unlock()
 	for i, o := range p.offers {
+		p.t.offering.Add(-1) // before the sender hears of it
 		if p.seg.Load() == nil || p.withdraw(o.slot) {
 			o.done.SendDone(err)
 		} else {
@@ -414,7 +416,6 @@ func (p *peer) failOffers(err error) {
 		}
 		p.offers[i] = startedSend{}
 	}
-	p.t.offering.Add(int32(-len(p.offers)))
 	p.offers = p.offers[:0]
 }
 
