@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gorun-hpc/gorun/spmd/trace"
+	"github.com/gorun-hpc/gorun/spmd/transport"
 )
 
 // Comm is a communicator: an ordered group of ranks whose messages never mix
@@ -85,6 +86,20 @@ func (c *Comm) base() uint32 {
 		return c.id - 1
 	}
 	return c.id
+}
+
+// SingleCopy returns the smallest message to rank r that r copies straight
+// out of this rank's memory (shared memory's single copy, where the
+// receivers of one sender copy in parallel), or 0 when every message to r
+// goes through a transport's buffers. Package topo models it.
+func (c *Comm) SingleCopy(r int) int {
+	if r < 0 || r >= len(c.ranks) {
+		return 0
+	}
+	if pl, ok := c.core.tr.(transport.Puller); ok {
+		return pl.SingleCopy(c.ranks[r])
+	}
+	return 0
 }
 
 // Trace returns the recorder that every message and collective passes, or

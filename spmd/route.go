@@ -22,6 +22,7 @@ var (
 	_ transport.Poller    = (*router)(nil)
 	_ transport.TrySender = (*router)(nil)
 	_ transport.Starter   = (*router)(nil)
+	_ transport.Puller    = (*router)(nil)
 )
 
 // Route returns a transport that serves the peers marked in local (by
@@ -100,6 +101,14 @@ func (s served) Lost(peer int, err error) {
 	if s.local[peer] == s.near {
 		s.Handler.Lost(peer, err)
 	}
+}
+
+// SingleCopy asks the shared memory about the ranks of this host.
+func (r *router) SingleCopy(peer int) int {
+	if pl, ok := r.near.(transport.Puller); ok && r.local[peer] {
+		return pl.SingleCopy(peer)
+	}
+	return 0
 }
 
 // TrySend tries the transport that serves peer.

@@ -87,6 +87,27 @@ func TestCostRules(t *testing.T) {
 	if over := oversubscribed().Cost(AllReduce, Ring, 8, 1<<20, Uniform(1, 8)); over <= one {
 		t.Errorf("ring on 2 cores %g, not above 8 cores %g", over, one)
 	}
+	// A root whose receivers copy out of its memory sends to all at once:
+	// linear beats the binomial tree inside a host from the single-copy
+	// size, and is priced as before below it and across hosts.
+	pm := pulling()
+	for _, n := range []int{1 << 20, 64 << 20} {
+		lin, tree := pm.Cost(Broadcast, Linear, 4, n, Uniform(1, 4)), pm.Cost(Broadcast, Tree, 4, n, Uniform(1, 4))
+		if lin >= tree {
+			t.Errorf("pulled linear broadcast of %d bytes at np 4 costs %g, not below the tree's %g", n, lin, tree)
+		}
+		if old := oversubscribed().Cost(Broadcast, Linear, 4, n, Uniform(1, 4)); lin >= old {
+			t.Errorf("pulled linear broadcast %g, not below pushed %g", lin, old)
+		}
+	}
+	for _, c := range []struct {
+		n   int
+		lay Layout
+	}{{64 << 10, Uniform(1, 4)}, {1 << 20, Uniform(2, 2)}} {
+		if a, b := pm.Cost(Broadcast, Linear, 4, c.n, c.lay), oversubscribed().Cost(Broadcast, Linear, 4, c.n, c.lay); a != b {
+			t.Errorf("linear broadcast of %d bytes on %v: %g with single copy, %g without", c.n, c.lay.Hosts, a, b)
+		}
+	}
 	for _, coll := range Collectives {
 		if c := m.Cost(coll, Algos(coll)[0], 1, 1<<20, Layout{}); c != 0 {
 			t.Errorf("%s on one rank costs %g", coll, c)

@@ -9,6 +9,11 @@ import (
 type Link struct {
 	Alpha float64 // seconds per message
 	Beta  float64 // seconds per byte
+	// Pull is the smallest message that the receiver copies straight out
+	// of the sender's memory (shared memory's single copy), or 0: a sender
+	// of such messages to several receivers leaves them to copy in
+	// parallel (spmd.Comm.SingleCopy).
+	Pull float64
 }
 
 // Time returns the modelled time of one message of n bytes.
@@ -47,7 +52,7 @@ func DefaultModel() Model {
 // Valid reports whether every constant is a finite non-negative number and
 // Cores is positive.
 func (m Model) Valid() bool {
-	for _, v := range []float64{m.Local.Alpha, m.Local.Beta, m.Remote.Alpha, m.Remote.Beta, m.Gamma, m.Wake} {
+	for _, v := range []float64{m.Local.Alpha, m.Local.Beta, m.Local.Pull, m.Remote.Alpha, m.Remote.Beta, m.Remote.Pull, m.Gamma, m.Wake} {
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 			return false
 		}

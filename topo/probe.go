@@ -157,15 +157,17 @@ func pingPong(ctx context.Context, cc *spmd.Comm, pair []int) (Link, bool, error
 			ys = append(ys, steady(times))
 		}
 		k = fitLink(xs, ys)
+		k.Pull = float64(cc.SingleCopy(peer))
 	}
 	if a == 0 {
 		return k, me == 0, nil
 	}
-	msg := make([]byte, 16)
+	msg := make([]byte, 24)
 	switch me {
 	case a:
 		binary.LittleEndian.PutUint64(msg, math.Float64bits(k.Alpha))
 		binary.LittleEndian.PutUint64(msg[8:], math.Float64bits(k.Beta))
+		binary.LittleEndian.PutUint64(msg[16:], math.Float64bits(k.Pull))
 		return Link{}, false, cc.Send(ctx, 0, ProbeTag, msg)
 	case 0:
 		if _, err := cc.Recv(ctx, a, ProbeTag, msg); err != nil {
@@ -173,6 +175,7 @@ func pingPong(ctx context.Context, cc *spmd.Comm, pair []int) (Link, bool, error
 		}
 		k.Alpha = math.Float64frombits(binary.LittleEndian.Uint64(msg))
 		k.Beta = math.Float64frombits(binary.LittleEndian.Uint64(msg[8:]))
+		k.Pull = math.Float64frombits(binary.LittleEndian.Uint64(msg[16:]))
 		return k, true, nil
 	}
 	return Link{}, false, nil
@@ -287,7 +290,7 @@ func agree(ctx context.Context, cc *spmd.Comm, m Model) (Model, error) {
 	return decodeModel(msg)
 }
 
-const modelLen = 8 * 8
+const modelLen = 10 * 8
 
 func encodeModel(m Model) []byte {
 	b := make([]byte, modelLen)
@@ -298,7 +301,7 @@ func encodeModel(m Model) []byte {
 	if m.RemoteProbed {
 		flags += 2
 	}
-	for i, v := range []float64{m.Local.Alpha, m.Local.Beta, m.Remote.Alpha, m.Remote.Beta, m.Gamma, m.Wake, float64(m.Cores), flags} {
+	for i, v := range []float64{m.Local.Alpha, m.Local.Beta, m.Remote.Alpha, m.Remote.Beta, m.Gamma, m.Wake, float64(m.Cores), flags, m.Local.Pull, m.Remote.Pull} {
 		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
 	}
 	return b
@@ -309,7 +312,7 @@ func decodeModel(b []byte) (Model, error) {
 	for i := range v {
 		v[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
 	}
-	m := Model{Local: Link{v[0], v[1]}, Remote: Link{v[2], v[3]}, Gamma: v[4], Wake: v[5], Cores: int(v[6]),
+	m := Model{Local: Link{Alpha: v[0], Beta: v[1], Pull: v[8]}, Remote: Link{Alpha: v[2], Beta: v[3], Pull: v[9]}, Gamma: v[4], Wake: v[5], Cores: int(v[6]),
 		LocalProbed: int(v[7])&1 != 0, RemoteProbed: int(v[7])&2 != 0}
 	if !m.Valid() {
 		return Model{}, fmt.Errorf("rank 0 sent an invalid model %+v", m)

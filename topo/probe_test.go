@@ -28,7 +28,7 @@ func TestFitLink(t *testing.T) {
 }
 
 func TestModelEncoding(t *testing.T) {
-	m := oversubscribed()
+	m := pulling()
 	got, err := decodeModel(encodeModel(m))
 	if err != nil || got != m {
 		t.Errorf("decode(encode(%+v)) = %+v, %v", m, got, err)

@@ -44,8 +44,8 @@ func Format(w io.Writer, m Model, lay Layout) error {
 	tw.Flush()
 	fmt.Fprintf(&b, "\n# model\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "same host\talpha %s\tbeta %s%s\n", micros(m.Local.Alpha), perByte(m.Local.Beta), assumed(m.LocalProbed))
-	fmt.Fprintf(tw, "other host\talpha %s\tbeta %s%s\n", micros(m.Remote.Alpha), perByte(m.Remote.Beta), assumed(m.RemoteProbed))
+	fmt.Fprintf(tw, "same host\talpha %s\tbeta %s%s%s\n", micros(m.Local.Alpha), perByte(m.Local.Beta), pulls(m.Local.Pull), assumed(m.LocalProbed))
+	fmt.Fprintf(tw, "other host\talpha %s\tbeta %s%s%s\n", micros(m.Remote.Alpha), perByte(m.Remote.Beta), pulls(m.Remote.Pull), assumed(m.RemoteProbed))
 	fmt.Fprintf(tw, "reduction\tgamma %s\t\n", perByte(m.Gamma))
 	fmt.Fprintf(tw, "cores\t%d per host\twake %s per rank beyond them\n", m.Cores, micros(m.Wake))
 	tw.Flush()
@@ -100,6 +100,15 @@ func plural(n int, word string) string {
 		return word
 	}
 	return word + "s"
+}
+
+// pulls says from what size a link's receivers copy out of the sender's
+// memory, if they do.
+func pulls(n float64) string {
+	if n <= 0 {
+		return ""
+	}
+	return ", single copy from " + Size(int(n))
 }
 
 func assumed(probed bool) string {

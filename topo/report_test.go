@@ -26,6 +26,13 @@ var goldenModel = Model{
 	LocalProbed: true, RemoteProbed: true,
 }
 
+// pulling is oversubscribed with single copy from 256 KiB inside a host.
+func pulling() Model {
+	m := oversubscribed()
+	m.Local.Pull = 256 << 10
+	return m
+}
+
 // oversubscribed is goldenModel on hosts of two cores.
 func oversubscribed() Model {
 	m := goldenModel
@@ -45,6 +52,7 @@ func TestFormatGolden(t *testing.T) {
 		{"3x2", 3, 2, goldenModel},
 		{"2x4", 2, 4, goldenModel},
 		{"1x8-2cores", 1, 8, oversubscribed()},
+		{"1x4-2cores-pull", 1, 4, pulling()},
 		{"1x5", 1, 5, goldenModel},
 	}
 	for _, tt := range tests {

@@ -46,6 +46,10 @@ func parse(s string) (topo.Model, error) {
 	m.Gamma = f(`gamma ([0-9.]+) ns/B`) * 1e-9
 	m.Wake = f(`wake ([0-9.]+) us`) * 1e-6
 	m.Cores = int(f(`cores\s+([0-9]+) per host`))
+	if u := regexp.MustCompile(`single copy from ([0-9]+) (B|KiB|MiB)`).FindStringSubmatch(s); u != nil {
+		v, _ := strconv.ParseFloat(u[1], 64)
+		m.Local.Pull = v * map[string]float64{"B": 1, "KiB": 1 << 10, "MiB": 1 << 20}[u[2]]
+	}
 	m.LocalProbed = true
 	if !m.Valid() || m.Local.Alpha == 0 || m.Local.Beta == 0 {
 		return topo.Model{}, fmt.Errorf("no one-host model in the report")

@@ -312,6 +312,19 @@ func (p *peer) claimSlot() (uint32, bool) {
 	return 0, false
 }
 
+// SingleCopy implements transport.Puller: the single-copy size, for a
+// peer of this host whose consumer has not found our memory closed to it.
+func (t *Transport) SingleCopy(peer int) int {
+	p, err := t.peer(peer)
+	if err != nil || t.cfg.singleCopy == 0 {
+		return 0
+	}
+	if p.seg.Load() != nil && p.out.r.c.noCopy.Load() != 0 {
+		return 0
+	}
+	return t.cfg.singleCopy
+}
+
 // startedSend is a started single-copy send (StartSend) whose payload the
 // consumer has not taken yet.
 type startedSend struct {

@@ -74,6 +74,16 @@ type Offerer interface {
 	Offer(peer int, h Header, o Offer)
 }
 
+// Puller is implemented by a transport whose receivers copy large
+// messages straight out of the sender's memory (shared memory's single
+// copy), so that a sender's messages to several peers are copied by them
+// in parallel.
+type Puller interface {
+	// SingleCopy returns the smallest message to peer that peer copies so,
+	// or 0 when none is.
+	SingleCopy(peer int) int
+}
+
 // Transport moves framed messages between the ranks of one job. Send may
 // be called concurrently for different peers; spmd never calls it
 // concurrently for the same peer, and messages to one peer arrive in the
