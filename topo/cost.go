@@ -94,6 +94,23 @@ func (m Model) beta(cross bool, busy int) float64 {
 	return m.link(cross).Beta * m.share(busy)
 }
 
+// copiers is how many of busy message endpoints copy bytes of a message
+// of b bytes: all of them, except where the receiver copies straight out
+// of the sender's memory (Link.Pull) and the sender only waits.
+func (m Model) copiers(cross bool, b float64, busy int) int {
+	if m.pulls(cross, b) {
+		return (busy + 1) / 2
+	}
+	return busy
+}
+
+// pulls reports whether a message of b bytes over the link class is copied
+// by its receiver alone (Link.Pull).
+func (m Model) pulls(cross bool, b float64) bool {
+	k := m.link(cross)
+	return k.Pull > 0 && b >= k.Pull
+}
+
 // gamma is the seconds per byte of a reduction done by busy ranks of one host at once.
 func (m Model) gamma(busy int) float64 { return m.Gamma * m.share(busy) }
 
@@ -105,7 +122,7 @@ func (m Model) share(busy int) float64 {
 // step is one round: a message of bytes bytes, red of which the receiver
 // reduces, with busy endpoints and reducers on the busiest host.
 func (m Model) step(s shape, cross bool, bytes, red float64, busy, reducers int) float64 {
-	return m.alphaBusy(s, cross, busy) + bytes*m.beta(cross, busy) + red*m.gamma(reducers)
+	return m.alphaBusy(s, cross, busy) + bytes*m.beta(cross, m.copiers(cross, bytes, busy)) + red*m.gamma(reducers)
 }
 
 // ring is p-1 steps in which every rank sends a block of b bytes to its
@@ -135,7 +152,7 @@ func (m Model) burst(s shape, b, red float64) float64 {
 	busy := 2 * s.perHost
 	k := float64(s.p - 1)
 	return m.alphaBusy(s, cross, busy) + (k-1)*BurstGap*m.link(cross).Alpha +
-		k*(b*m.beta(cross, busy)+red*m.gamma(s.perHost)+m.unsegmented(cross, b, busy))
+		k*(b*m.beta(cross, m.copiers(cross, b, busy))+red*m.gamma(s.perHost)+m.unsegmented(cross, b, busy))
 }
 
 // lg returns ceil(log2 p); pow2 the largest power of two <= p.
@@ -181,6 +198,9 @@ func (m Model) doubling(s shape, size, red func(k int) float64) float64 {
 // recursive doubling from 64-128 KiB, which one beta per byte could not
 // show.
 func (m Model) unsegmented(cross bool, b float64, busy int) float64 {
+	if m.pulls(cross, b) {
+		return 0 // one copy, by the receiver, straight out of the sender's memory
+	}
 	return max(0, b-Overlap) * m.beta(cross, busy)
 }
 
@@ -223,8 +243,14 @@ func (m Model) allReduce(algo Algo, s shape, n float64) float64 {
 	switch algo {
 	case Ring:
 		// prims' ring is segmented: a segment is reduced while the next
-		// arrives, so only the last segment's reduction is not hidden.
-		return 2*m.ring(s, n/p, 0) + min(n/p, Segment)*m.gamma(s.perHost)
+		// arrives, so only the last segment's reduction is not hidden;
+		// unless the ranks share cores and copy the segments themselves
+		// (Link.Pull), when copying and reducing take turns on them.
+		red := min(n/p, Segment)
+		if s.perHost > m.Cores && m.pulls(s.hosts > 1, red) {
+			red = (p - 1) * n / p
+		}
+		return 2*m.ring(s, n/p, 0) + red*m.gamma(s.perHost)
 	case RecursiveDoubling:
 		whole := func(int) float64 { return n }
 		return m.fold(s, n, n, true) + m.doubling(s, whole, whole)
