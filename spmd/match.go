@@ -27,6 +27,7 @@ type engine struct {
 	self   int
 	tr     transport.Transport
 	poller transport.Poller // tr, if waiting goroutines can drive it
+	puller transport.Puller // tr, if its receivers copy from our memory
 
 	// crowded says the host has more ranks than cores: a polling
 	// goroutine then yields its core to the other ranks.
@@ -61,10 +62,12 @@ var _ transport.Handler = (*engine)(nil)
 
 func newEngine(self, size int, tr transport.Transport) *engine {
 	poller, _ := tr.(transport.Poller)
+	puller, _ := tr.(transport.Puller)
 	return &engine{
 		self:     self,
 		tr:       tr,
 		poller:   poller,
+		puller:   puller,
 		queues:   make(map[matchKey]*queue),
 		inflight: make([]any, size),
 		lost:     make([]error, size),
@@ -267,6 +270,16 @@ func (e *engine) Lost(peer int, err error) {
 	for _, r := range fail {
 		r.finish(0, err)
 	}
+}
+
+// pulled reports whether a message of n bytes to world rank dst is copied
+// by dst straight out of our memory (transport.Puller).
+func (e *engine) pulled(dst, n int) bool {
+	if e.puller == nil {
+		return false
+	}
+	k := e.puller.SingleCopy(dst)
+	return k > 0 && n >= k
 }
 
 // irecv posts a receive from world rank src.

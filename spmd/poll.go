@@ -16,12 +16,18 @@ import (
 const pollBudget = 100 * time.Microsecond
 
 // poll drives p on the calling goroutine until r completes, ctx ends or the
-// budget runs out, and reports whether r completed (its token taken). The
+// budget runs out, and reports whether r completed (its token taken). On a
+// host with more ranks than cores, a send that its receiver copies out of
+// our memory is not polled for: the receiver needs the core to copy, and
+// the copy takes longer than the budget. The
 // loop looks at r's completion flag, not its channel, and at ctx only every
 // 16 rounds: a select per round took a quarter of a polling rank's cycles
 // in an 8-byte all-reduce (channel locks), all of it latency.
 func (r *Request) poll(ctx context.Context, p transport.Poller) bool {
 	if l, ok := p.(transport.PollLimiter); ok && len(r.buf) > l.PollLimit() {
+		return false
+	}
+	if r.e.crowded && r.kind == sendReq && r.e.pulled(r.key.src, len(r.buf)) {
 		return false
 	}
 	p.BeginPoll()
