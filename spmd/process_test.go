@@ -139,3 +139,16 @@ func TestProcessSHMCrash(t *testing.T) {
 		t.Errorf("files of the job left in /dev/shm: %v", left)
 	}
 }
+
+// A rank killed while its receiver keeps a large message of it as an offer
+// (in the dead rank's memory): the receive posted afterwards fails with
+// ErrPeerLost.
+func TestProcessSHMOfferCrash(t *testing.T) {
+	out, code := gorun(t, time.Minute, "-np", "2", "--kill-grace", "5s", ranksBin, "offercrash")
+	if code != 137 {
+		t.Errorf("gorun exited %d, want 137 (rank 1 killed):\n%s", code, out)
+	}
+	if !strings.Contains(out, "lost=true") {
+		t.Errorf("rank 0's receive of the kept message did not fail with ErrPeerLost:\n%s", out)
+	}
+}

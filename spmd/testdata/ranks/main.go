@@ -38,6 +38,8 @@ func main() {
 		err = crash(ctx, w)
 	case "shmcrash":
 		err = shmCrash(ctx, w)
+	case "offercrash":
+		err = offerCrash(ctx, w)
 	}
 	if err != nil {
 		fmt.Println("error:", err)
@@ -105,6 +107,39 @@ func shmCrash(ctx context.Context, w *spmd.World) error {
 				os.Exit(0)
 			}
 		}
+	}
+	select {}
+}
+
+// offerCrash: rank 1 starts a large send that rank 0 has no receive for
+// yet, so that rank 0 keeps it as an offer in rank 1's memory, and is
+// SIGKILLed; rank 0 then posts the receive and reports what it returned.
+func offerCrash(ctx context.Context, w *spmd.World) error {
+	if w.Rank() == 0 {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	buf := make([]byte, 1<<20)
+	switch w.Rank() {
+	case 1:
+		if err := w.Send(ctx, 0, 0, buf); err != nil { // rank 0 learns it may read our memory
+			return err
+		}
+		w.Isend(ctx, 0, 5, buf)
+		if err := w.Send(ctx, 0, 6, []byte("sent")); err != nil {
+			return err
+		}
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	case 0:
+		if _, err := w.Recv(ctx, 1, 0, buf); err != nil {
+			return err
+		}
+		if _, err := w.Recv(ctx, 1, 6, make([]byte, 4)); err != nil {
+			return err
+		}
+		time.Sleep(300 * time.Millisecond) // rank 1 is dead by now
+		_, err := w.Recv(ctx, 1, 5, buf)
+		fmt.Printf("lost=%v: %v\n", errors.Is(err, spmd.ErrPeerLost), err)
+		os.Exit(0)
 	}
 	select {}
 }
