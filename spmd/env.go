@@ -128,9 +128,9 @@ func ReadEnv(getenv func(string) string) (Env, error) {
 		return e, fmt.Errorf("%s=%q: want tcp or shm (or unset: shared memory between ranks of a host, TCP between hosts)", EnvTransport, e.Transport)
 	}
 	if s := getenv(EnvSingleCopy); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			return e, fmt.Errorf("%s=%q: want a byte count, 0 or more (0 turns single copy off)", EnvSingleCopy, s)
+		n, err := ParseSize(s)
+		if err != nil {
+			return e, fmt.Errorf("%s=%q: want a byte count such as 262144 or 256K, 0 or more (0 turns single copy off)", EnvSingleCopy, s)
 		}
 		e.SingleCopy = n
 	}

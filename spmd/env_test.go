@@ -23,9 +23,12 @@ func TestReadEnv(t *testing.T) {
 	if err != nil || e.SingleCopy != 0 || e.Transport != "shm" {
 		t.Fatalf("GORUN_SHM_SINGLE_COPY=0 GORUN_TRANSPORT=shm: %+v, %v", e, err)
 	}
+	if e, err = read(map[string]string{EnvSingleCopy: "64K"}); err != nil || e.SingleCopy != 64<<10 {
+		t.Fatalf("GORUN_SHM_SINGLE_COPY=64K: %+v, %v", e, err)
+	}
 	for _, c := range []struct{ name, val, want string }{
 		{EnvSingleCopy, "-1", "want a byte count"},
-		{EnvSingleCopy, "64K", "want a byte count"},
+		{EnvSingleCopy, "64X", "want a byte count"},
 		{EnvTransport, "rdma", "want tcp or shm"},
 		{EnvInitTimeout, "soon", "positive duration"},
 		{EnvRank, "4", "want 0 <= rank < size"},

@@ -21,9 +21,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/gorun-hpc/gorun/spmd"
 )
 
 func main() {
@@ -70,10 +71,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		return cfg, err
 	}
 	var err error
-	if cfg.minBytes, err = parseSize(*minB); err != nil {
+	if cfg.minBytes, err = spmd.ParseSize(*minB); err != nil {
 		return cfg, fmt.Errorf("-b: %w", err)
 	}
-	if cfg.maxBytes, err = parseSize(*maxB); err != nil {
+	if cfg.maxBytes, err = spmd.ParseSize(*maxB); err != nil {
 		return cfg, fmt.Errorf("-e: %w", err)
 	}
 	switch {
@@ -113,29 +114,4 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// parseSize reads a byte count with an optional K, M or G suffix (powers
-// of 1024; KiB, MiB, GiB and a trailing B are accepted too).
-func parseSize(s string) (int, error) {
-	t := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(s), "B"), "i")
-	mult := 1
-	if len(t) > 0 {
-		switch t[len(t)-1] {
-		case 'K', 'k':
-			mult = 1 << 10
-		case 'M', 'm':
-			mult = 1 << 20
-		case 'G', 'g':
-			mult = 1 << 30
-		}
-		if mult > 1 {
-			t = t[:len(t)-1]
-		}
-	}
-	n, err := strconv.Atoi(t)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%q: want a size such as 8, 4K, 64M or 1G", s)
-	}
-	return n * mult, nil
 }

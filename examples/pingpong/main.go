@@ -11,8 +11,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -26,7 +24,10 @@ func main() {
 	iters := flag.Int("iters", 1000, "round trips per size for small messages (fewer for large ones)")
 	warmup := flag.Int("warmup", 100, "round trips before timing, for small messages")
 	flag.Parse()
-	max, err := parseSize(*maxSize)
+	max, err := spmd.ParseSize(*maxSize)
+	if err != nil {
+		err = fmt.Errorf("-max %w", err)
+	}
 	if err == nil {
 		err = run(ctx, max, *iters, *warmup)
 	}
@@ -114,19 +115,4 @@ func scaled(n, size int) int {
 		n = n * (64 << 10) / size
 	}
 	return max(n, 5)
-}
-
-func parseSize(s string) (int, error) {
-	mult := 1
-	for suffix, m := range map[string]int{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30} {
-		if strings.HasSuffix(s, suffix) {
-			s, mult = strings.TrimSuffix(s, suffix), m
-			break
-		}
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("-max %q: want a size such as 4096, 1MiB or 64MiB", s)
-	}
-	return n * mult, nil
 }
