@@ -6,23 +6,28 @@ import (
 
 // SegmentBytes is the size of the messages ring algorithms cut large
 // blocks into, so that receiving one segment overlaps reducing the
-// previous one and forwarding it. Measured with BenchmarkAllReduce (ring,
-// 4 ranks over net/mem, 2 shared cores): 32 KiB segments ran 16 MiB at
-// about 550 MB/s, 128 KiB at 600-650, 256-512 KiB at 550-730 (noisy);
-// smaller segments pay per-message costs that net/mem cannot hide.
-// Re-measure over net/tcp, where the overlap matters more.
-const SegmentBytes = 256 << 10
+// previous one and forwarding it; topo models the same size (topo.Segment).
+// Measured with collbench, ring all-reduce at np 2, 4-64 MiB, alternating
+// builds: over shared memory (single copy) 1 MiB segments ran 64 MiB at
+// 1.26-1.84 GB/s busbw against 256 KiB's 1.08-1.19 (4 runs; 16 MiB
+// 1.33-1.99 against 0.76-1.46, 3 of 4 ahead), and over TCP 0.89-1.12
+// against 0.75-0.98 at 64 MiB and 0.67-0.83 against 0.50-0.76 at 4 MiB
+// (3 runs). Each segment costs a message (a rendezvous, over shared
+// memory) that larger ones amortise. An older measurement over net/mem (4
+// ranks, 2 shared cores) had 128-512 KiB ahead of 32 KiB.
+const SegmentBytes = 1 << 20
 
-// window is the fewest segment receives the ring reduce-scatter keeps
-// posted ahead of the one it is reducing, and maxWindow the most. In its
-// first step every rank sends a whole block at once, so the receiver posts
-// a block's worth of segments (up to maxWindow*SegmentBytes of scratch):
-// a segment that arrives before its receive is posted costs spmd a buffer
-// and a copy (with 8 posted, 16 MiB all-reduces over TCP spent 12% of
-// their cycles on those).
+// windowBytes is the least scratch the ring reduce-scatter keeps posted in
+// segment receives ahead of the one it is reducing, and maxWindowBytes the
+// most. In its first step every rank sends a whole block at once, so the
+// receiver posts a block's worth of segments, up to maxWindowBytes: a
+// segment that arrives before its receive is posted costs spmd a buffer
+// and a copy over TCP (with 8 of 256 KiB posted, 16 MiB all-reduces over
+// TCP spent 12% of their cycles on those); over shared memory it waits in
+// the sender's memory.
 const (
-	window    = 8
-	maxWindow = 128
+	windowBytes    = 2 << 20
+	maxWindowBytes = 32 << 20
 )
 
 // ringWalk enumerates, in order, the segments a rank receives (or sends)
@@ -79,9 +84,9 @@ func ringReduceScatter[T spmd.Number](k *call, buf []T, b []int, own int, op Op[
 	for lo, hi, _, ok := first.next(); ok; lo, hi, _, ok = first.next() {
 		sends.isend(ctx, cc, right, tag, spmd.Bytes(buf[lo:hi]))
 	}
-	win := window
+	win := max(1, windowBytes/SegmentBytes)
 	for i := 0; i+1 < len(b); i++ {
-		win = max(win, min(maxWindow, (b[i+1]-b[i]+seg-1)/seg))
+		win = max(win, min(maxWindowBytes/SegmentBytes, (b[i+1]-b[i]+seg-1)/seg))
 	}
 	slots := borrow[T](k, win*seg)
 	post, take := newWalk(b, own-2, p-1, seg), newWalk(b, own-2, p-1, seg)

@@ -307,7 +307,8 @@ func (m Model) pulled(s shape, n float64) float64 {
 
 // Segment is the piece size that pipelined algorithms are modelled with:
 // a chain broadcast sends its buffer in pieces of at most Segment bytes.
-const Segment = 256 << 10
+// It is prims.SegmentBytes (prims tests that they agree).
+const Segment = 1 << 20
 
 // chain is a pipelined chain broadcast: the buffer in k pieces of at most
 // Segment bytes flows down the ranks, p-1+k-1 steps of one piece.
