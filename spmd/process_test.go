@@ -123,13 +123,7 @@ func TestProcessLateRank(t *testing.T) {
 // ErrPeerLost, and once gorun returns no file of the job is left in
 // /dev/shm, not even one the dead rank left behind.
 func TestProcessSHMCrash(t *testing.T) {
-	out, code := gorun(t, time.Minute, "-np", "3", "--kill-grace", "5s", ranksBin, "shmcrash")
-	if code != 137 {
-		t.Errorf("gorun exited %d, want 137 (rank 1 killed):\n%s", code, out)
-	}
-	if !strings.Contains(out, "lost=true") {
-		t.Errorf("rank 0's receive did not fail with ErrPeerLost:\n%s", out)
-	}
+	out := runKilled(t, "-np", "3", "--kill-grace", "5s", ranksBin, "shmcrash")
 	m := regexp.MustCompile(`job (\w+)`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no job id printed:\n%s", out)
@@ -144,11 +138,20 @@ func TestProcessSHMCrash(t *testing.T) {
 // (in the dead rank's memory): the receive posted afterwards fails with
 // ErrPeerLost.
 func TestProcessSHMOfferCrash(t *testing.T) {
-	out, code := gorun(t, time.Minute, "-np", "2", "--kill-grace", "5s", ranksBin, "offercrash")
+	runKilled(t, "-np", "2", "--kill-grace", "5s", ranksBin, "offercrash")
+}
+
+// runKilled runs a job whose rank 1 SIGKILLs itself and whose rank 0
+// prints what its receive returned, and checks both; it returns gorun's
+// output.
+func runKilled(t *testing.T, args ...string) string {
+	t.Helper()
+	out, code := gorun(t, time.Minute, args...)
 	if code != 137 {
 		t.Errorf("gorun exited %d, want 137 (rank 1 killed):\n%s", code, out)
 	}
 	if !strings.Contains(out, "lost=true") {
-		t.Errorf("rank 0's receive of the kept message did not fail with ErrPeerLost:\n%s", out)
+		t.Errorf("rank 0's receive did not fail with ErrPeerLost:\n%s", out)
 	}
+	return out
 }

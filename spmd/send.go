@@ -1,0 +1,146 @@
+package spmd
+
+import (
+	"github.com/gorun-hpc/gorun/spmd/transport"
+)
+
+// The engine's sending side: each peer's sends go out in program order,
+// one goroutine moving bytes at a time, through the cheapest path the
+// transport offers (TrySend, StartSend, or Send on a drain goroutine).
+
+// sender orders the sends to one peer: one goroutine moves bytes at a time,
+// the others wait their turn in q.
+type sender struct {
+	busy bool
+	q    []*Request
+}
+
+// isend sends buf to world rank dst. With wait, the caller's goroutine moves
+// the bytes when it is dst's turn; otherwise a goroutine does.
+func (e *engine) isend(r *Request, dst int, wait bool) {
+	if dst == e.self {
+		e.sendSelf(r)
+		return
+	}
+	e.mu.Lock()
+	if err := e.unusable(dst); err != nil {
+		r.stage = reqDone
+		e.mu.Unlock()
+		r.finish(0, err)
+		return
+	}
+	s := &e.senders[dst]
+	if s.busy {
+		s.q = append(s.q, r)
+		e.mu.Unlock()
+		return
+	}
+	s.busy = true
+	r.stage = reqClaimed
+	e.mu.Unlock()
+	switch {
+	case wait:
+		// Not started: a started send completes when its receive takes it,
+		// and a blocking Send completes whether or not that is posted yet.
+		e.transmit(dst, r)
+	case !e.trySend(dst, r) && !e.tryStart(dst, r):
+		go r.drain()
+		return
+	}
+	if next := e.next(dst); next != nil {
+		go next.drain()
+	}
+}
+
+// trySend completes r at once if the transport can send it without
+// blocking, and reports whether it did.
+func (e *engine) trySend(dst int, r *Request) bool {
+	ts, ok := e.tr.(transport.TrySender)
+	if !ok {
+		return false
+	}
+	h := transport.Header{Comm: r.key.comm, Tag: r.key.tag, Len: len(r.buf)}
+	sent, err := ts.TrySend(dst, h, r.buf)
+	if !sent {
+		return false
+	}
+	e.sent(r, err)
+	return true
+}
+
+// tryStart hands r to the transport to complete later, if it can take it
+// so, and reports whether it did; the next send to dst may then go at once.
+func (e *engine) tryStart(dst int, r *Request) bool {
+	st, ok := e.tr.(transport.Starter)
+	if !ok {
+		return false
+	}
+	h := transport.Header{Comm: r.key.comm, Tag: r.key.tag, Len: len(r.buf)}
+	ok, err := st.StartSend(dst, h, r.buf, (*started)(r))
+	if ok && err != nil {
+		(*started)(r).SendDone(err)
+	}
+	return ok
+}
+
+// drain sends r and then every request queued for dst, in order.
+func (e *engine) drain(dst int, r *Request) {
+	for r != nil {
+		if !e.tryStart(dst, r) {
+			e.transmit(dst, r)
+		}
+		r = e.next(dst)
+	}
+}
+
+// next pops dst's next queued send, or marks dst idle.
+func (e *engine) next(dst int) *Request {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := &e.senders[dst]
+	if len(s.q) == 0 {
+		s.busy = false
+		return nil
+	}
+	r := popFront(&s.q)
+	r.stage = reqClaimed
+	return r
+}
+
+func (e *engine) transmit(dst int, r *Request) {
+	h := transport.Header{Comm: r.key.comm, Tag: r.key.tag, Len: len(r.buf)}
+	e.sent(r, e.tr.Send(r.ctx, dst, h, r.buf))
+}
+
+// sent completes the send r, which the transport finished with err.
+func (e *engine) sent(r *Request, err error) {
+	e.mu.Lock()
+	r.stage = reqDone
+	e.mu.Unlock()
+	if err != nil {
+		r.finish(0, err)
+		return
+	}
+	r.finish(len(r.buf), nil)
+}
+
+// sendSelf matches a message to ourselves as if it had arrived.
+func (e *engine) sendSelf(r *Request) {
+	h := transport.Header{Comm: r.key.comm, Tag: r.key.tag, Len: len(r.buf)}
+	e.selfMu.Lock()
+	buf := e.Buffer(e.self, h)
+	copy(buf, r.buf)
+	e.Deliver(e.self, h, buf)
+	e.selfMu.Unlock()
+	r.finish(len(r.buf), nil)
+}
+
+// pulled reports whether a message of n bytes to world rank dst is copied
+// by dst straight out of our memory (transport.Puller).
+func (e *engine) pulled(dst, n int) bool {
+	if e.puller == nil {
+		return false
+	}
+	k := e.puller.SingleCopy(dst)
+	return k > 0 && n >= k
+}
