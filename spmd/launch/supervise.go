@@ -105,7 +105,7 @@ func (s *supervisor) loop(ctx context.Context, exits <-chan ended) int {
 			s.signalAll(syscall.SIGKILL)
 		case <-ctxDone:
 			ctxDone = nil
-			s.stop()
+			s.cancelled()
 		}
 	}
 	if !s.decided && ctx.Err() != nil {
@@ -157,6 +157,25 @@ func (s *supervisor) signal(sig os.Signal) {
 	}
 	s.out.Logf("%v: stopping %s (send it again to kill them)", sig, s.ranks())
 	s.stop()
+}
+
+// signalLag bounds how long a cancelled context waits for the signal that
+// cancelled it.
+const signalLag = 20 * time.Millisecond
+
+// cancelled stops the job when ctx ends. gorun's context ends on the same
+// signals that Signals delivers, and the two arrive in either order: a stop
+// on the context alone sent the ranks SIGTERM before the signal was seen,
+// and the job exited with the first rank's 143 instead of the 130 of an
+// interrupt (TestRig/sigint failed so once). The signal, if one comes
+// within signalLag, decides the status.
+func (s *supervisor) cancelled() {
+	select {
+	case sig := <-s.l.Signals:
+		s.signal(sig)
+	case <-time.After(signalLag):
+		s.stop()
+	}
 }
 
 // decide sets the job's exit status unless it was set already.
