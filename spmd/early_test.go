@@ -3,8 +3,10 @@ package spmd_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/gorun-hpc/gorun/spmd"
 )
@@ -58,6 +60,41 @@ func TestEarlyLargeMessagesAnyOrder(t *testing.T) {
 			if !bytes.Equal(got, msg(tag)) {
 				return fmt.Errorf("tag %d: other bytes", tag)
 			}
+		}
+		return nil
+	})
+}
+
+// A large message that waits for its receive, received into a shorter
+// buffer: the receive fails with ErrTruncated holding the message's head,
+// and the send completes.
+func TestEarlyLargeMessageTruncated(t *testing.T) {
+	const size = 1 << 20
+	each(t, 2, func(ctx context.Context, w *spmd.World) error {
+		msg := make([]byte, size)
+		for j := range msg {
+			msg[j] = byte(j * 13)
+		}
+		if w.Rank() == 0 {
+			if err := w.Send(ctx, 1, 9, msg); err != nil { // as in TestEarlyLargeMessagesAnyOrder
+				return err
+			}
+			if err := spmd.WaitAll(ctx, w.Isend(ctx, 1, 1, msg)); err != nil {
+				return fmt.Errorf("the truncated message's send: %w", err)
+			}
+			return nil
+		}
+		if _, err := w.Recv(ctx, 0, 9, make([]byte, size)); err != nil {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond) // the message is there before its receive
+		short := make([]byte, 1000)
+		n, err := w.Recv(ctx, 0, 1, short)
+		if !errors.Is(err, spmd.ErrTruncated) {
+			return fmt.Errorf("got %d bytes, %v; want ErrTruncated", n, err)
+		}
+		if !bytes.Equal(short[:n], msg[:n]) || n != len(short) {
+			return fmt.Errorf("got %d bytes of the message's head, or other bytes", n)
 		}
 		return nil
 	})
