@@ -125,7 +125,9 @@ func checkTag(op string, tag int) error {
 // message to a rank of the same host stays in buf until dst's matching
 // receive copies it out (shared memory's single copy), so its request
 // completes only once that receive is posted; Send does not wait for the
-// receive.
+// receive. A Wait whose context ends before the receive has begun to copy
+// takes such a send back, which drops the link to dst, as a send cancelled
+// half-way does.
 func (c *Comm) Isend(ctx context.Context, dst, tag int, buf []byte) *Request {
 	return c.send(ctx, dst, tag, buf, false)
 }

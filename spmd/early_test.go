@@ -99,3 +99,45 @@ func TestEarlyLargeMessageTruncated(t *testing.T) {
 		return nil
 	})
 }
+
+// A wait for a large Isend that no receive takes ends with its context:
+// over shared memory the send is taken back (which drops the link, so the
+// receiver then fails as for a lost peer); transports that copy eagerly
+// complete it anyway. Nothing hangs.
+func TestCancelledWaitForUntakenIsend(t *testing.T) {
+	const size = 1 << 20
+	each(t, 2, func(ctx context.Context, w *spmd.World) error {
+		msg := make([]byte, size)
+		if w.Rank() == 0 {
+			if err := w.Send(ctx, 1, 9, msg); err != nil { // as in TestEarlyLargeMessagesAnyOrder
+				return err
+			}
+			wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err := w.Isend(ctx, 1, 1, msg).Wait(wctx)
+			if took := time.Since(start); took > 5*time.Second {
+				return fmt.Errorf("the wait took %v after its context ended", took)
+			}
+			if w.Comm.SingleCopy(1) > 0 {
+				if !errors.Is(err, context.DeadlineExceeded) {
+					return fmt.Errorf("the wait for a send nobody took = %v, want the context's error", err)
+				}
+				return nil // the link is gone
+			}
+			return w.Send(ctx, 1, 2, []byte("done"))
+		}
+		if _, err := w.Recv(ctx, 0, 9, make([]byte, size)); err != nil {
+			return err
+		}
+		buf := make([]byte, 8)
+		_, err := w.Recv(ctx, 0, 2, buf)
+		if w.Comm.SingleCopy(0) > 0 {
+			if !errors.Is(err, spmd.ErrPeerLost) {
+				return fmt.Errorf("after the sender took its message back: %v, want ErrPeerLost", err)
+			}
+			return nil
+		}
+		return err
+	})
+}

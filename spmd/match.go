@@ -318,11 +318,16 @@ func (e *engine) unusable(peer int) error {
 }
 
 // cancel removes r if no bytes of it have moved yet and completes it with
-// cause; it reports whether it did.
+// cause, or takes back a started send its receiver has not begun to copy;
+// it reports whether it did.
 func (e *engine) cancel(r *Request, cause error) bool {
 	e.mu.Lock()
 	if r.stage != reqQueued {
+		claimed := r.stage == reqClaimed
 		e.mu.Unlock()
+		if w, ok := e.tr.(transport.Withdrawer); ok && claimed && r.kind == sendReq && r.started.Load() {
+			return w.Withdraw(r.key.src, (*started)(r), cause)
+		}
 		return false
 	}
 	if r.kind == recvReq {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Request is a pending Isend or Irecv. Wait blocks until it completes. A
@@ -15,9 +16,12 @@ type Request struct {
 	// blocks on it (waiting); a polling owner looks at state instead, and
 	// no token is sent: a channel send and receive per message were a
 	// tenth of an 8-byte hop.
-	done  chan struct{}
-	fin   atomic.Bool   // claimed by whoever completes the request: once only
-	state atomic.Uint32 // reqRunning, reqWaiting or reqFinished
+	done chan struct{}
+	fin  atomic.Bool // claimed by whoever completes the request: once only
+	// started says a send was handed to the transport to complete later
+	// (transport.Starter), which may take it back (transport.Withdrawer).
+	started atomic.Bool
+	state   atomic.Uint32 // reqRunning, reqWaiting or reqFinished
 	// drain is e.drain(key.src, r) for a send, made once per pooled
 	// request: go r.drain() then allocates nothing, where go e.drain(dst,
 	// r) built a closure for every send that needed a goroutine.
@@ -119,11 +123,26 @@ func (r *Request) block(ctx context.Context) {
 	}
 	select {
 	case <-r.done:
+		return
 	case <-ctx.Done():
-		r.e.cancel(r, ctx.Err())
-		<-r.done
 	}
+	// A request whose bytes are moving is waited for; a started send may
+	// still be taken back while its receiver has not begun to copy it, so
+	// that one is asked again now and then rather than waited for until a
+	// receive that may never come is posted.
+	for !r.e.cancel(r, ctx.Err()) && r.started.Load() {
+		select {
+		case <-r.done:
+			return
+		case <-time.After(withdrawEvery):
+		}
+	}
+	<-r.done
 }
+
+// withdrawEvery is how often a cancelled wait for a started send tries to
+// take it back.
+const withdrawEvery = 10 * time.Millisecond
 
 // started is a send request the transport started (transport.Starter); it
 // is told, as a transport.Done, when the send completes.

@@ -17,12 +17,13 @@ type router struct {
 }
 
 var (
-	_ transport.Offerer   = served{}
-	_ transport.Transport = (*router)(nil)
-	_ transport.Poller    = (*router)(nil)
-	_ transport.TrySender = (*router)(nil)
-	_ transport.Starter   = (*router)(nil)
-	_ transport.Puller    = (*router)(nil)
+	_ transport.Offerer    = served{}
+	_ transport.Transport  = (*router)(nil)
+	_ transport.Poller     = (*router)(nil)
+	_ transport.TrySender  = (*router)(nil)
+	_ transport.Starter    = (*router)(nil)
+	_ transport.Puller     = (*router)(nil)
+	_ transport.Withdrawer = (*router)(nil)
 )
 
 // Route returns a transport that serves the peers marked in local (by
@@ -109,6 +110,14 @@ func (r *router) SingleCopy(peer int) int {
 		return pl.SingleCopy(peer)
 	}
 	return 0
+}
+
+// Withdraw takes back a started send over the shared memory.
+func (r *router) Withdraw(peer int, done transport.Done, cause error) bool {
+	if w, ok := r.near.(transport.Withdrawer); ok && r.local[peer] {
+		return w.Withdraw(peer, done, cause)
+	}
+	return false
 }
 
 // TrySend tries the transport that serves peer.

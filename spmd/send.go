@@ -76,7 +76,11 @@ func (e *engine) tryStart(dst int, r *Request) bool {
 		return false
 	}
 	h := transport.Header{Comm: r.key.comm, Tag: r.key.tag, Len: len(r.buf)}
+	r.started.Store(true)
 	ok, err := st.StartSend(dst, h, r.buf, (*started)(r))
+	if !ok {
+		r.started.Store(false)
+	}
 	if ok && err != nil {
 		(*started)(r).SendDone(err)
 	}

@@ -160,3 +160,39 @@ func TestOfferAfterClose(t *testing.T) {
 	}
 	checkLost(t, d.wait(t), 1, nil)
 }
+
+// A started send that nobody has begun to take can be withdrawn: its done
+// hears why, taking it fails, and the link is dropped. One being taken or
+// taken cannot.
+func TestWithdrawStarted(t *testing.T) {
+	c, k := newKept(t)
+	d := startSend(t, c, 1, content(1, DefaultSingleCopy))
+	x := k.next(t)
+	cause := errors.New("caller gave up")
+	if !c.ts[0].Withdraw(1, d, cause) {
+		t.Fatal("Withdraw of an offer nobody took = false")
+	}
+	if err := d.wait(t); !errors.Is(err, cause) || !errors.Is(err, transport.ErrPeerLost) {
+		t.Fatalf("withdrawn send completed with %v, want the cause and a lost peer", err)
+	}
+	if err := x.o.Take(make([]byte, x.h.Len)); !errors.Is(err, errPeerBroke) {
+		t.Fatalf("Take of a withdrawn offer = %v", err)
+	}
+	checkLost(t, c.rs[1].WaitLost(t, 0), 0, nil)
+	if c.ts[0].Withdraw(1, d, cause) {
+		t.Fatal("a second Withdraw succeeded")
+	}
+}
+
+func TestWithdrawTaken(t *testing.T) {
+	c, k := newKept(t)
+	p := content(1, DefaultSingleCopy)
+	d := startSend(t, c, 1, p)
+	k.next(t).take(t, p)
+	if c.ts[0].Withdraw(1, d, errors.New("late")) {
+		t.Fatal("Withdraw of a taken offer succeeded")
+	}
+	if err := d.wait(t); err != nil {
+		t.Fatal(err)
+	}
+}

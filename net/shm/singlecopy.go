@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -381,6 +382,33 @@ func (t *Transport) StartSend(peer int, h transport.Header, payload []byte, done
 	p.offerMu.Unlock()
 	p.seg.Load().ringBell()
 	return true, nil
+}
+
+// Withdraw implements transport.Withdrawer: a started send whose payload
+// nobody has begun to copy is withdrawn, which drops the link (the peer's
+// consumer has passed its descriptor, and may have promised the message
+// to a receive), and done is told so.
+func (t *Transport) Withdraw(peer int, done transport.Done, cause error) bool {
+	p, err := t.peer(peer)
+	if err != nil || p.seg.Load() == nil {
+		return false
+	}
+	p.offerMu.Lock()
+	i := slices.IndexFunc(p.offers, func(o startedSend) bool { return o.done == done })
+	if i < 0 || !p.out.r.c.slots[p.offers[i].slot].CompareAndSwap(slotOffered, slotWithdrawn) {
+		p.offerMu.Unlock()
+		return false
+	}
+	p.offers = slices.Delete(p.offers, i, i+1)
+	t.offering.Add(-1)
+	p.offerMu.Unlock()
+	err = transport.Lost(p.rank, addr, fmt.Errorf("single-copy send withdrawn: %w", cause))
+	p.out.r.c.prodState.Store(endBroken)
+	p.seg.Load().alarm()
+	err = p.setFault(err)
+	t.seg.alarm()
+	done.SendDone(err)
+	return true
 }
 
 // reap completes the started sends whose payload the consumers have taken,

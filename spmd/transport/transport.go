@@ -159,6 +159,17 @@ type Starter interface {
 	StartSend(peer int, h Header, payload []byte, done Done) (bool, error)
 }
 
+// Withdrawer is a Starter that can take back a started send that its
+// receiver has not begun to take, as when the sender's context ends.
+type Withdrawer interface {
+	// Withdraw takes back the started send to peer whose Done is done,
+	// unless its payload is being or has been taken, and reports whether
+	// it did; done.SendDone is then called with an error wrapping cause.
+	// The message's receiver may already have matched it: a withdrawal
+	// drops the link, as a send cancelled half-way does.
+	Withdraw(peer int, done Done, cause error) bool
+}
+
 // Done is told when a started send completes.
 type Done interface {
 	SendDone(err error)
