@@ -25,14 +25,7 @@ func TestEarlyLargeMessagesAnyOrder(t *testing.T) {
 		return b
 	}
 	each(t, 2, func(ctx context.Context, w *spmd.World) error {
-		// One large message first, received at once: over shared memory the
-		// receiver then knows it may read the sender's memory, and the
-		// sends below are started (kept by the receiver) from the first.
-		if w.Rank() == 0 {
-			if err := w.Send(ctx, 1, 9, msg(9)); err != nil {
-				return err
-			}
-		} else if _, err := w.Recv(ctx, 0, 9, make([]byte, size)); err != nil {
+		if err := firstLargeMessage(ctx, w, size); err != nil {
 			return err
 		}
 		if w.Rank() == 0 {
@@ -75,17 +68,14 @@ func TestEarlyLargeMessageTruncated(t *testing.T) {
 		for j := range msg {
 			msg[j] = byte(j * 13)
 		}
+		if err := firstLargeMessage(ctx, w, size); err != nil {
+			return err
+		}
 		if w.Rank() == 0 {
-			if err := w.Send(ctx, 1, 9, msg); err != nil { // as in TestEarlyLargeMessagesAnyOrder
-				return err
-			}
 			if err := spmd.WaitAll(ctx, w.Isend(ctx, 1, 1, msg)); err != nil {
 				return fmt.Errorf("the truncated message's send: %w", err)
 			}
 			return nil
-		}
-		if _, err := w.Recv(ctx, 0, 9, make([]byte, size)); err != nil {
-			return err
 		}
 		time.Sleep(20 * time.Millisecond) // the message is there before its receive
 		short := make([]byte, 1000)
@@ -108,10 +98,10 @@ func TestCancelledWaitForUntakenIsend(t *testing.T) {
 	const size = 1 << 20
 	each(t, 2, func(ctx context.Context, w *spmd.World) error {
 		msg := make([]byte, size)
+		if err := firstLargeMessage(ctx, w, size); err != nil {
+			return err
+		}
 		if w.Rank() == 0 {
-			if err := w.Send(ctx, 1, 9, msg); err != nil { // as in TestEarlyLargeMessagesAnyOrder
-				return err
-			}
 			wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 			defer cancel()
 			start := time.Now()
@@ -127,9 +117,6 @@ func TestCancelledWaitForUntakenIsend(t *testing.T) {
 			}
 			return w.Send(ctx, 1, 2, []byte("done"))
 		}
-		if _, err := w.Recv(ctx, 0, 9, make([]byte, size)); err != nil {
-			return err
-		}
 		buf := make([]byte, 8)
 		_, err := w.Recv(ctx, 0, 2, buf)
 		if w.Comm.SingleCopy(0) > 0 {
@@ -140,4 +127,16 @@ func TestCancelledWaitForUntakenIsend(t *testing.T) {
 		}
 		return err
 	})
+}
+
+// firstLargeMessage sends one large message from rank 0 to rank 1, received
+// at once: over shared memory rank 1 then knows it may read rank 0's
+// memory, and rank 0's large Isends after it are started (kept by the
+// receiver) from the first.
+func firstLargeMessage(ctx context.Context, w *spmd.World, size int) error {
+	if w.Rank() == 0 {
+		return w.Send(ctx, 1, 9, make([]byte, size))
+	}
+	_, err := w.Recv(ctx, 0, 9, make([]byte, size))
+	return err
 }
