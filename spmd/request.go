@@ -157,7 +157,9 @@ func (d *started) SendDone(err error) {
 // Wait blocks until the request completes and returns the number of bytes
 // received (for a receive) or sent. If ctx ends first, a request that has not
 // started moving bytes is cancelled and Wait returns ctx's error; one whose
-// bytes are already moving is waited for, since its buffer is in use.
+// bytes are already moving is waited for, since its buffer is in use, except
+// a started send its receiver has not begun to copy, which is taken back
+// (see Comm.Isend).
 func (r *Request) Wait(ctx context.Context) (int, error) {
 	if r.complete {
 		return r.n, r.err
