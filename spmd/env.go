@@ -32,6 +32,7 @@ const (
 	EnvTransport   = "GORUN_TRANSPORT"       // force a transport: tcp, shm
 	EnvAlgo        = "GORUN_ALGO"            // force a collective algorithm
 	EnvSingleCopy  = "GORUN_SHM_SINGLE_COPY" // smallest shared-memory message sent by single copy; 0: never
+	EnvHugePages   = "GORUN_SHM_HUGEPAGES"   // 0: do not collapse memory sent from by single copy into huge pages
 
 	// The names torchrun sets, for programs written against it.
 	EnvTorchRank       = "RANK"
@@ -60,6 +61,7 @@ type Env struct {
 	BindAddr             string
 	Transport            string    // "", tcp or shm (GORUN_TRANSPORT)
 	SingleCopy           int       // GORUN_SHM_SINGLE_COPY in bytes; -1 when unset (the transport's default)
+	NoHugePages          bool      // GORUN_SHM_HUGEPAGES=0
 	Ports                PortRange // zero: any port
 	Verbose              bool
 }
@@ -133,6 +135,13 @@ func ReadEnv(getenv func(string) string) (Env, error) {
 			return e, fmt.Errorf("%s=%q: want a byte count such as 262144 or 256K, 0 or more (0 turns single copy off)", EnvSingleCopy, s)
 		}
 		e.SingleCopy = n
+	}
+	if s := getenv(EnvHugePages); s != "" {
+		on, err := strconv.ParseBool(s)
+		if err != nil {
+			return e, fmt.Errorf("%s=%q: want 1 or 0 (0: leave the pages of single-copy sends as they are)", EnvHugePages, s)
+		}
+		e.NoHugePages = !on
 	}
 	if s := getenv(EnvPorts); s != "" {
 		pr, err := ParsePortRange(s)

@@ -16,7 +16,7 @@ func TestReadEnv(t *testing.T) {
 		})
 	}
 	e, err := read(nil)
-	if err != nil || e.Rank != 1 || e.Size != 4 || e.SingleCopy != -1 || e.Transport != "" {
+	if err != nil || e.Rank != 1 || e.Size != 4 || e.SingleCopy != -1 || e.Transport != "" || e.NoHugePages {
 		t.Fatalf("defaults: %+v, %v", e, err)
 	}
 	e, err = read(map[string]string{EnvSingleCopy: "0", EnvTransport: "shm"})
@@ -26,7 +26,14 @@ func TestReadEnv(t *testing.T) {
 	if e, err = read(map[string]string{EnvSingleCopy: "64K"}); err != nil || e.SingleCopy != 64<<10 {
 		t.Fatalf("GORUN_SHM_SINGLE_COPY=64K: %+v, %v", e, err)
 	}
+	if e, err = read(map[string]string{EnvHugePages: "0"}); err != nil || !e.NoHugePages {
+		t.Fatalf("GORUN_SHM_HUGEPAGES=0: %+v, %v", e, err)
+	}
+	if e, err = read(map[string]string{EnvHugePages: "1"}); err != nil || e.NoHugePages {
+		t.Fatalf("GORUN_SHM_HUGEPAGES=1: %+v, %v", e, err)
+	}
 	for _, c := range []struct{ name, val, want string }{
+		{EnvHugePages, "off", "want 1 or 0"},
 		{EnvSingleCopy, "-1", "want a byte count"},
 		{EnvSingleCopy, "64X", "want a byte count"},
 		{EnvTransport, "rdma", "want tcp or shm"},

@@ -148,6 +148,9 @@ func dataPlane(ctx context.Context, env Env, secret []byte, far transport.Transp
 	if env.SingleCopy >= 0 {
 		opts = append(opts, shm.WithSingleCopy(env.SingleCopy))
 	}
+	if env.NoHugePages {
+		opts = append(opts, shm.WithHugePages(false))
+	}
 	if d, ok := ctx.Deadline(); ok {
 		opts = append(opts, shm.WithAttachTimeout(time.Until(d)))
 	}

@@ -62,7 +62,9 @@
 // when the receiver has taken the payload, noticed by whichever goroutine
 // polls next. Where the kernel refuses such reads (a Yama ptrace policy),
 // the receiver says so in the ring and the sender streams instead. See
-// singlecopy.go.
+// singlecopy.go. Memory that single-copy sends offer a second time is
+// collapsed into transparent huge pages (WithHugePages, huge.go), which
+// the kernel's copy reads faster.
 //
 // # Waiting
 //

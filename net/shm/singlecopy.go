@@ -49,6 +49,13 @@ func WithSingleCopy(n int) Option {
 	}
 }
 
+// WithHugePages says whether memory that single-copy sends offer again
+// and again is collapsed into transparent huge pages, which the receivers
+// copy from faster (see hugepager). On by default.
+func WithHugePages(on bool) Option {
+	return func(c *config) { c.hugePages = on }
+}
+
 // processVMReadv is unix.ProcessVMReadv; tests replace it to play a
 // kernel that refuses cross-memory reads.
 var processVMReadv = unix.ProcessVMReadv
@@ -272,6 +279,9 @@ func (p *peer) sendSingle(ctx context.Context, h transport.Header, payload []byt
 	if !ok {
 		return false, nil
 	}
+	if p.t.cfg.hugePages {
+		p.t.huge.note(payload)
+	}
 	o.beginSingle(h, payload, slot, false)
 	if err := p.write(ctx); err != nil {
 		o.r.c.slots[slot].Store(slotFree)
@@ -364,6 +374,9 @@ func (t *Transport) StartSend(peer int, h transport.Header, payload []byte, done
 	}
 	// The send is listed before the frame is published, so that whoever
 	// reaps after the consumer's bell finds it.
+	if t.cfg.hugePages {
+		t.huge.note(payload)
+	}
 	p.offerMu.Lock()
 	o.beginSingle(h, payload, slot, true)
 	p.offers = append(p.offers, startedSend{slot: slot, payload: payload, done: done})

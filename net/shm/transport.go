@@ -44,7 +44,8 @@ type config struct {
 	ringSize      int
 	attachTimeout time.Duration
 	spin          int
-	singleCopy    int // smallest payload sent by single copy; 0: never
+	singleCopy    int  // smallest payload sent by single copy; 0: never
+	hugePages     bool // collapse memory sent from again and again (hugepager)
 	logger        *log.Logger
 	dir           string
 }
@@ -113,6 +114,7 @@ type Transport struct {
 	lingers  uint64       // lingers begun
 	armedFor uint64       // lingers when the timer was armed
 	offering atomic.Int32 // started single-copy sends not taken yet, all peers
+	huge     hugepager
 	// takers counts the goroutines copying an offer out of a peer's
 	// memory (offer.Take), which touches our segment: Close waits for
 	// them before it unmaps it.
@@ -136,7 +138,7 @@ type Transport struct {
 // per-job secret: only holders of it find and accept the segments.
 func New(jobID string, rank int, local []int, size int, secret []byte, opts ...Option) (*Transport, error) {
 	cfg := config{ringSize: DefaultRingSize, attachTimeout: DefaultAttachTimeout, spin: DefaultSpin,
-		singleCopy: DefaultSingleCopy, dir: Dir}
+		singleCopy: DefaultSingleCopy, hugePages: true, dir: Dir}
 	if len(local) > runtime.NumCPU() {
 		cfg.spin = OversubscribedSpin
 	}
