@@ -2,7 +2,9 @@ package shm
 
 import (
 	"errors"
+	"fmt"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -48,17 +50,35 @@ const maxPieces = 1 << 14
 // be collapsed with it (and pages of it not yet touched made resident).
 // Where the kernel cannot collapse (no THP, no MADV_COLLAPSE, memory that
 // is not anonymous), the piece is given up after one try.
+//
+// A collapsed piece does not stay huge for good: when the memory is freed
+// and reused, Go's scavenger or free splits it again. A collapsed piece is
+// therefore collapsed again every recollapseEvery sends, which costs a
+// syscall while it is still huge.
 type hugepager struct {
 	mu     sync.Mutex
 	pieces map[uintptr]piece
+	stats  hugeStats
+}
+
+// hugeStats counts what the kernel answered, for the verbose log.
+type hugeStats struct {
+	collapsed, refused, failed int
+	nanos                      time.Duration // spent collapsing
 }
 
 // piece is what the hugepager knows of one 2 MiB piece.
 type piece struct {
-	sends int8 // single-copy sends that offered it
-	fails int8 // passing failures to collapse it
-	done  bool // collapsed, or given up
+	sends  int8 // single-copy sends that offered it, up to collapseAfter
+	fails  int8 // passing failures to collapse it
+	done   bool // collapsed
+	gaveUp bool // cannot be collapsed
+	since  int8 // sends since it was collapsed
 }
+
+// recollapseEvery is how many sends of a collapsed piece pass before it is
+// collapsed again.
+const recollapseEvery = 64
 
 // note counts a single-copy send of payload and collapses the pieces it
 // touches that have reached collapseAfter, at most collapsePerSend.
@@ -77,26 +97,56 @@ func (h *hugepager) note(payload []byte) {
 	budget := collapsePerSend
 	for b := first; b < end; b += hugeSize {
 		p := h.pieces[b]
-		if p.done {
+		switch {
+		case p.gaveUp:
 			continue
-		}
-		if p.sends < collapseAfter {
+		case p.done:
+			if p.since++; p.since < recollapseEvery {
+				h.pieces[b] = p
+				continue
+			}
+			p.since = 0
+		case p.sends < collapseAfter:
 			p.sends++
 		}
 		if p.sends >= collapseAfter && budget > 0 {
 			budget--
-			switch err := collapse(b); {
-			case err == nil:
-				p.done = true
-			case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.ENOMEM):
-				p.fails++
-				p.done = p.fails >= collapseTries
-			default:
-				p.done = true // EINVAL, EPERM...: this memory cannot be collapsed
-			}
+			h.collapse(b, &p)
 		}
 		h.pieces[b] = p
 	}
+}
+
+// collapse collapses the piece at base and records the answer in p.
+func (h *hugepager) collapse(base uintptr, p *piece) {
+	t := time.Now()
+	err := collapse(base)
+	h.stats.nanos += time.Since(t)
+	switch {
+	case err == nil:
+		p.done = true
+		h.stats.collapsed++
+	case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.ENOMEM):
+		h.stats.failed++
+		p.fails++
+		p.gaveUp = p.fails >= collapseTries
+	default: // EINVAL, EPERM...: this memory cannot be collapsed
+		h.stats.refused++
+		p.gaveUp = true
+	}
+}
+
+// summary returns the stats so far.
+func (h *hugepager) summary() hugeStats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.stats
+}
+
+// String summarizes the stats for the log.
+func (s hugeStats) String() string {
+	return fmt.Sprintf("%d huge-page collapses, %d failed, %d refused, in %v",
+		s.collapsed, s.failed, s.refused, s.nanos.Round(time.Microsecond))
 }
 
 // collapse asks the kernel to back the 2 MiB at base with a huge page.

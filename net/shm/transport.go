@@ -299,6 +299,9 @@ func (t *Transport) close() {
 		}
 		t.seg.unmap()
 	}
+	if s := t.huge.summary(); s != (hugeStats{}) {
+		t.logf("rank %d: %v", t.rank, s)
+	}
 	t.logf("rank %d closed", t.rank)
 }
 
