@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/gorun-hpc/gorun/spmd"
@@ -40,13 +41,31 @@ type state struct {
 	broken context.Context
 	breaks context.CancelCauseFunc
 
+	// The last caller context joined with broken, and recent choices of
+	// algorithm: read without the lock by every call (the lock and the map
+	// lookups were a third of prims' own time in an 8-byte all-reduce),
+	// replaced under it.
+	merged atomic.Pointer[merged]
+	recent [recentChoices]atomic.Pointer[choice]
+	// lent says the scratch buffer is lent out; whoever set it owns
+	// scratch until it clears it.
+	lent    atomic.Bool
+	scratch []uint64 // 8-byte aligned, so that any element type fits
+
 	mu sync.Mutex
 	// protects following
-	scratch []uint64 // 8-byte aligned, so that any element type fits
-	busy    bool     // scratch is lent out
 	hier    *hier
-	merged  merged                  // the last caller context joined with broken
 	choices map[choiceKey]topo.Algo // topo.Choose's answers, which depend only on these
+}
+
+// recentChoices is how many choices a state answers without its lock,
+// by (collective, size) hashed: a program's few sizes in steady state.
+const recentChoices = 16
+
+// choice is one of topo.Choose's answers.
+type choice struct {
+	key  choiceKey
+	algo topo.Algo
 }
 
 // choiceKey is what topo.Choose's answer on one communicator depends on.
@@ -65,22 +84,26 @@ const maxChoices = 4096
 // lookups, the cost formulas).
 func (st *state) choose(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int) (topo.Algo, error) {
 	k := choiceKey{coll, bytes}
+	slot := &st.recent[(uint(coll)*31+uint(bytes))%recentChoices]
+	if ch := slot.Load(); ch != nil && ch.key == k {
+		return ch.algo, nil
+	}
 	st.mu.Lock()
 	a, ok := st.choices[k]
 	st.mu.Unlock()
-	if ok {
-		return a, nil
+	if !ok {
+		var err error
+		if a, err = topo.Choose(ctx, c, coll, bytes); err != nil {
+			return "", err
+		}
+		st.mu.Lock()
+		if st.choices == nil || len(st.choices) >= maxChoices {
+			st.choices = make(map[choiceKey]topo.Algo)
+		}
+		st.choices[k] = a
+		st.mu.Unlock()
 	}
-	a, err := topo.Choose(ctx, c, coll, bytes)
-	if err != nil {
-		return "", err
-	}
-	st.mu.Lock()
-	if st.choices == nil || len(st.choices) >= maxChoices {
-		st.choices = make(map[choiceKey]topo.Algo)
-	}
-	st.choices[k] = a
-	st.mu.Unlock()
+	slot.Store(&choice{key: k, algo: a})
 	return a, nil
 }
 
@@ -103,19 +126,23 @@ func (st *state) join(ctx context.Context) context.Context {
 	if st.broken == nil {
 		return ctx
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if m := st.merged; m.user == ctx && m.ctx.Err() == nil {
+	if m := st.merged.Load(); m != nil && m.user == ctx && m.ctx.Err() == nil {
 		return m.ctx
 	}
-	if m := st.merged; m.cancel != nil {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	m := st.merged.Load()
+	if m != nil && m.user == ctx && m.ctx.Err() == nil {
+		return m.ctx
+	}
+	if m != nil {
 		m.stop()
 		m.cancel(nil)
 	}
 	c, cancel := context.WithCancelCause(ctx)
 	b := st.broken
 	stop := context.AfterFunc(b, func() { cancel(context.Cause(b)) })
-	st.merged = merged{user: ctx, ctx: c, cancel: cancel, stop: stop}
+	st.merged.Store(&merged{user: ctx, ctx: c, cancel: cancel, stop: stop})
 	return c
 }
 
@@ -192,15 +219,12 @@ func scratch[T spmd.Number](st *state, n int) ([]T, lease) {
 	if n == 0 {
 		return nil, lease{}
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.busy {
+	if !st.lent.CompareAndSwap(false, true) {
 		return view[T](make([]uint64, words), n), lease{}
 	}
 	if len(st.scratch) < words {
 		st.scratch = make([]uint64, words)
 	}
-	st.busy = true
 	return view[T](st.scratch, n), lease{st}
 }
 
@@ -213,12 +237,10 @@ func (l lease) release(keep bool) {
 	if l.st == nil {
 		return
 	}
-	l.st.mu.Lock()
-	defer l.st.mu.Unlock()
-	l.st.busy = false
 	if !keep {
 		l.st.scratch = nil
 	}
+	l.st.lent.Store(false)
 }
 
 func view[T spmd.Number](w []uint64, n int) []T {

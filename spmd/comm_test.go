@@ -324,3 +324,33 @@ func TestOverOneGiB(t *testing.T) {
 		})
 	}
 }
+
+// TestValueSeesChanges: Value answers from a cache, which every SetValue
+// makes stale, through either context of the communicator, with more keys
+// than the cache holds.
+func TestValueSeesChanges(t *testing.T) {
+	each(t, 2, func(ctx context.Context, w *spmd.World) error {
+		type key struct{ n int }
+		cc := w.Collective()
+		for round := range 3 {
+			for n := range 9 {
+				if v := w.Value(key{n}); round == 0 && v != nil {
+					return fmt.Errorf("key %d before any SetValue: %v", n, v)
+				}
+				cc.SetValue(key{n}, round*100+n) // the collective context shares the values
+				if v, want := w.Value(key{n}), round*100+n; v != want {
+					return fmt.Errorf("round %d, key %d just set: %v, want %d", round, n, v, want)
+				}
+			}
+			for n := range 9 {
+				if v, want := w.Value(key{n}), round*100+n; v != want {
+					return fmt.Errorf("round %d, key %d: %v, want %d", round, n, v, want)
+				}
+				if v, want := cc.Value(key{n}), round*100+n; v != want {
+					return fmt.Errorf("round %d, key %d through the collective context: %v, want %d", round, n, v, want)
+				}
+			}
+		}
+		return nil
+	})
+}

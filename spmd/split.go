@@ -63,6 +63,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 				core.values[valueKey{id, k.key}] = v
 			}
 		}
+		core.valuesGen.Add(1)
 	}
 	core.mu.Unlock()
 	if color == Undefined {

@@ -8,6 +8,7 @@ import (
 	"log"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gorun-hpc/gorun/spmd/trace"
 	"github.com/gorun-hpc/gorun/spmd/transport"
@@ -36,6 +37,10 @@ type core struct {
 	// protects following
 	nextID uint32           // lowest communicator id this rank has not used
 	values map[valueKey]any // values attached to communicators
+
+	// valuesGen counts the changes to values, so that a Comm's cache of
+	// the values it was asked for knows when it is stale. Written under mu.
+	valuesGen atomic.Uint64
 }
 
 type valueKey struct {
