@@ -57,8 +57,8 @@ func (r *Request) poll(ctx context.Context, p transport.Poller) bool {
 
 // idler is how a polling goroutine passes the time between polls: it
 // yields the Go processor now and then (so that a goroutine a delivery
-// woke runs) and, on a host with more ranks than cores, after the first
-// few polls also the core (sched_yield, so that the process that must
+// woke runs) and, on a host with more ranks than cores, after
+// every poll also the core (sched_yield, so that the process that must
 // produce the data runs), for at most its budget.
 //
 // A Gosched puts the goroutine on the global run queue and wakes an idle
@@ -66,10 +66,14 @@ func (r *Request) poll(ctx context.Context, p transport.Poller) bool {
 // cores; so it goes only every 16th round with a core per rank (a Gosched
 // per round had half an 8-byte ping-pong's cycles in the scheduler: 1.78
 // us per hop before, 1.59 us after, medians of 9 alternating runs) and
-// every 8th on a crowded host, where sched_yield goes as a raw syscall
-// (8-byte all-reduce at np 8 on 2 cores: 200-250 us before, 150-210 us
-// after). With a core per rank, sched_yield only hands the core to the
-// process's own idle threads: it made a round trip three times slower.
+// every 64th on a crowded host, where every round yields the core with
+// sched_yield as a raw syscall. There each Gosched also woke an idle P's
+// thread, which then competed with the ranks for the cores: with a
+// Gosched every 8th round and the first 4 rounds without sched_yield, an
+// 8-byte all-reduce took 18-35 us at np 4 and 133-219 us at np 8 on 2
+// cores; with this, 15-18 and 65-107 us. With a core per rank,
+// sched_yield only hands the core to the process's own idle threads: it
+// made a round trip three times slower.
 type idler struct {
 	budget time.Duration
 	yield  bool
@@ -89,11 +93,9 @@ func (i *idler) again() bool {
 		}
 		return i.n%64 != 0 || time.Since(i.start) <= i.budget
 	}
-	if i.n <= 4 || i.n%8 == 0 {
+	if i.n%64 == 0 {
 		runtime.Gosched()
 	}
-	if i.n > 4 {
-		unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-	}
+	unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 	return i.n%8 != 0 || time.Since(i.start) <= i.budget
 }
