@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/spmdtest"
 	"github.com/gorun-hpc/gorun/topo"
@@ -40,4 +41,26 @@ func TestCollectivesOverTransports(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRingWindowOverSHM: over shared memory, whose peers copy ring
+// segments straight out of the sender's memory, the ring reduce-scatter
+// posts only a few segments ahead and reuses their slots; blocks of more
+// segments than that must still add up, for every collective built on it.
+func TestRingWindowOverSHM(t *testing.T) {
+	const p = 3
+	seg := prims.SegmentBytes / 4 // float32 elements
+	n := p*(3*seg+seg/3) + 7      // blocks of 3 1/3 segments and a ragged end
+	spmdtest.RunOn(t, spmdtest.SHM, p, func(ctx context.Context, w *spmd.World) error {
+		for _, k := range []check{
+			{topo.AllReduce, topo.Ring, n, true},
+			{topo.ReduceScatter, topo.Ring, n, false},
+			{topo.Reduce, topo.Ring, n, false},
+		} {
+			if err := run[float32](ctx, w.Comm, k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
