@@ -83,15 +83,61 @@ func halve[T spmd.Number](k *call, f fold, buf, tmp []T, sb []int, op Op[T]) err
 		if f.vrank&mask != 0 {
 			keepLo, keepHi, sendLo, sendHi = mid, hi, lo, mid
 		}
-		keep := buf[sb[keepLo]:sb[keepHi]]
-		t := tmp[:len(keep)]
-		if err := exchange(k.ctx, k.cc, buf[sb[sendLo]:sb[sendHi]], peer, t, peer, tag(k.coll, phaseStep+step)); err != nil {
+		keep, send := buf[sb[keepLo]:sb[keepHi]], buf[sb[sendLo]:sb[sendHi]]
+		if err := swapReduce(k, send, keep, tmp, peer, tag(k.coll, phaseStep+step), op); err != nil {
 			return err
 		}
-		op.reduce(keep, t)
 		lo, hi = keepLo, keepHi
 	}
 	return nil
+}
+
+// swapReduce sends send to peer and reduces into keep what peer sends in
+// return (its own send, as long as keep), received through tmp, which
+// holds keep. From a peer that copies segments straight out of our memory
+// (shared memory's single copy) the halves go in segments, received into
+// a few slots of tmp that are reused while still in cache, each reduced as
+// it arrives: a whole half copied into tmp and then reduced made the
+// reduction read it back from memory. Elsewhere one message each way.
+func swapReduce[T spmd.Number](k *call, send, keep, tmp []T, peer, tag int, op Op[T]) error {
+	cc, ctx := k.cc, k.ctx
+	seg := segElems[T]()
+	win := max(1, windowBytes/SegmentBytes)
+	if n := cc.SingleCopy(peer); n == 0 || seg*sizeOf[T]() < n || len(keep) <= win*seg {
+		t := tmp[:len(keep)]
+		if err := exchange(ctx, cc, send, peer, t, peer, tag); err != nil {
+			return err
+		}
+		op.reduce(keep, t)
+		return nil
+	}
+	sends, recvs := newPending(), newPending()
+	defer sends.free()
+	defer recvs.free()
+	for lo := 0; lo < len(send); lo += seg {
+		sends.isend(ctx, cc, peer, tag, spmd.Bytes(send[lo:min(lo+seg, len(send))]))
+	}
+	pieces := (len(keep) + seg - 1) / seg
+	piece := func(i int) (lo, hi int) { return i * seg, min((i+1)*seg, len(keep)) }
+	slot := func(i int) []T {
+		lo, hi := piece(i)
+		return tmp[(i%win)*seg:][:hi-lo]
+	}
+	for i := 0; i < win; i++ {
+		recvs.irecv(cc, peer, tag, spmd.Bytes(slot(i)))
+	}
+	for i := 0; i < pieces; i++ {
+		if err := recvs.wait(ctx, i); err != nil {
+			return err
+		}
+		lo, hi := piece(i)
+		op.reduce(keep[lo:hi], slot(i))
+		if i+win < pieces {
+			recvs.irecv(cc, peer, tag, spmd.Bytes(slot(i+win)))
+		}
+	}
+	recvs.reset()
+	return sends.waitAll(ctx)
 }
 
 // double is the recursive-doubling allgather of the core: each vrank

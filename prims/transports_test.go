@@ -43,24 +43,32 @@ func TestCollectivesOverTransports(t *testing.T) {
 	}
 }
 
-// TestRingWindowOverSHM: over shared memory, whose peers copy ring
+// TestSegmentWindowsOverSHM: over shared memory, whose peers copy
 // segments straight out of the sender's memory, the ring reduce-scatter
-// posts only a few segments ahead and reuses their slots; blocks of more
-// segments than that must still add up, for every collective built on it.
-func TestRingWindowOverSHM(t *testing.T) {
-	const p = 3
-	seg := prims.SegmentBytes / 4 // float32 elements
-	n := p*(3*seg+seg/3) + 7      // blocks of 3 1/3 segments and a ragged end
-	spmdtest.RunOn(t, spmdtest.SHM, p, func(ctx context.Context, w *spmd.World) error {
-		for _, k := range []check{
-			{topo.AllReduce, topo.Ring, n, true},
-			{topo.ReduceScatter, topo.Ring, n, false},
-			{topo.Reduce, topo.Ring, n, false},
-		} {
-			if err := run[float32](ctx, w.Comm, k); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+// and Rabenseifner's halving post only a few segments ahead and reuse
+// their slots; blocks and halves of more segments than that must still add
+// up, for every collective built on them, with and without a fold.
+func TestSegmentWindowsOverSHM(t *testing.T) {
+	for _, p := range []int{3, 4} {
+		t.Run(fmt.Sprintf("p=%d", p), func(t *testing.T) {
+			seg := prims.SegmentBytes / 4 // float32 elements
+			n := p*(3*seg+seg/3) + 7      // blocks of 3 1/3 segments and a ragged end
+			spmdtest.RunOn(t, spmdtest.SHM, p, func(ctx context.Context, w *spmd.World) error {
+				for _, k := range []check{
+					{topo.AllReduce, topo.Ring, n, true},
+					{topo.ReduceScatter, topo.Ring, n, false},
+					{topo.Reduce, topo.Ring, n, false},
+					{topo.AllReduce, topo.Rabenseifner, n, true},
+					{topo.AllReduce, topo.Rabenseifner, n, false},
+					{topo.ReduceScatter, topo.Rabenseifner, n, false},
+					{topo.Reduce, topo.Rabenseifner, n, false},
+				} {
+					if err := run[float32](ctx, w.Comm, k); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		})
+	}
 }
