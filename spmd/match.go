@@ -27,7 +27,6 @@ type engine struct {
 	self   int
 	tr     transport.Transport
 	poller transport.Poller // tr, if waiting goroutines can drive it
-	puller transport.Puller // tr, if its receivers copy from our memory
 
 	// crowded says the host has more ranks than cores: a polling
 	// goroutine then yields its core to the other ranks.
@@ -55,12 +54,10 @@ var _ transport.Handler = (*engine)(nil)
 
 func newEngine(self, size int, tr transport.Transport) *engine {
 	poller, _ := tr.(transport.Poller)
-	puller, _ := tr.(transport.Puller)
 	return &engine{
 		self:     self,
 		tr:       tr,
 		poller:   poller,
-		puller:   puller,
 		queues:   make(map[matchKey]*queue),
 		inflight: make([]any, size),
 		lost:     make([]error, size),

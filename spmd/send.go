@@ -138,13 +138,3 @@ func (e *engine) sendSelf(r *Request) {
 	e.selfMu.Unlock()
 	r.finish(len(r.buf), nil)
 }
-
-// pulled reports whether a message of n bytes to world rank dst is copied
-// by dst straight out of our memory (transport.Puller).
-func (e *engine) pulled(dst, n int) bool {
-	if e.puller == nil {
-		return false
-	}
-	k := e.puller.SingleCopy(dst)
-	return k > 0 && n >= k
-}
