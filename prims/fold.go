@@ -103,7 +103,7 @@ func swapReduce[T spmd.Number](k *call, send, keep, tmp []T, peer, tag int, op O
 	cc, ctx := k.cc, k.ctx
 	seg := segElems[T]()
 	win := max(1, windowBytes/SegmentBytes)
-	if n := cc.SingleCopy(peer); n == 0 || seg*sizeOf[T]() < n || len(keep) <= win*seg {
+	if !pulledSegments[T](cc, peer) || len(keep) <= win*seg {
 		t := tmp[:len(keep)]
 		if err := exchange(ctx, cc, send, peer, t, peer, tag); err != nil {
 			return err

@@ -68,10 +68,7 @@ const smallVector = 16
 
 func addF32(dst, src []float32) {
 	if len(dst) < smallVector {
-		src = src[:len(dst)]
-		for i := range dst {
-			dst[i] += src[i]
-		}
+		add(dst, src)
 		return
 	}
 	blas32.Axpy(1, blas32.Vector{N: len(dst), Inc: 1, Data: src[:len(dst)]},
@@ -80,10 +77,7 @@ func addF32(dst, src []float32) {
 
 func addF64(dst, src []float64) {
 	if len(dst) < smallVector {
-		src = src[:len(dst)]
-		for i := range dst {
-			dst[i] += src[i]
-		}
+		add(dst, src)
 		return
 	}
 	floats.Add(dst, src[:len(dst)])

@@ -71,6 +71,15 @@ func (w *ringWalk) next() (lo, hi, step int, ok bool) {
 
 func segElems[T spmd.Number]() int { return max(1, SegmentBytes/sizeOf[T]()) }
 
+// pulledSegments reports whether peer copies a segment of T straight out
+// of the sender's memory (shared memory's single copy), so that a segment
+// sent before its receive is posted waits there: such peers need only a
+// window of windowBytes posted.
+func pulledSegments[T spmd.Number](cc *spmd.Comm, peer int) bool {
+	n := cc.SingleCopy(peer)
+	return n > 0 && segElems[T]()*sizeOf[T]() >= n
+}
+
 // ringReduceScatter reduces buf around the ring in place, over the blocks
 // of b. Afterwards this rank holds block own fully reduced, where own is
 // the same function of the rank on every rank (own = rank+shift mod p);
@@ -90,7 +99,7 @@ func ringReduceScatter[T spmd.Number](k *call, buf []T, b []int, own int, op Op[
 		sends.isend(ctx, cc, right, tag, spmd.Bytes(buf[lo:hi]))
 	}
 	win := max(1, windowBytes/SegmentBytes)
-	if n := cc.SingleCopy(left); n == 0 || seg*sizeOf[T]() < n {
+	if !pulledSegments[T](cc, left) {
 		for i := 0; i+1 < len(b); i++ {
 			win = max(win, min(maxWindowBytes/SegmentBytes, (b[i+1]-b[i]+seg-1)/seg))
 		}

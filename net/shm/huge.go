@@ -56,6 +56,7 @@ const maxPieces = 1 << 14
 // therefore collapsed again every recollapseEvery sends, which costs a
 // syscall while it is still huge.
 type hugepager struct {
+	off    bool // WithHugePages(false): note does nothing
 	mu     sync.Mutex
 	pieces map[uintptr]piece
 	stats  hugeStats
@@ -83,7 +84,7 @@ const recollapseEvery = 64
 // note counts a single-copy send of payload and collapses the pieces it
 // touches that have reached collapseAfter, at most collapsePerSend.
 func (h *hugepager) note(payload []byte) {
-	if len(payload) == 0 {
+	if h.off || len(payload) == 0 {
 		return
 	}
 	start := uintptr(unsafe.Pointer(unsafe.SliceData(payload)))

@@ -279,9 +279,7 @@ func (p *peer) sendSingle(ctx context.Context, h transport.Header, payload []byt
 	if !ok {
 		return false, nil
 	}
-	if p.t.cfg.hugePages {
-		p.t.huge.note(payload)
-	}
+	p.t.huge.note(payload)
 	o.beginSingle(h, payload, slot, false)
 	if err := p.write(ctx); err != nil {
 		o.r.c.slots[slot].Store(slotFree)
@@ -372,11 +370,9 @@ func (t *Transport) StartSend(peer int, h transport.Header, payload []byte, done
 	if !ok {
 		return false, nil
 	}
+	t.huge.note(payload)
 	// The send is listed before the frame is published, so that whoever
 	// reaps after the consumer's bell finds it.
-	if t.cfg.hugePages {
-		t.huge.note(payload)
-	}
 	p.offerMu.Lock()
 	o.beginSingle(h, payload, slot, true)
 	p.offers = append(p.offers, startedSend{slot: slot, payload: payload, done: done})

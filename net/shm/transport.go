@@ -154,6 +154,7 @@ func New(jobID string, rank int, local []int, size int, secret []byte, opts ...O
 		jobID: jobID, rank: rank, local: local, secret: slices.Clone(secret), cfg: cfg,
 		peers: make([]*peer, size), ctx: ctx, cancel: cancel,
 	}
+	t.huge.off = !cfg.hugePages
 	if len(local) > 1 {
 		mac := segmentMAC(secret, jobID, rank, cfg.ringSize, local)
 		s, err := createSegment(segmentPath(cfg.dir, jobID, rank, secret), len(local)-1, cfg.ringSize, mac)
