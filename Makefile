@@ -41,7 +41,7 @@ vet:
 # which skip under it (it makes sync.Pool drop what it is given).
 test: deps vet
 	$(GO) test -race -count=1 -timeout 30m ./...
-	$(GO) test -count=1 -run AllocateNothing ./prims
+	$(GO) test -count=1 -run AllocateNothing ./prims ./net/tcp
 
 # Launch to all-ranks-ready against mpirun (issue: launch latency).
 bench-launch: bench-deps

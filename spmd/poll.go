@@ -40,7 +40,7 @@ const crowdedPollBudget = 2 * time.Millisecond
 // ms; all-gather np 4 at 1 MiB 0.75-1.38 -> 1.58-1.90 GB/s; broadcast np 4
 // and np 8 within noise (at 4-16 MiB perhaps 5-10% slower).
 func (r *Request) poll(ctx context.Context, p transport.Poller) bool {
-	if l, ok := p.(transport.PollLimiter); ok && len(r.buf) > l.PollLimit() {
+	if l, ok := p.(transport.PollLimiter); ok && r.e.crowded && len(r.buf) > l.PollLimit() {
 		return false
 	}
 	p.BeginPoll()

@@ -59,7 +59,8 @@ func (r *router) Watch(peer int) { r.pick(peer).Watch(peer) }
 func (r *router) Close() error { return errors.Join(r.near.Close(), r.far.Close()) }
 
 // The router drives the shared memory when a waiting goroutine polls; TCP
-// keeps its own readers.
+// keeps its own reader and writer goroutines (a TCP read per poll round
+// would slow the shared memory's polling by a syscall per peer).
 func (r *router) BeginPoll() {
 	if p, ok := r.near.(transport.Poller); ok {
 		p.BeginPoll()
@@ -112,9 +113,9 @@ func (r *router) SingleCopy(peer int) int {
 	return 0
 }
 
-// Withdraw takes back a started send over the shared memory.
+// Withdraw takes back a started send from the transport that serves peer.
 func (r *router) Withdraw(peer int, done transport.Done, cause error) bool {
-	if w, ok := r.near.(transport.Withdrawer); ok && r.local[peer] {
+	if w, ok := r.pick(peer).(transport.Withdrawer); ok {
 		return w.Withdraw(peer, done, cause)
 	}
 	return false
@@ -128,10 +129,10 @@ func (r *router) TrySend(peer int, h transport.Header, payload []byte) (bool, er
 	return false, nil
 }
 
-// StartSend starts single-copy sends over the shared memory for the ranks
-// of this host.
+// StartSend starts the send on the transport that serves peer: single
+// copy over the shared memory, a queued frame over TCP.
 func (r *router) StartSend(peer int, h transport.Header, payload []byte, done transport.Done) (bool, error) {
-	if st, ok := r.near.(transport.Starter); ok && r.local[peer] {
+	if st, ok := r.pick(peer).(transport.Starter); ok {
 		return st.StartSend(peer, h, payload, done)
 	}
 	return false, nil

@@ -44,8 +44,8 @@ func (s *sink) Deliver(int, transport.Header, []byte) {
 func (s *sink) Lost(int, error) {}
 
 // BenchmarkPingPong8B measures round trips of 8-byte messages, with a
-// background context and with one that can be cancelled (which costs a
-// context.AfterFunc per Send), and with the waiting goroutines polling, as
+// background context and with one that can be cancelled (a Send whose
+// frame must wait for room then waits on the context too), and with the waiting goroutines polling, as
 // spmd's Request.Wait does, instead of waiting for the reader goroutines.
 // Polling pays off between processes, where waking a goroutine costs an
 // OS scheduling delay; here both ends share one Go scheduler, whose

@@ -94,6 +94,7 @@ type decoder struct {
 	got    int              // payload bytes received
 	direct bool             // the last space went straight into dst
 	frames int              // frames completed, delivered or not
+	read   int              // bytes read, in all (it may wrap)
 }
 
 func newDecoder(h transport.Handler, peer int, dropped func() bool, size int) decoder {
@@ -115,6 +116,7 @@ func (d *decoder) pump(src source, reads int, stop func() bool) (frames int, err
 	for ; reads != 0; reads-- {
 		n, err := src.Read(d.space())
 		if n > 0 {
+			d.read += n
 			if err := d.filled(n); err != nil {
 				return d.frames - start, err
 			}

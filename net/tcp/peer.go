@@ -58,8 +58,11 @@ type peer struct {
 	state linkState
 	err   error // the first loss error
 
-	sendMu sync.Mutex // serialises writes; protects following
-	sender
+	// sendMu is held by whoever writes on the link (see outq.go); it
+	// guards sender.
+	sendMu sync.Mutex
+	sender sender
+	out    outq // frames waiting to be written
 }
 
 func newPeer(t *Transport, rank int, addr string) *peer {
@@ -70,7 +73,10 @@ func newPeer(t *Transport, rank int, addr string) *peer {
 		closedErr: &transport.PeerError{Rank: rank, Addr: addr, Err: transport.ErrClosed},
 		ready:     make(chan struct{}),
 	}
-	p.sender.init(p)
+	p.sender.init()
+	p.out.wake = make(chan struct{}, 1)
+	p.out.writeFn = p.writeQueued
+	p.out.flushFn = func(fd uintptr) { p.out.moved, p.out.full = p.flushFD(int(fd)) }
 	return p
 }
 
@@ -201,6 +207,11 @@ func (p *peer) upLocked(c *net.TCPConn) bool {
 		p.rd.Store(nil)
 		return false
 	}
+	// Started after the reader, which ends it (closing r.gone) once the
+	// connection is closed, as the caller does if we fail.
+	if !p.t.spawn(func() { p.writeLoop(r) }) {
+		return false
+	}
 	p.conn.Store(c)
 	p.state = up
 	close(p.ready)
@@ -235,6 +246,7 @@ func (p *peer) lose(err error, onlyDialing bool) error {
 	}
 	p.mu.Unlock()
 	p.t.logf("rank %d: lost %v", p.t.rank, err)
+	p.abandon()
 	if !wasUp && p.t.handler != nil {
 		p.t.handler.Lost(p.rank, err)
 	}
@@ -247,6 +259,9 @@ func (p *peer) lose(err error, onlyDialing bool) error {
 func (p *peer) shutdown() {
 	p.fail(p.closedErr)
 	if c := p.conn.Load(); c != nil {
+		// The writer goroutine, if it waits for room, stops waiting: its
+		// frames failed with the peer.
+		c.SetWriteDeadline(aLongTimeAgo)
 		c.CloseWrite()
 		c.SetReadDeadline(time.Now().Add(lingerTimeout))
 	}

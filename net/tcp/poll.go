@@ -8,45 +8,59 @@ var (
 )
 
 // BeginPoll implements transport.Poller: until the matching EndPoll, the
-// connections' reader goroutines leave the reading to Poll.
+// connections' reader goroutines leave the reading, and the writer
+// goroutines the writing, to Poll.
 func (t *Transport) BeginPoll() {
 	t.pollers.Add(1)
 }
 
 // Poll implements transport.Poller: it reads once from every up connection
 // that no other goroutine is reading, delivers the frames that completes
-// on the calling goroutine, and reports whether it completed a frame or
-// found a peer lost. The reads never wait: a frame that arrived in part
-// stays in its connection's decoder for the next Poll, or for the reader
-// goroutine.
+// on the calling goroutine, writes what is queued for every peer that no
+// other goroutine is writing to, and reports whether any byte moved or a
+// peer was found lost. Nothing waits: a frame that arrived in part stays
+// in its connection's decoder for the next Poll, or for the reader
+// goroutine, and what the socket does not take stays queued.
 //
-// Bytes of a frame still incomplete do not count as moving: the caller
-// keeps polling while Poll reports progress, and a large message gains
-// nothing from a goroutine spinning through its whole transfer, while the
-// core it takes is one the sender needs. So a goroutine that waits for a
-// large message soon leaves it to the reader goroutine, as before polling.
+// Bytes count as progress, not only completed frames: a goroutine that
+// waits for a large message keeps reading it, and writing the segments
+// that follow, on one thread for as long as bytes flow (see outq.go).
 func (t *Transport) Poll() bool {
 	moved := false
 	for _, p := range t.peers {
 		if p == nil {
 			continue
 		}
-		if r := p.rd.Load(); r != nil && r.poll() {
+		r := p.rd.Load()
+		if r == nil {
+			continue
+		}
+		if r.poll() {
 			moved = true
+		}
+		if p.queued() && p.sendMu.TryLock() {
+			if w, _ := p.flushMoved(r); w {
+				moved = true
+			}
+			p.unlockSend()
 		}
 	}
 	return moved
 }
 
-// PollLimit is the largest message worth polling for: 64 KiB. A goroutine
-// that waits for a larger one had better block (spmd's Request.Wait asks):
-// the transfer, not the wake-up, sets the time, and a goroutine polling
-// through it takes a core that the sender and the reader need.
+// PollLimit is the largest message worth polling for on a host with more
+// ranks than cores: 64 KiB. There a goroutine that waits for a larger one
+// had better block (spmd's Request.Wait asks) and leave the transfer to
+// the reader and writer goroutines: polling through it takes a core that
+// another rank needs. Ring all-reduce at np 4 on 2 cores, medians of 4
+// alternating runs: 2 MiB 4.8 ms blocking against 5.9 ms polling, 8 MiB
+// 19.6 against 22.4 ms.
 func (t *Transport) PollLimit() int { return pollLimit }
 
 const pollLimit = 64 << 10
 
-// EndPoll implements transport.Poller. The last poller to leave drains
+// EndPoll implements transport.Poller. The last poller to leave writes
+// what is queued and hands the rest to the writer goroutines, and drains
 // every connection: a reader goroutine that found pollers at work waits for
 // readiness, which the netpoller signals only for data that arrives later,
 // so what is in the sockets now is the drain's to read (see reader).
@@ -60,6 +74,12 @@ func (t *Transport) EndPoll() {
 		}
 		if r := p.rd.Load(); r != nil {
 			r.drain()
+			if p.queued() {
+				p.sendMu.Lock()
+				p.flush(r)
+				p.unlockSend()
+				p.kick()
+			}
 		}
 	}
 }

@@ -59,11 +59,13 @@ type reader struct {
 	pollFn, drainFn func(fd uintptr)
 	stopFn          func() bool
 
+	gone chan struct{} // closed when the reader goroutine ends: the writer goroutine ends too
+
 	mu    sync.Mutex // held by the goroutine that reads c; protects following
 	dec   decoder
 	fd    int   // the descriptor inside the current rc callback
 	moved bool  // results of the last pump inside rc.Control:
-	cause error // whether it completed a frame, why the stream ended
+	cause error // whether it read anything, why the stream ended
 	done  bool  // the loss is reported; nothing more is read or delivered
 }
 
@@ -72,7 +74,7 @@ func newReader(p *peer, c *net.TCPConn) (*reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &reader{p: p, c: c, rc: rc}
+	r := &reader{p: p, c: c, rc: rc, gone: make(chan struct{})}
 	r.dec = newDecoder(p.t.handler, p.rank, func() bool { return p.failed.Load() != nil }, readBufferSize)
 	r.serveFn = r.serve
 	r.pollFn = func(fd uintptr) { r.pump(fd, 1) }
@@ -91,6 +93,7 @@ func (r *reader) run() {
 	}
 	r.mu.Unlock()
 	r.c.Close()
+	close(r.gone)
 }
 
 // retire makes r read and deliver nothing more, for a connection dropped
@@ -123,12 +126,13 @@ func (r *reader) serve(fd uintptr) bool {
 // (reads < 0: until exhausted). r.mu is held.
 func (r *reader) pump(fd uintptr, reads int) {
 	r.fd = int(fd)
+	read := r.dec.read
 	frames, err := r.dec.pump(r, reads, nil)
-	r.moved, r.cause = frames > 0, err
+	r.moved, r.cause = frames > 0 || r.dec.read != read, err
 }
 
 // poll reads what c holds, once, unless another goroutine is reading it,
-// and reports whether that completed a frame or found the peer lost.
+// and reports whether that read anything or found the peer lost.
 func (r *reader) poll() bool {
 	if !r.mu.TryLock() {
 		return false

@@ -124,11 +124,11 @@ type Poller interface {
 }
 
 // PollLimiter is implemented by a Poller for which polling pays only for
-// small messages: for a larger one the transfer, not a wake-up, sets the
-// time, and a goroutine polling through it takes a core the transfer needs
-// (over net/tcp, 16-64 MiB all-reduces at np 2 ran 10-25% slower with
-// every wait polled). spmd waits for messages longer than PollLimit bytes
-// without polling.
+// small messages when the host has more ranks than cores: for a larger one
+// the transfer, not a wake-up, sets the time, and a goroutine polling
+// through it takes a core that another rank needs. On such a host spmd
+// waits for messages longer than PollLimit bytes without polling; with a
+// core per rank it polls for every message.
 type PollLimiter interface {
 	PollLimit() int
 }
