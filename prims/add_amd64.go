@@ -1,0 +1,21 @@
+package prims
+
+import "golang.org/x/sys/cpu"
+
+// haveAVX2 says the CPU runs the kernels of add_amd64.s.
+var haveAVX2 = cpu.X86.HasAVX2
+
+//go:noescape
+func addF32x(dst, src *byte, n int)
+
+//go:noescape
+func addF64x(dst, src *byte, n int)
+
+//go:noescape
+func addI32x(dst, src *byte, n int)
+
+//go:noescape
+func addI64x(dst, src *byte, n int)
+
+//go:noescape
+func addU8x(dst, src *byte, n int)

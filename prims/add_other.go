@@ -1,0 +1,12 @@
+//go:build !amd64
+
+package prims
+
+// Without amd64's AVX2 kernels (add_amd64.s) the sums run in Go.
+const haveAVX2 = false
+
+func addF32x(dst, src *byte, n int) { panic("prims: no vector kernel") }
+func addF64x(dst, src *byte, n int) { panic("prims: no vector kernel") }
+func addI32x(dst, src *byte, n int) { panic("prims: no vector kernel") }
+func addI64x(dst, src *byte, n int) { panic("prims: no vector kernel") }
+func addU8x(dst, src *byte, n int)  { panic("prims: no vector kernel") }
