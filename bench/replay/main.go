@@ -4,7 +4,10 @@
 // (topo.NP.txt), asks the model for its choice at every measured size, and
 // counts the sizes at which that choice's median time is within 15% of the
 // fastest algorithm's. A change to the cost formulas can so be judged
-// against several runs in seconds instead of re-measuring:
+// against several runs in seconds instead of re-measuring. Given several
+// runs it also scores hindsight: each run's fastest algorithms judged by
+// the other runs, the most that any choice can expect with the noise
+// between runs of one build:
 //
 //	OUT=/tmp/run1 bench/choice.sh; OUT=/tmp/run2 bench/choice.sh
 //	go run ./bench/replay /tmp/run1 /tmp/run2
@@ -57,63 +60,148 @@ func parse(s string) (topo.Model, error) {
 	return m, nil
 }
 
+// medians reads the forced runs a choice run kept (dir/OP.NP.runs) and
+// returns each algorithm's median time (the lower middle, as
+// bench/choice.sh takes it) by size; nil if there are none.
+func medians(dir, op string, np int) map[int]map[string]float64 {
+	f, err := os.Open(fmt.Sprintf("%s/%s.%d.runs", dir, op, np))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	times := map[int]map[string][]float64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 8 {
+			continue
+		}
+		b, _ := strconv.Atoi(fs[2])
+		t, _ := strconv.ParseFloat(fs[7], 64)
+		if times[b] == nil {
+			times[b] = map[string][]float64{}
+		}
+		times[b][fs[6]] = append(times[b][fs[6]], t)
+	}
+	med := map[int]map[string]float64{}
+	for b, byAlgo := range times {
+		med[b] = map[string]float64{}
+		for a, ts := range byAlgo {
+			sort.Float64s(ts)
+			med[b][a] = ts[(len(ts)-1)/2]
+		}
+	}
+	return med
+}
+
+// tolerance is bench/choice.sh's TOL: a choice is good within 15% of the
+// fastest.
+const tolerance = 1.15
+
+// fastest returns the algorithm with the lowest time and that time.
+func fastest(byAlgo map[string]float64) (string, float64) {
+	best, bt := "", 1e300
+	for a, t := range byAlgo {
+		if t < bt || t == bt && a < best {
+			best, bt = a, t
+		}
+	}
+	return best, bt
+}
+
+// sizesOf returns the sizes of a run in order.
+func sizesOf(run map[int]map[string]float64) []int {
+	var sizes []int
+	for b := range run {
+		sizes = append(sizes, b)
+	}
+	sort.Ints(sizes)
+	return sizes
+}
+
+// hindsight scores the choice that knew run a's measurements (its fastest
+// algorithm at each size) against run b: how many of the sizes of both
+// it got within the tolerance of b's fastest, out of how many. Over runs
+// of the same build it measures how far run-to-run noise alone keeps any
+// choice from the target.
+func hindsight(a, b map[int]map[string]float64) (good, n int) {
+	for _, size := range sizesOf(a) {
+		if b[size] == nil {
+			continue
+		}
+		pick, _ := fastest(a[size])
+		_, best := fastest(b[size])
+		n++
+		if t, ok := b[size][pick]; ok && t <= tolerance*best {
+			good++
+		}
+	}
+	return good, n
+}
+
+var (
+	ops = []string{"allreduce", "broadcast", "allgather"}
+	nps = []int{4, 8}
+)
+
 func main() {
+	dirs := os.Args[1:]
 	total, n := 0, 0
-	for _, dir := range os.Args[1:] {
-		for _, np := range []int{4, 8} {
+	for _, dir := range dirs {
+		for _, np := range nps {
 			m, err := constants(fmt.Sprintf("%s/topo.%d.txt", dir, np))
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "replay: %s np %d: %v\n", dir, np, err)
 				continue
 			}
-			for _, op := range []string{"allreduce", "broadcast", "allgather"} {
+			for _, op := range ops {
 				coll, _ := topo.ParseCollective(op)
-				f, err := os.Open(fmt.Sprintf("%s/%s.%d.runs", dir, op, np))
-				if err != nil {
+				run := medians(dir, op, np)
+				if run == nil {
 					continue
 				}
-				times := map[int]map[string][]float64{}
-				sc := bufio.NewScanner(f)
-				for sc.Scan() {
-					fs := strings.Fields(sc.Text())
-					if len(fs) < 8 {
-						continue
-					}
-					b, _ := strconv.Atoi(fs[2])
-					t, _ := strconv.ParseFloat(fs[7], 64)
-					if times[b] == nil {
-						times[b] = map[string][]float64{}
-					}
-					times[b][fs[6]] = append(times[b][fs[6]], t)
-				}
-				f.Close()
-				var sizes []int
-				for b := range times {
-					sizes = append(sizes, b)
-				}
-				sort.Ints(sizes)
 				good := 0
 				var bad []string
-				for _, b := range sizes {
-					best := 1e18
-					med := map[string]float64{}
-					for a, ts := range times[b] {
-						sort.Float64s(ts)
-						med[a] = ts[(len(ts)-1)/2]
-						best = min(best, med[a])
-					}
+				for _, b := range sizesOf(run) {
+					_, best := fastest(run[b])
 					c := m.Choose(coll, np, b, topo.Uniform(1, np))
-					if med[string(c)] <= 1.15*best {
+					if t, ok := run[b][string(c)]; ok && t <= tolerance*best {
 						good++
 					} else {
 						bad = append(bad, fmt.Sprintf("%d:%s", b, c))
 					}
 				}
-				fmt.Printf("%-8s np %d %-10s %2d/%d  %s\n", dir, np, op, good, len(sizes), strings.Join(bad, " "))
+				fmt.Printf("%-8s np %d %-10s %2d/%d  %s\n", dir, np, op, good, len(run), strings.Join(bad, " "))
 				total += good
-				n += len(sizes)
+				n += len(run)
 			}
 		}
 	}
 	fmt.Printf("total %d/%d\n", total, n)
+	if len(dirs) < 2 {
+		return
+	}
+	// The ceiling that noise sets: each run's fastest, judged by the others.
+	total, n = 0, 0
+	for _, np := range nps {
+		for _, op := range ops {
+			good, cnt := 0, 0
+			for _, a := range dirs {
+				for _, b := range dirs {
+					if a == b {
+						continue
+					}
+					g, c := hindsight(medians(a, op, np), medians(b, op, np))
+					good, cnt = good+g, cnt+c
+				}
+			}
+			if cnt > 0 {
+				fmt.Printf("hindsight np %d %-10s %3d/%d (%.0f%%): one run's fastest, judged by another run\n", np, op, good, cnt, 100*float64(good)/float64(cnt))
+			}
+			total, n = total+good, n+cnt
+		}
+	}
+	if n > 0 {
+		fmt.Printf("hindsight total %d/%d (%.0f%%)\n", total, n, 100*float64(total)/float64(n))
+	}
 }

@@ -24,3 +24,23 @@ cores       2 per host                     wake 4.09 us per rank beyond them
 		t.Error("a report without a model parsed")
 	}
 }
+
+func TestHindsight(t *testing.T) {
+	a := map[int]map[string]float64{
+		8:  {"ring": 10, "tree": 20},   // b finds tree faster by more than 15%
+		16: {"ring": 10, "tree": 11},   // b finds tree faster, ring within 15%
+		32: {"ring": 5, "linear": 9},   // b did not measure this size
+		64: {"ring": 30, "linear": 10}, // b did not run linear
+	}
+	b := map[int]map[string]float64{
+		8:  {"ring": 30, "tree": 20},
+		16: {"ring": 10.5, "tree": 10},
+		64: {"ring": 30},
+	}
+	if good, n := hindsight(a, b); good != 1 || n != 3 {
+		t.Errorf("hindsight: %d of %d, want 1 of 3", good, n)
+	}
+	if good, n := hindsight(a, a); good != 4 || n != 4 {
+		t.Errorf("a run judged by itself: %d of %d, want 4 of 4", good, n)
+	}
+}
