@@ -87,17 +87,16 @@ func vecAdd[T spmd.Number](k func(dst, src *byte, n int), dst, src []T) int {
 	return n / size
 }
 
-func addI32(dst, src []int32) {
+// vecThenLoop adds with the AVX2 kernel k as far as it goes, the rest in
+// a Go loop.
+func vecThenLoop[T spmd.Number](k func(dst, src *byte, n int), dst, src []T) {
 	src = src[:len(dst)]
-	i := vecAdd(addI32x, dst, src)
+	i := vecAdd(k, dst, src)
 	add(dst[i:], src[i:])
 }
 
-func addI64(dst, src []int64) {
-	src = src[:len(dst)]
-	i := vecAdd(addI64x, dst, src)
-	add(dst[i:], src[i:])
-}
+func addI32(dst, src []int32) { vecThenLoop(addI32x, dst, src) }
+func addI64(dst, src []int64) { vecThenLoop(addI64x, dst, src) }
 
 func addF32(dst, src []float32) {
 	src = src[:len(dst)]
