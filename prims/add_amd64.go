@@ -19,3 +19,15 @@ func addI64x(dst, src *byte, n int)
 
 //go:noescape
 func addU8x(dst, src *byte, n int)
+
+//go:noescape
+func maxF32x(dst, src *byte, n int)
+
+//go:noescape
+func minF32x(dst, src *byte, n int)
+
+//go:noescape
+func maxF64x(dst, src *byte, n int)
+
+//go:noescape
+func minF64x(dst, src *byte, n int)

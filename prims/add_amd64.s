@@ -47,3 +47,50 @@ TEXT ·addI64x(SB), NOSPLIT, $0-24
 
 TEXT ·addU8x(SB), NOSPLIT, $0-24
 	SUMLOOP(VPADDB)
+
+// The AVX2 max and min kernels over n bytes, n a multiple of 128. Per
+// element, as the Go loops: src wins if it is larger (smaller), or if it
+// is a NaN; otherwise dst stays, a NaN in dst included. VMAXPS Yd, Ys, Yr
+// is Intel's MAX(s, d): s if s > d, else d (d for NaNs and equal zeros);
+// the blend then puts s wherever s is a NaN.
+//
+// func maxF32x(dst, src *byte, n int) (and the others alike)
+
+#define PICKSTEP(OP, CMP, BLEND, off, D, S, M) \
+	VMOVDQU off(DI), D \
+	VMOVDQU off(SI), S \
+	OP D, S, D \
+	CMP $3, S, S, M \
+	BLEND M, S, D, D \
+	VMOVDQU D, off(DI)
+
+#define PICKLOOP(OP, CMP, BLEND) \
+	MOVQ dst+0(FP), DI \
+	MOVQ src+8(FP), SI \
+	MOVQ n+16(FP), CX \
+	SHRQ $7, CX \
+	JZ   done \
+loop: \
+	PICKSTEP(OP, CMP, BLEND, 0, Y0, Y1, Y2) \
+	PICKSTEP(OP, CMP, BLEND, 32, Y3, Y4, Y5) \
+	PICKSTEP(OP, CMP, BLEND, 64, Y6, Y7, Y8) \
+	PICKSTEP(OP, CMP, BLEND, 96, Y9, Y10, Y11) \
+	ADDQ $128, DI \
+	ADDQ $128, SI \
+	DECQ CX \
+	JNZ  loop \
+	VZEROUPPER \
+done: \
+	RET
+
+TEXT ·maxF32x(SB), NOSPLIT, $0-24
+	PICKLOOP(VMAXPS, VCMPPS, VBLENDVPS)
+
+TEXT ·minF32x(SB), NOSPLIT, $0-24
+	PICKLOOP(VMINPS, VCMPPS, VBLENDVPS)
+
+TEXT ·maxF64x(SB), NOSPLIT, $0-24
+	PICKLOOP(VMAXPD, VCMPPD, VBLENDVPD)
+
+TEXT ·minF64x(SB), NOSPLIT, $0-24
+	PICKLOOP(VMINPD, VCMPPD, VBLENDVPD)

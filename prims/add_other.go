@@ -10,3 +10,7 @@ func addF64x(dst, src *byte, n int) { panic("prims: no vector kernel") }
 func addI32x(dst, src *byte, n int) { panic("prims: no vector kernel") }
 func addI64x(dst, src *byte, n int) { panic("prims: no vector kernel") }
 func addU8x(dst, src *byte, n int)  { panic("prims: no vector kernel") }
+func maxF32x(dst, src *byte, n int) { panic("prims: no vector kernel") }
+func minF32x(dst, src *byte, n int) { panic("prims: no vector kernel") }
+func maxF64x(dst, src *byte, n int) { panic("prims: no vector kernel") }
+func minF64x(dst, src *byte, n int) { panic("prims: no vector kernel") }

@@ -9,10 +9,11 @@ import (
 	"github.com/gorun-hpc/gorun/spmd"
 )
 
-// TestKernels compares the fast sums with a plain loop on random data of
-// awkward lengths (around the vector kernels' 128-byte rounds) and
-// alignments; integers must wrap the same way, and float results must be
-// the same bits, infinities, NaNs and signed zeros included.
+// TestKernels compares the fast sums, maxima and minima with plain
+// loops on random data of awkward lengths (around the vector kernels'
+// 128-byte rounds) and alignments; integers must wrap the same way, and
+// float results must be the same bits, infinities, NaNs and signed zeros
+// included.
 func TestKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	special32 := []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), float32(math.Copysign(0, -1)), 0, math.MaxFloat32}
@@ -40,22 +41,43 @@ func TestKernels(t *testing.T) {
 
 func kernelCase[T spmd.Number](t *testing.T, rng *rand.Rand, gen func() T) {
 	lengths := []int{0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 1001, 4099}
-	for _, n := range lengths {
-		for _, off := range [][2]int{{0, 0}, {1, 0}, {0, 3}, {5, 2}} {
-			dst := make([]T, n+off[0])[off[0]:]
-			src := make([]T, n+off[1]+3)[off[1]:] // src may be longer
-			for i := range dst {
-				dst[i] = gen()
+	for _, c := range []struct {
+		op   prims.Op[T]
+		want func(d, s T) T
+	}{
+		{prims.Sum[T](), func(d, s T) T { return d + s }},
+		{prims.Max[T](), func(d, s T) T {
+			if s > d || s != s { // NaN wins, from either side
+				return s
 			}
-			for i := range src {
-				src[i] = gen()
+			return d
+		}},
+		{prims.Min[T](), func(d, s T) T {
+			if s < d || s != s {
+				return s
 			}
-			want := append([]T(nil), dst...)
-			loopSum[T]().Reduce(want, src)
-			prims.Sum[T]().Reduce(dst, src)
-			for i := range dst {
-				if !sameBits(dst[i], want[i]) {
-					t.Fatalf("n=%d, offsets %v: element %d is %v, want %v", n, off, i, dst[i], want[i])
+			return d
+		}},
+	} {
+		for _, n := range lengths {
+			for _, off := range [][2]int{{0, 0}, {1, 0}, {0, 3}, {5, 2}} {
+				dst := make([]T, n+off[0])[off[0]:]
+				src := make([]T, n+off[1]+3)[off[1]:] // src may be longer
+				for i := range dst {
+					dst[i] = gen()
+				}
+				for i := range src {
+					src[i] = gen()
+				}
+				want := make([]T, n)
+				for i := range want {
+					want[i] = c.want(dst[i], src[i])
+				}
+				c.op.Reduce(dst, src)
+				for i := range dst {
+					if !sameBits(dst[i], want[i]) {
+						t.Fatalf("%s, n=%d, offsets %v: element %d is %v, want %v", c.op.Name(), n, off, i, dst[i], want[i])
+					}
 				}
 			}
 		}
