@@ -31,3 +31,18 @@ func maxF64x(dst, src *byte, n int)
 
 //go:noescape
 func minF64x(dst, src *byte, n int)
+
+//go:noescape
+func mulF32x(dst, src *byte, n int)
+
+//go:noescape
+func mulF64x(dst, src *byte, n int)
+
+//go:noescape
+func mulI32x(dst, src *byte, n int)
+
+//go:noescape
+func maxI32x(dst, src *byte, n int)
+
+//go:noescape
+func minI32x(dst, src *byte, n int)

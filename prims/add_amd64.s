@@ -1,7 +1,8 @@
 #include "textflag.h"
 
 // The AVX2 sum kernels: dst[i] += src[i] over n bytes, n a multiple of
-// 128, four 32-byte vectors per round. Each is one element-wise add per
+// 128, four 32-byte vectors per round (SUMLOOP serves any element-wise
+// op of one instruction). Each is one element-wise add per
 // element, as the Go loop does, so results are bit for bit the same.
 //
 // func addF32x(dst, src *byte, n int) (and the others alike)
@@ -47,6 +48,25 @@ TEXT ·addI64x(SB), NOSPLIT, $0-24
 
 TEXT ·addU8x(SB), NOSPLIT, $0-24
 	SUMLOOP(VPADDB)
+
+// Products, and the integer max and min, are one instruction per element
+// as well: dst's element is the first operand, as in the Go loop's
+// MULSS, so a product of two NaNs keeps dst's.
+
+TEXT ·mulF32x(SB), NOSPLIT, $0-24
+	SUMLOOP(VMULPS)
+
+TEXT ·mulF64x(SB), NOSPLIT, $0-24
+	SUMLOOP(VMULPD)
+
+TEXT ·mulI32x(SB), NOSPLIT, $0-24
+	SUMLOOP(VPMULLD)
+
+TEXT ·maxI32x(SB), NOSPLIT, $0-24
+	SUMLOOP(VPMAXSD)
+
+TEXT ·minI32x(SB), NOSPLIT, $0-24
+	SUMLOOP(VPMINSD)
 
 // The AVX2 max and min kernels over n bytes, n a multiple of 128. Per
 // element, as the Go loops: src wins if it is larger (smaller), or if it

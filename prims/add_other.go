@@ -14,3 +14,8 @@ func maxF32x(dst, src *byte, n int) { panic("prims: no vector kernel") }
 func minF32x(dst, src *byte, n int) { panic("prims: no vector kernel") }
 func maxF64x(dst, src *byte, n int) { panic("prims: no vector kernel") }
 func minF64x(dst, src *byte, n int) { panic("prims: no vector kernel") }
+func mulF32x(dst, src *byte, n int) { panic("prims: no vector kernel") }
+func mulF64x(dst, src *byte, n int) { panic("prims: no vector kernel") }
+func mulI32x(dst, src *byte, n int) { panic("prims: no vector kernel") }
+func maxI32x(dst, src *byte, n int) { panic("prims: no vector kernel") }
+func minI32x(dst, src *byte, n int) { panic("prims: no vector kernel") }

@@ -99,6 +99,8 @@ func BenchmarkKernel(b *testing.B) {
 		b.Run("sum/int32/"+name, func(b *testing.B) { benchKernel(b, prims.Sum[int32](), size) })
 		b.Run("sum/uint8/"+name, func(b *testing.B) { benchKernel(b, prims.Sum[uint8](), size) })
 		b.Run("max/float32/"+name, func(b *testing.B) { benchKernel(b, prims.Max[float32](), size) })
+		b.Run("max/int32/"+name, func(b *testing.B) { benchKernel(b, prims.Max[int32](), size) })
+		b.Run("prod/float32/"+name, func(b *testing.B) { benchKernel(b, prims.Prod[float32](), size) })
 		b.Run("loop/float32/"+name, func(b *testing.B) { benchKernel(b, loopSum[float32](), size) })
 	}
 }

@@ -9,11 +9,11 @@ import (
 	"github.com/gorun-hpc/gorun/spmd"
 )
 
-// TestKernels compares the fast sums, maxima and minima with plain
-// loops on random data of awkward lengths (around the vector kernels'
-// 128-byte rounds) and alignments; integers must wrap the same way, and
-// float results must be the same bits, infinities, NaNs and signed zeros
-// included.
+// TestKernels compares the fast sums, products, maxima and minima with
+// plain loops on random data of awkward lengths (around the vector
+// kernels' 128-byte rounds) and alignments; integers must wrap the same
+// way, and float results must be the same bits, infinities, NaNs and
+// signed zeros included.
 func TestKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	special32 := []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), float32(math.Copysign(0, -1)), 0, math.MaxFloat32}
@@ -46,6 +46,7 @@ func kernelCase[T spmd.Number](t *testing.T, rng *rand.Rand, gen func() T) {
 		want func(d, s T) T
 	}{
 		{prims.Sum[T](), func(d, s T) T { return d + s }},
+		{prims.Prod[T](), func(d, s T) T { return d * s }},
 		{prims.Max[T](), func(d, s T) T {
 			if s > d || s != s { // NaN wins, from either side
 				return s

@@ -42,12 +42,24 @@ func Sum[T spmd.Number]() Op[T] {
 	return Op[T]{"sum", add[T]}
 }
 
-// Prod multiplies.
-func Prod[T spmd.Number]() Op[T] { return Op[T]{"prod", mul[T]} }
+// Prod multiplies. Floats and int32 run AVX2 kernels where the CPU has
+// them.
+func Prod[T spmd.Number]() Op[T] {
+	var z T
+	switch any(z).(type) {
+	case float32:
+		return Op[T]{"prod", any(mulF32).(func(dst, src []T))}
+	case float64:
+		return Op[T]{"prod", any(mulF64).(func(dst, src []T))}
+	case int32:
+		return Op[T]{"prod", any(mulI32).(func(dst, src []T))}
+	}
+	return Op[T]{"prod", mul[T]}
+}
 
 // Max keeps the larger element; a NaN wins over any number, whichever side
-// it is on, so that every rank computes the same result. Floats run AVX2
-// kernels where the CPU has them.
+// it is on, so that every rank computes the same result. Floats and int32
+// run AVX2 kernels where the CPU has them.
 func Max[T spmd.Number]() Op[T] {
 	var z T
 	switch any(z).(type) {
@@ -55,6 +67,8 @@ func Max[T spmd.Number]() Op[T] {
 		return Op[T]{"max", any(maxF32).(func(dst, src []T))}
 	case float64:
 		return Op[T]{"max", any(maxF64).(func(dst, src []T))}
+	case int32:
+		return Op[T]{"max", any(maxI32).(func(dst, src []T))}
 	}
 	return Op[T]{"max", maximum[T]}
 }
@@ -67,6 +81,8 @@ func Min[T spmd.Number]() Op[T] {
 		return Op[T]{"min", any(minF32).(func(dst, src []T))}
 	case float64:
 		return Op[T]{"min", any(minF64).(func(dst, src []T))}
+	case int32:
+		return Op[T]{"min", any(minI32).(func(dst, src []T))}
 	}
 	return Op[T]{"min", minimum[T]}
 }
@@ -120,6 +136,11 @@ func maxF32(dst, src []float32) { vecThen(maxF32x, maximum[float32], dst, src) }
 func maxF64(dst, src []float64) { vecThen(maxF64x, maximum[float64], dst, src) }
 func minF32(dst, src []float32) { vecThen(minF32x, minimum[float32], dst, src) }
 func minF64(dst, src []float64) { vecThen(minF64x, minimum[float64], dst, src) }
+func mulF32(dst, src []float32) { vecThen(mulF32x, mul[float32], dst, src) }
+func mulF64(dst, src []float64) { vecThen(mulF64x, mul[float64], dst, src) }
+func mulI32(dst, src []int32)   { vecThen(mulI32x, mul[int32], dst, src) }
+func maxI32(dst, src []int32)   { vecThen(maxI32x, maximum[int32], dst, src) }
+func minI32(dst, src []int32)   { vecThen(minI32x, minimum[int32], dst, src) }
 
 func addF32(dst, src []float32) {
 	src = src[:len(dst)]
