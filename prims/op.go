@@ -26,65 +26,36 @@ func (op Op[T]) Name() string { return op.name }
 // kernels where the CPU has them (add_amd64.s); elsewhere floats run
 // gonum's assembly kernels and uint8 adds eight bytes per 64-bit word.
 func Sum[T spmd.Number]() Op[T] {
-	var z T
-	switch any(z).(type) {
-	case float32:
-		return Op[T]{"sum", any(addF32).(func(dst, src []T))}
-	case float64:
-		return Op[T]{"sum", any(addF64).(func(dst, src []T))}
-	case int32:
-		return Op[T]{"sum", any(addI32).(func(dst, src []T))}
-	case int64:
-		return Op[T]{"sum", any(addI64).(func(dst, src []T))}
-	case uint8:
-		return Op[T]{"sum", any(addU8).(func(dst, src []T))}
-	}
-	return Op[T]{"sum", add[T]}
+	return kernel("sum", add[T], addF32, addF64, addI32, addI64, addU8)
 }
 
 // Prod multiplies. Floats and int32 run AVX2 kernels where the CPU has
 // them.
 func Prod[T spmd.Number]() Op[T] {
-	var z T
-	switch any(z).(type) {
-	case float32:
-		return Op[T]{"prod", any(mulF32).(func(dst, src []T))}
-	case float64:
-		return Op[T]{"prod", any(mulF64).(func(dst, src []T))}
-	case int32:
-		return Op[T]{"prod", any(mulI32).(func(dst, src []T))}
-	}
-	return Op[T]{"prod", mul[T]}
+	return kernel("prod", mul[T], mulF32, mulF64, mulI32)
 }
 
 // Max keeps the larger element; a NaN wins over any number, whichever side
 // it is on, so that every rank computes the same result. Floats and int32
 // run AVX2 kernels where the CPU has them.
 func Max[T spmd.Number]() Op[T] {
-	var z T
-	switch any(z).(type) {
-	case float32:
-		return Op[T]{"max", any(maxF32).(func(dst, src []T))}
-	case float64:
-		return Op[T]{"max", any(maxF64).(func(dst, src []T))}
-	case int32:
-		return Op[T]{"max", any(maxI32).(func(dst, src []T))}
-	}
-	return Op[T]{"max", maximum[T]}
+	return kernel("max", maximum[T], maxF32, maxF64, maxI32)
 }
 
 // Min keeps the smaller element; a NaN wins, as for Max.
 func Min[T spmd.Number]() Op[T] {
-	var z T
-	switch any(z).(type) {
-	case float32:
-		return Op[T]{"min", any(minF32).(func(dst, src []T))}
-	case float64:
-		return Op[T]{"min", any(minF64).(func(dst, src []T))}
-	case int32:
-		return Op[T]{"min", any(minI32).(func(dst, src []T))}
+	return kernel("min", minimum[T], minF32, minF64, minI32)
+}
+
+// kernel makes the op name for T: the one of fast that takes []T, if
+// there is one, else generic.
+func kernel[T spmd.Number](name string, generic func(dst, src []T), fast ...any) Op[T] {
+	for _, f := range fast {
+		if k, ok := f.(func(dst, src []T)); ok {
+			return Op[T]{name, k}
+		}
 	}
-	return Op[T]{"min", minimum[T]}
+	return Op[T]{name, generic}
 }
 
 // OpFunc makes a user-supplied reduction: f must set dst[i] to dst[i]
