@@ -24,6 +24,7 @@ var (
 	_ transport.Starter    = (*router)(nil)
 	_ transport.Puller     = (*router)(nil)
 	_ transport.Withdrawer = (*router)(nil)
+	_ transport.Sharer     = (*router)(nil)
 )
 
 // Route returns a transport that serves the peers marked in local (by
@@ -111,6 +112,28 @@ func (r *router) SingleCopy(peer int) int {
 		return pl.SingleCopy(peer)
 	}
 	return 0
+}
+
+// Shares asks the shared memory, when it serves every rank of ranks.
+func (r *router) Shares(ranks []int) bool {
+	sh, ok := r.near.(transport.Sharer)
+	if !ok {
+		return false
+	}
+	for _, peer := range ranks {
+		if !r.local[peer] {
+			return false
+		}
+	}
+	return sh.Shares(ranks)
+}
+
+// Share maps the area in the shared memory.
+func (r *router) Share(key string, ranks []int, size int) ([]byte, error) {
+	if !r.Shares(ranks) {
+		return nil, fmt.Errorf("ranks %v do not all share this host's memory", ranks)
+	}
+	return r.near.(transport.Sharer).Share(key, ranks, size)
 }
 
 // Withdraw takes back a started send from the transport that serves peer.

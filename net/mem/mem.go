@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"unsafe"
 
 	"github.com/gorun-hpc/gorun/spmd/transport"
 )
@@ -15,6 +16,9 @@ import (
 // Network joins the transports of the ranks of one test job.
 type Network struct {
 	ranks []*Transport
+
+	mu     sync.Mutex
+	shares map[string][]byte // guarded by mu: the areas of Share, by key
 }
 
 // NewNetwork returns a network of n ranks.
@@ -49,7 +53,44 @@ type Transport struct {
 	dead  error // guarded by alive
 }
 
-var _ transport.Transport = (*Transport)(nil)
+var (
+	_ transport.Transport = (*Transport)(nil)
+	_ transport.Sharer    = (*Transport)(nil)
+)
+
+// Shares implements transport.Sharer: the ranks of a network share one
+// process, so any of them can share memory.
+func (t *Transport) Shares(ranks []int) bool {
+	for _, r := range ranks {
+		if r < 0 || r >= len(t.nw.ranks) {
+			return false
+		}
+	}
+	return len(ranks) > 0
+}
+
+// Share implements transport.Sharer with memory of the process, 8-byte
+// aligned as a mapping's is page-aligned.
+func (t *Transport) Share(key string, ranks []int, size int) ([]byte, error) {
+	if !t.Shares(ranks) || size <= 0 {
+		return nil, fmt.Errorf("mem: cannot share %d bytes among ranks %v", size, ranks)
+	}
+	t.nw.mu.Lock()
+	defer t.nw.mu.Unlock()
+	if mem, ok := t.nw.shares[key]; ok {
+		if len(mem) != size {
+			return nil, fmt.Errorf("mem: shared area %q has %d bytes, asked for %d", key, len(mem), size)
+		}
+		return mem, nil
+	}
+	if t.nw.shares == nil {
+		t.nw.shares = make(map[string][]byte)
+	}
+	words := make([]uint64, (size+7)/8)
+	mem := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), size)
+	t.nw.shares[key] = mem
+	return mem, nil
+}
 
 // Start implements transport.Transport.
 func (t *Transport) Start(h transport.Handler) error {

@@ -128,6 +128,9 @@ type Transport struct {
 	wg     sync.WaitGroup
 
 	closeOnce sync.Once
+
+	shareMu sync.Mutex
+	shares  map[string][]byte // guarded by shareMu: the areas Share mapped, by key
 }
 
 // New creates the shared-memory transport of rank in a job of size ranks,

@@ -170,6 +170,23 @@ type Withdrawer interface {
 	Withdraw(peer int, done Done, cause error) bool
 }
 
+// Sharer is implemented by a transport that can map memory shared by
+// ranks of one host, as shared memory can. Collectives of small messages
+// run through it without messages at all: every rank publishes its part
+// and reads the others' (package prims, algorithm "flat").
+type Sharer interface {
+	// Shares reports whether Share can map memory for the world ranks in
+	// ranks: all of them on this host and reached through the transport.
+	Shares(ranks []int) bool
+	// Share maps size bytes shared by the world ranks in ranks (this one
+	// among them), named key: every rank that passes the same key and
+	// ranks gets the same memory, zero until someone writes it. size must
+	// be the same for every rank. The memory stays mapped until the
+	// process exits, so that a rank still reading it when the transport
+	// closes reads stale bytes instead of faulting.
+	Share(key string, ranks []int, size int) ([]byte, error)
+}
+
 // Done is told when a started send completes.
 type Done interface {
 	SendDone(err error)
