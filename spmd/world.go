@@ -35,8 +35,9 @@ type core struct {
 
 	mu sync.Mutex
 	// protects following
-	nextID uint32           // lowest communicator id this rank has not used
-	values map[valueKey]any // values attached to communicators
+	nextID uint32            // lowest communicator id this rank has not used
+	values map[valueKey]any  // values attached to communicators
+	shared map[uint32][]byte // memory Comm.Shared mapped, by communicator
 
 	// valuesGen counts the changes to values, so that a Comm's cache of
 	// the values it was asked for knows when it is stale. Written under mu.

@@ -1,0 +1,180 @@
+package spmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/gorun-hpc/gorun/spmd/transport"
+	"golang.org/x/sys/unix"
+)
+
+// ErrNotShared is wrapped by the error of Shared on a communicator whose
+// ranks cannot share memory.
+var ErrNotShared = errors.New("the ranks of the communicator do not share memory")
+
+// Shares reports whether the ranks of c can share memory (Shared): they are
+// all on this host and reach each other through a transport that maps
+// shared memory. Every rank of c gets the same answer.
+func (c *Comm) Shares() bool {
+	sh, ok := c.core.tr.(transport.Sharer)
+	if !ok {
+		return false
+	}
+	me := c.core.peers[c.ranks[c.rank]].HostID
+	for _, w := range c.ranks {
+		if c.core.peers[w].HostID != me {
+			return false
+		}
+	}
+	return sh.Shares(c.ranks)
+}
+
+// Shared returns size bytes of memory that every rank of c maps, zero until
+// a rank writes it: the same memory for every call on c and on the
+// communicator's collective context, which must all pass the same size.
+// Library code uses it to run collectives without messages (package prims,
+// algorithm "flat"); what it stores there, and when, is its own protocol.
+// An error wraps ErrNotShared when the ranks cannot share (Shares).
+func (c *Comm) Shared(size int) ([]byte, error) {
+	if !c.Shares() {
+		return nil, fmt.Errorf("comm %d: %w", c.id, ErrNotShared)
+	}
+	id := c.base()
+	c.core.mu.Lock()
+	mem, ok := c.core.shared[id]
+	c.core.mu.Unlock()
+	if ok {
+		if len(mem) != size {
+			return nil, fmt.Errorf("comm %d: shared memory of %d bytes asked for again with %d", c.id, len(mem), size)
+		}
+		return mem, nil
+	}
+	// The id alone is unique only among communicators that share a rank;
+	// two disjoint ones on one host may have the same, never the same ranks.
+	mem, err := c.core.tr.(transport.Sharer).Share(fmt.Sprintf("comm %d of %v", id, c.ranks), c.ranks, size)
+	if err != nil {
+		return nil, fmt.Errorf("comm %d: %w", c.id, err)
+	}
+	c.core.mu.Lock()
+	if c.core.shared == nil {
+		c.core.shared = make(map[uint32][]byte)
+	}
+	c.core.shared[id] = mem
+	c.core.mu.Unlock()
+	return mem, nil
+}
+
+// Lost returns why rank r of c can no longer be reached (an error that
+// wraps ErrPeerLost and names the rank, or ErrClosed once this rank's world
+// is closed), or nil.
+func (c *Comm) Lost(r int) error {
+	e := c.core.engine
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.unusable(c.ranks[r])
+}
+
+// WaitShared waits until *word, a word of c's shared memory (Shared), holds
+// want, as rank r of c stores it. It polls the word, on a host with more
+// ranks than cores handing the core on at every round as a waiting request
+// does, and once the poll budget is spent sleeps on the word; a rank that
+// stores a word must call WakeShared when *sleepers, the count that
+// WaitShared keeps beside it, is not zero. It returns an error when ctx
+// ends (its cause) or r is lost.
+func (c *Comm) WaitShared(ctx context.Context, r int, word, sleepers *atomic.Uint32, want uint32) error {
+	if word.Load() == want {
+		return nil
+	}
+	crowded := c.core.engine.crowded
+	budget, check := pollBudget, 255
+	if crowded {
+		budget, check = crowdedPollBudget, 7
+	}
+	done := ctx.Done()
+	var start time.Time
+	for i := 1; ; i++ {
+		if word.Load() == want {
+			return nil
+		}
+		if crowded { // as idler does, for the same reasons
+			unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+			if i%64 == 0 {
+				runtime.Gosched()
+			}
+		} else if i%1024 == 0 {
+			runtime.Gosched()
+		}
+		if i&check != 0 {
+			continue
+		}
+		if err := c.waitErr(done, ctx, r, word, want); err != nil {
+			return err
+		}
+		if start.IsZero() {
+			start = time.Now()
+		} else if time.Since(start) > budget {
+			break
+		}
+	}
+	var w futexWaiter
+	for {
+		// The budget is spent: sleep until r stores, looking at ctx and r
+		// now and then.
+		sleepers.Add(1)
+		if v := word.Load(); v != want {
+			w.wait(word, v, sharedNap)
+		}
+		sleepers.Add(^uint32(0))
+		if word.Load() == want {
+			return nil
+		}
+		if err := c.waitErr(done, ctx, r, word, want); err != nil {
+			return err
+		}
+	}
+}
+
+// sharedNap is how long WaitShared sleeps before it looks at its context
+// and its peer again, when nothing woke it (a variable for a test).
+var sharedNap = 20 * time.Millisecond
+
+// waitErr says why WaitShared is to stop waiting for r, if it is. A rank
+// may store its word and leave at once, as the last rank of a barrier
+// does: so the word is looked at again after r is seen lost.
+func (c *Comm) waitErr(done <-chan struct{}, ctx context.Context, r int, word *atomic.Uint32, want uint32) error {
+	select {
+	case <-done:
+		return context.Cause(ctx)
+	default:
+	}
+	if err := c.Lost(r); err != nil && word.Load() != want {
+		return err
+	}
+	return nil
+}
+
+// WakeShared wakes the ranks sleeping in WaitShared on word.
+func WakeShared(word *atomic.Uint32) {
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWake, 1<<30, 0, 0, 0)
+}
+
+// Futex operations, without FUTEX_PRIVATE_FLAG: the word is in memory that
+// other processes map.
+const (
+	futexWait = 0
+	futexWake = 1
+)
+
+// futexWaiter blocks on a word without allocating: the kernel reads the
+// timeout through a pointer.
+type futexWaiter struct{ ts unix.Timespec }
+
+func (w *futexWaiter) wait(word *atomic.Uint32, val uint32, d time.Duration) {
+	w.ts = unix.NsecToTimespec(int64(d))
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWait, uintptr(val), uintptr(unsafe.Pointer(&w.ts)), 0, 0)
+}
