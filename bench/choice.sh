@@ -26,7 +26,7 @@ go build -o "$dir/collbench" ./examples/collbench
 # algos lists the one-host algorithms of a collective (topo.Algos without hier).
 algos() {
 	case $1 in
-	allreduce) echo ring tree recdbl rabenseifner ;;
+	allreduce) echo ring tree recdbl rabenseifner shared ;;
 	broadcast) echo tree ring linear ;;
 	allgather) echo ring recdbl linear ;;
 	reduce) echo tree ring rabenseifner linear ;;

@@ -53,6 +53,8 @@ func allReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 		return rabenseifnerAllReduce(k, buf, op)
 	case topo.Hierarchical:
 		return hierAllReduce(k, buf, op)
+	case topo.Shared:
+		return sharedAllReduce(k, buf, op)
 	}
 	return algoError(k.coll, k.algo)
 }

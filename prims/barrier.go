@@ -27,6 +27,8 @@ func Barrier(ctx context.Context, c *spmd.Comm, opts ...Option) (err error) {
 			return err
 		}
 		return treeBcast(k, none, 0, phaseBcast)
+	case topo.Shared:
+		return sharedBarrier(k)
 	}
 	return algoError(k.coll, k.algo)
 }

@@ -55,6 +55,7 @@ type state struct {
 	mu sync.Mutex
 	// protects following
 	hier    *hier
+	area    *area                   // the Shared algorithms' memory, mapped on first use
 	choices map[choiceKey]topo.Algo // topo.Choose's answers, which depend only on these
 }
 

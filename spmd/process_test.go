@@ -123,7 +123,13 @@ func TestProcessLateRank(t *testing.T) {
 // ErrPeerLost, and once gorun returns no file of the job is left in
 // /dev/shm, not even one the dead rank left behind.
 func TestProcessSHMCrash(t *testing.T) {
-	out := runKilled(t, "-np", "3", "--kill-grace", "5s", ranksBin, "shmcrash")
+	noJobFiles(t, runKilled(t, "-np", "3", "--kill-grace", "5s", ranksBin, "shmcrash"))
+}
+
+// noJobFiles checks that no file is left in /dev/shm of the job whose id
+// a rank printed in out.
+func noJobFiles(t *testing.T, out string) {
+	t.Helper()
 	m := regexp.MustCompile(`job (\w+)`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no job id printed:\n%s", out)
@@ -131,6 +137,17 @@ func TestProcessSHMCrash(t *testing.T) {
 	left, _ := filepath.Glob("/dev/shm/gorun-" + m[1] + "-*")
 	if len(left) > 0 {
 		t.Errorf("files of the job left in /dev/shm: %v", left)
+	}
+}
+
+// A rank killed in the middle of all-reduces that run through shared
+// memory, without messages: the others' calls fail with ErrPeerLost instead
+// of waiting for its part forever, and no file of the job is left.
+func TestProcessSharedCrash(t *testing.T) {
+	out := runKilled(t, "-np", "3", "--kill-grace", "5s", ranksBin, "sharedcrash")
+	noJobFiles(t, out)
+	if !strings.Contains(out, "allreduce (shared)") {
+		t.Errorf("the all-reduce that failed did not run the shared algorithm:\n%s", out)
 	}
 }
 

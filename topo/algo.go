@@ -70,10 +70,11 @@ const (
 	Rabenseifner      Algo = "rabenseifner" // recursive-halving reduce-scatter, then recursive-doubling gather
 	Hierarchical      Algo = "hier"         // inside each host, across hosts, inside again
 	Linear            Algo = "linear"       // direct: the root talks to every rank, or every pair talks
+	Shared            Algo = "shared"       // one host: every rank publishes its part in shared memory and reads the others'
 )
 
 // AllAlgos lists every algorithm, in the order the documentation gives them.
-var AllAlgos = []Algo{Ring, Tree, RecursiveDoubling, Rabenseifner, Hierarchical, Linear}
+var AllAlgos = []Algo{Ring, Tree, RecursiveDoubling, Rabenseifner, Hierarchical, Linear, Shared}
 
 // ParseAlgo parses an algorithm's name.
 func ParseAlgo(s string) (Algo, error) {
@@ -97,13 +98,13 @@ func algoList(as []Algo) string {
 var applicable = [...][]Algo{
 	Broadcast:     {Tree, Ring, Linear, Hierarchical},
 	Reduce:        {Tree, Ring, Rabenseifner, Linear, Hierarchical},
-	AllReduce:     {Ring, Tree, RecursiveDoubling, Rabenseifner, Hierarchical},
+	AllReduce:     {Ring, Tree, RecursiveDoubling, Rabenseifner, Hierarchical, Shared},
 	Gather:        {Linear, Tree},
 	Scatter:       {Linear, Tree},
 	AllGather:     {Ring, RecursiveDoubling, Linear, Hierarchical},
 	ReduceScatter: {Ring, Rabenseifner, Linear},
 	AllToAll:      {Linear},
-	Barrier:       {RecursiveDoubling, Tree},
+	Barrier:       {RecursiveDoubling, Tree, Shared},
 }
 
 // Algos returns the algorithms that apply to coll. The caller must not

@@ -38,6 +38,12 @@ func (m Model) cost(coll Collective, algo Algo, p int, n float64, lay Layout) fl
 		}
 		return m.hier(coll, s, n)
 	}
+	if algo == Shared {
+		if !lay.Shared || s.hosts > 1 {
+			return math.Inf(1)
+		}
+		return m.shared(coll, s, n)
+	}
 	switch coll {
 	case AllReduce:
 		return m.allReduce(algo, s, n)
@@ -153,6 +159,29 @@ func (m Model) burst(s shape, b, red float64) float64 {
 	k := float64(s.p - 1)
 	return m.alphaBusy(s, cross, busy) + (k-1)*BurstGap*m.link(cross).Alpha +
 		k*(b*m.beta(cross, m.copiers(cross, b, busy))+red*m.gamma(s.perHost)+m.unsegmented(cross, b, busy))
+}
+
+// SharedChunk is how many bytes of its part a rank publishes in one round
+// of a Shared algorithm (the size of its slot in the shared memory); a
+// larger buffer takes several rounds.
+const SharedChunk = 32 << 10
+
+// SharedLatency is the latency of one round of a Shared algorithm, in
+// which every rank stores its part and waits for the others' (a cache
+// line from every rank, no message), as a fraction of the alpha of a
+// message over the Local link.
+const SharedLatency = 0.5
+
+// shared is the Shared algorithm of coll: rounds of SharedChunk bytes in
+// which every rank, all at once, copies its part into its slot and
+// reduces the other p-1 parts into its result.
+func (m Model) shared(coll Collective, s shape, n float64) float64 {
+	round := SharedLatency * m.alphaBusy(s, false, s.perHost)
+	if coll == Barrier || n == 0 {
+		return round
+	}
+	rounds := math.Ceil(n / SharedChunk)
+	return rounds*round + n*m.beta(false, s.perHost) + float64(s.p-1)*n*m.gamma(s.perHost)
 }
 
 // lg returns ceil(log2 p); pow2 the largest power of two <= p.

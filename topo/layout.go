@@ -13,8 +13,12 @@ type Layout struct {
 	Hosts   [][]int  // communicator ranks on each host
 	HostIDs []string // HostIDs[h] is the identity of host h
 	Names   []string // Names[h] is the hostname of host h, for people
-	host    []int    // rank -> index into Hosts
-	local   []int    // rank -> index among its host's ranks
+	// Shared says that the ranks can share memory (spmd.Comm.Shares), as
+	// the Shared algorithms need: they are on one host, reached through
+	// shared memory.
+	Shared bool
+	host   []int // rank -> index into Hosts
+	local  []int // rank -> index among its host's ranks
 
 	xorCross []bool // xorCross[k]: some pair r, r^(1<<k) (both < p) spans two hosts
 	addCross []bool // addCross[k]: some pair r, r+(1<<k) with r%(2<<k)==0 spans two hosts
@@ -35,6 +39,7 @@ func Detect(c *spmd.Comm) Layout {
 	for h, ranks := range l.Hosts {
 		l.Names[h] = names[ranks[0]]
 	}
+	l.Shared = c.Shares()
 	return l
 }
 

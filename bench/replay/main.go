@@ -162,9 +162,17 @@ func main() {
 				}
 				good := 0
 				var bad []string
+				// The ranks of a run shared memory if it measured the
+				// algorithm that needs it; runs kept from before it
+				// existed did not offer it.
+				lay := topo.Uniform(1, np)
+				for _, times := range run {
+					_, ok := times[string(topo.Shared)]
+					lay.Shared = lay.Shared || ok
+				}
 				for _, b := range sizesOf(run) {
 					_, best := fastest(run[b])
-					c := m.Choose(coll, np, b, topo.Uniform(1, np))
+					c := m.Choose(coll, np, b, lay)
 					if t, ok := run[b][string(c)]; ok && t <= tolerance*best {
 						good++
 					} else {

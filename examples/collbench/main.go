@@ -64,7 +64,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&cfg.warmup, "w", 5, "warm-up iterations per size")
 	checkN := fs.Int("c", 0, "1: check every result and count the wrong elements")
 	op := fs.String("op", "allreduce", "collective: "+strings.Join(opNames, ", ")+", or all")
-	fs.StringVar(&cfg.algo, "algo", "", "force an algorithm (ring, tree, recdbl, rabenseifner, hier, linear); default: topo's choice")
+	fs.StringVar(&cfg.algo, "algo", "", "force an algorithm (ring, tree, recdbl, rabenseifner, hier, linear, shared); default: topo's choice")
 	fs.StringVar(&cfg.typ, "type", "float32", "element type: float32, float64, int32, int64, uint8")
 	fs.StringVar(&cfg.redop, "redop", "sum", "reduction: sum, prod, max, min")
 	if err := fs.Parse(args); err != nil {

@@ -11,7 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/topo"
 )
 
 func main() {
@@ -40,6 +42,8 @@ func main() {
 		err = shmCrash(ctx, w)
 	case "offercrash":
 		err = offerCrash(ctx, w)
+	case "sharedcrash":
+		err = sharedCrash(ctx, w)
 	}
 	if err != nil {
 		fmt.Println("error:", err)
@@ -109,6 +113,33 @@ func shmCrash(ctx context.Context, w *spmd.World) error {
 		}
 	}
 	select {}
+}
+
+// sharedCrash: the ranks run all-reduces through the memory they share
+// (prims' Shared algorithm, no messages) until rank 1 is SIGKILLed in the
+// middle of them; rank 0 reports what its all-reduce returned. Rank 1
+// leaves a file named like a shared area behind, for the launcher's
+// cleanup to remove.
+func sharedCrash(ctx context.Context, w *spmd.World) error {
+	if w.Rank() == 0 {
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Printf("job %s\n", os.Getenv("GORUN_JOB_ID"))
+	}
+	buf := make([]float64, 1000)
+	for i := 0; ; i++ {
+		if w.Rank() == 1 && i == 2000 {
+			os.WriteFile(fmt.Sprintf("/dev/shm/gorun-%s-s0011223344556677", os.Getenv("GORUN_JOB_ID")), []byte("x"), 0o600)
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		err := prims.AllReduce(ctx, w.Comm, buf, prims.Sum[float64](), prims.WithAlgo(topo.Shared))
+		if err != nil && w.Rank() == 0 {
+			fmt.Printf("lost=%v after %d: %v\n", errors.Is(err, spmd.ErrPeerLost), i, err)
+			os.Exit(0)
+		}
+		if err != nil {
+			select {} // wait to be stopped
+		}
+	}
 }
 
 // offerCrash: rank 1 starts a large send that rank 0 has no receive for
