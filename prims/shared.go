@@ -11,9 +11,8 @@ import (
 // The Shared algorithms run on the memory that the ranks of one host share
 // (spmd.Comm.Shared) instead of messages, as Open MPI's coll/sm does: each
 // rank owns two slots, a cache line of header and topo.SharedChunk bytes
-// of data each. In a round every rank copies its part into its slot, stores
-// the round's number in the slot's header, and waits for every other
-// rank's header to show that number, reading their parts as they come.
+// of data each. A round of the algorithm goes through one slot of each
+// rank.
 //
 // Rounds alternate between the two slots, and that is all the flow
 // control they need: a rank writes round s+2 into the slot of round s only
@@ -25,12 +24,13 @@ import (
 // more ranks than cores, each rank has to run once per round, not once per
 // message.
 
-// slotHead is the header of a slot: the last round stored in it, and how
-// many ranks sleep waiting for it to change (spmd.Comm.WaitShared).
+// slotHead is the header of a slot: the last round whose part is in it, the
+// last whose reduced block is, and how many ranks sleep waiting for either
+// to change (spmd.Comm.WaitShared).
 type slotHead struct {
-	round    atomic.Uint32
-	sleepers atomic.Uint32
-	_        [56]byte
+	round, roundSleepers     atomic.Uint32
+	reduced, reducedSleepers atomic.Uint32
+	_                        [48]byte
 }
 
 const slotStride = int(unsafe.Sizeof(slotHead{})) + topo.SharedChunk
@@ -78,11 +78,17 @@ func data[T spmd.Number](a *area, r int, round uint32, n int) []T {
 	return unsafe.Slice((*T)(unsafe.Pointer(&a.mem[off])), n)
 }
 
-// publish ends this rank's part of round: the data is in place.
+// next starts a round.
+func (a *area) next() uint32 {
+	a.rounds++
+	return a.rounds
+}
+
+// publish says that this rank's part of round is in its slot.
 func (a *area) publish(me int, round uint32) {
 	h := a.head(me, round)
 	h.round.Store(round)
-	if h.sleepers.Load() != 0 {
+	if h.roundSleepers.Load() != 0 {
 		spmd.WakeShared(&h.round)
 	}
 }
@@ -90,12 +96,27 @@ func (a *area) publish(me int, round uint32) {
 // await waits for rank r's part of round.
 func (a *area) await(k *call, r int, round uint32) error {
 	h := a.head(r, round)
-	return k.cc.WaitShared(k.ctx, r, &h.round, &h.sleepers, round)
+	return k.cc.WaitShared(k.ctx, r, &h.round, &h.roundSleepers, round)
 }
 
-// sharedAllReduce reduces buf in rounds of topo.SharedChunk bytes. Every
-// rank folds the parts in rank order, (p0 op p1) op p2 ..., so that all
-// get the same bits whatever the op.
+// publishReduced says that this rank's reduced block of round is in its slot.
+func (a *area) publishReduced(me int, round uint32) {
+	h := a.head(me, round)
+	h.reduced.Store(round)
+	if h.reducedSleepers.Load() != 0 {
+		spmd.WakeShared(&h.reduced)
+	}
+}
+
+// awaitReduced waits for rank r's reduced block of round.
+func (a *area) awaitReduced(k *call, r int, round uint32) error {
+	h := a.head(r, round)
+	return k.cc.WaitShared(k.ctx, r, &h.reduced, &h.reducedSleepers, round)
+}
+
+// sharedAllReduce reduces buf in rounds of up to topo.SharedChunk bytes:
+// folds below topo.SharedScatter bytes, where a round's latency counts
+// most, and scatters from there, where the reductions do.
 func sharedAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 	a, err := areaOf(k)
 	if a == nil || err != nil {
@@ -104,27 +125,82 @@ func sharedAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 		}
 		return err
 	}
-	p, me := k.cc.Size(), k.cc.Rank()
 	per := topo.SharedChunk / sizeOf[T]()
 	for lo := 0; lo < len(buf); lo += per {
 		out := buf[lo:min(lo+per, len(buf))]
-		a.rounds++
-		round := a.rounds
-		copy(data[T](a, me, round, len(out)), out)
-		a.publish(me, round)
-		for r := range p {
-			if r != me {
-				if err := a.await(k, r, round); err != nil {
-					return err
-				}
-			}
-			switch {
-			case r == 0 && me != 0:
-				copy(out, data[T](a, 0, round, len(out)))
-			case r != 0:
-				op.reduce(out, data[T](a, r, round, len(out)))
+		if len(out)*sizeOf[T]() < topo.SharedScatter {
+			err = sharedFold(k, a, out, op)
+		} else {
+			err = sharedScatter(k, a, out, op)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sharedFold is a round in which every rank folds all the parts in rank
+// order, (p0 op p1) op p2 ..., so that all get the same bits whatever the
+// op: one wait per rank, (p-1)n elements reduced by each.
+func sharedFold[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
+	p, me := k.cc.Size(), k.cc.Rank()
+	round := a.next()
+	copy(data[T](a, me, round, len(out)), out)
+	a.publish(me, round)
+	for r := range p {
+		if r != me {
+			if err := a.await(k, r, round); err != nil {
+				return err
 			}
 		}
+		switch {
+		case r == 0 && me != 0:
+			copy(out, data[T](a, 0, round, len(out)))
+		case r != 0:
+			op.reduce(out, data[T](a, r, round, len(out)))
+		}
+	}
+	return nil
+}
+
+// sharedScatter is a round in which rank r folds only block r of the parts
+// (Block's cut), in rank order, and leaves it in its own slot in place of
+// its part, where every rank copies it from: two waits per rank, n
+// elements reduced by each rank in all.
+func sharedScatter[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
+	p, me := k.cc.Size(), k.cc.Rank()
+	round := a.next()
+	n := len(out)
+	copy(data[T](a, me, round, n), out)
+	a.publish(me, round)
+	lo, hi := Block(n, p, me)
+	acc := out[lo:hi]
+	for r := range p {
+		if r != me {
+			if err := a.await(k, r, round); err != nil {
+				return err
+			}
+		}
+		src := data[T](a, r, round, n)[lo:hi]
+		switch {
+		case r == 0 && me != 0:
+			copy(acc, src)
+		case r != 0:
+			op.reduce(acc, src)
+		}
+	}
+	copy(data[T](a, me, round, n)[lo:hi], acc)
+	a.publishReduced(me, round)
+	for r := range p {
+		if r == me {
+			continue
+		}
+		if err := a.awaitReduced(k, r, round); err != nil {
+			return err
+		}
+		rlo, rhi := Block(n, p, r)
+		copy(out[rlo:rhi], data[T](a, r, round, n)[rlo:rhi])
 	}
 	return nil
 }
@@ -139,8 +215,7 @@ func sharedBarrier(k *call) error {
 		return err
 	}
 	me := k.cc.Rank()
-	a.rounds++
-	round := a.rounds
+	round := a.next()
 	a.publish(me, round)
 	for r := range k.cc.Size() {
 		if r != me {

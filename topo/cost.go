@@ -96,9 +96,27 @@ func (m Model) link(cross bool) Link {
 
 // beta is the seconds per byte of a round over the link class with busy
 // message endpoints on the busiest host.
-func (m Model) beta(cross bool, busy int) float64 {
-	return m.link(cross).Beta * m.share(busy)
+func (m Model) beta(s shape, cross bool, busy int) float64 {
+	b := m.link(cross).Beta * m.share(busy)
+	if s.perHost > m.Cores {
+		b *= CrowdedCopy
+	}
+	return b
 }
+
+// CrowdedCopy is how much more the bytes of a message cost on a host with
+// more ranks than cores than Beta's share of the cores says. Against the
+// Shared algorithms, whose rounds the model times within 5% (all-reduce
+// of 16 MiB at 4 and 8 ranks on 2 cores: 15.6 and 33.0 ms modelled, 15.3
+// and 34.5 measured), the message algorithms took 1.6-1.9x their modelled
+// time at 4-64 MiB: a rank that waits for its peer's copy gives up its
+// core and has to be scheduled again, and the copies of large messages
+// compete for memory. Replayed (bench/replay) over three kept runs of
+// bench/choice.sh without the Shared algorithms (423 sizes of all-reduce,
+// broadcast and all-gather at 4 and 8 ranks) and one with them (48 sizes
+// of all-reduce): 1 gives 328 and 36 choices within 15% of the fastest,
+// 1.3 328 and 42, 1.5 328 and 48, 1.7 and 2 327 and 48.
+const CrowdedCopy = 1.5
 
 // copiers is how many of busy message endpoints copy bytes of a message
 // of b bytes: all of them, except where the receiver copies straight out
@@ -128,7 +146,7 @@ func (m Model) share(busy int) float64 {
 // step is one round: a message of bytes bytes, red of which the receiver
 // reduces, with busy endpoints and reducers on the busiest host.
 func (m Model) step(s shape, cross bool, bytes, red float64, busy, reducers int) float64 {
-	return m.alphaBusy(s, cross, busy) + bytes*m.beta(cross, m.copiers(cross, bytes, busy)) + red*m.gamma(reducers)
+	return m.alphaBusy(s, cross, busy) + bytes*m.beta(s, cross, m.copiers(cross, bytes, busy)) + red*m.gamma(reducers)
 }
 
 // ring is p-1 steps in which every rank sends a block of b bytes to its
@@ -158,30 +176,53 @@ func (m Model) burst(s shape, b, red float64) float64 {
 	busy := 2 * s.perHost
 	k := float64(s.p - 1)
 	return m.alphaBusy(s, cross, busy) + (k-1)*BurstGap*m.link(cross).Alpha +
-		k*(b*m.beta(cross, m.copiers(cross, b, busy))+red*m.gamma(s.perHost)+m.unsegmented(cross, b, busy))
+		k*(b*m.beta(s, cross, m.copiers(cross, b, busy))+red*m.gamma(s.perHost)+m.unsegmented(s, cross, b, busy))
 }
 
 // SharedChunk is how many bytes of its part a rank publishes in one round
 // of a Shared algorithm (the size of its slot in the shared memory); a
-// larger buffer takes several rounds.
-const SharedChunk = 32 << 10
+// larger buffer takes several rounds. Against 32 KiB and 1 MiB, collbench
+// all-reduce on 2 cores, 3 runs: 16 MiB at np 8 34.5 ms against 41.8 and
+// 47.0, at np 4 15.3 against 20.2 and 15.7.
+const SharedChunk = 256 << 10
 
-// SharedLatency is the latency of one round of a Shared algorithm, in
-// which every rank stores its part and waits for the others' (a cache
-// line from every rank, no message), as a fraction of the alpha of a
-// message over the Local link.
+// SharedScatter is the size of a round of a Shared all-reduce from which
+// each rank reduces one block of the parts and copies the others' reduced
+// blocks (two waits) instead of reducing all of every part (one wait).
+// collbench on 2 cores, 5 runs, fold against scatter: np 4 2 KiB 12 us
+// against 14, 8 KiB 20 against 18; np 8 26 against 38, 44 against 41.
+const SharedScatter = 8 << 10
+
+// SharedLatency is the latency of one wait of a Shared algorithm, in
+// which every rank stores a word and waits for the others' (a cache line
+// from every rank, no message), as a fraction of the alpha of a message
+// over the Local link.
 const SharedLatency = 0.5
 
-// shared is the Shared algorithm of coll: rounds of SharedChunk bytes in
-// which every rank, all at once, copies its part into its slot and
-// reduces the other p-1 parts into its result.
+// shared is a Shared algorithm of coll, round by round as prims runs it.
 func (m Model) shared(coll Collective, s shape, n float64) float64 {
-	round := SharedLatency * m.alphaBusy(s, false, s.perHost)
+	wait := SharedLatency * m.alphaBusy(s, false, s.perHost)
 	if coll == Barrier || n == 0 {
-		return round
+		return wait
 	}
-	rounds := math.Ceil(n / SharedChunk)
-	return rounds*round + n*m.beta(false, s.perHost) + float64(s.p-1)*n*m.gamma(s.perHost)
+	full := math.Floor(n / SharedChunk)
+	t := full * m.sharedRound(s, SharedChunk, wait)
+	if rest := n - full*SharedChunk; rest > 0 {
+		t += m.sharedRound(s, rest, wait)
+	}
+	return t
+}
+
+// sharedRound is one round of c bytes of a Shared all-reduce, in which
+// every rank at once copies its part in and either reduces the other p-1
+// parts (a fold) or reduces one block of every part and copies the other
+// blocks out (a scatter, two waits).
+func (m Model) sharedRound(s shape, c, wait float64) float64 {
+	b, g, p := m.Local.Beta*m.share(s.perHost), m.gamma(s.perHost), float64(s.p)
+	if c < SharedScatter {
+		return wait + c*b + (p-1)*c*g
+	}
+	return 2*wait + 2*c*b + (p-1)/p*c*g
 }
 
 // lg returns ceil(log2 p); pow2 the largest power of two <= p.
@@ -214,7 +255,7 @@ func (m Model) doubling(s shape, size, red func(k int) float64) float64 {
 	t := 0.0
 	for k := 0; 1<<k < q; k++ {
 		b := size(k)
-		t += m.step(s, s.lay.xorCross[k], b, red(k), busy, min(s.perHost, q)) + m.unsegmented(s.lay.xorCross[k], b, busy)
+		t += m.step(s, s.lay.xorCross[k], b, red(k), busy, min(s.perHost, q)) + m.unsegmented(s, s.lay.xorCross[k], b, busy)
 	}
 	return t
 }
@@ -226,11 +267,11 @@ func (m Model) doubling(s shape, size, red func(k int) float64) float64 {
 // with bench/choice.sh on 2 cores: the segmented ring all-gather overtook
 // recursive doubling from 64-128 KiB, which one beta per byte could not
 // show.
-func (m Model) unsegmented(cross bool, b float64, busy int) float64 {
+func (m Model) unsegmented(s shape, cross bool, b float64, busy int) float64 {
 	if m.pulls(cross, b) {
 		return 0 // one copy, by the receiver, straight out of the sender's memory
 	}
-	return max(0, b-Overlap) * m.beta(cross, busy)
+	return max(0, b-Overlap) * m.beta(s, cross, busy)
 }
 
 // Overlap is how much of a message sent in one piece is modelled as
@@ -331,7 +372,7 @@ func (m Model) broadcast(algo Algo, s shape, n float64) float64 {
 // had tied with it and chose by turns.
 func (m Model) pulled(s shape, n float64) float64 {
 	k := float64(s.p - 1)
-	return m.alphaBusy(s, false, s.p) + (k-1)*BurstGap*m.Local.Alpha + n*m.beta(false, s.p-1)
+	return m.alphaBusy(s, false, s.p) + (k-1)*BurstGap*m.Local.Alpha + n*m.beta(s, false, s.p-1)
 }
 
 // Segment is the piece size that pipelined algorithms are modelled with:

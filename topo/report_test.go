@@ -46,19 +46,24 @@ func TestFormatGolden(t *testing.T) {
 		name           string
 		hosts, perHost int
 		model          Model
+		shared         bool // the ranks share memory (Layout.Shared)
 	}{
-		{"1x4", 1, 4, goldenModel},
-		{"1x8", 1, 8, goldenModel},
-		{"3x2", 3, 2, goldenModel},
-		{"2x4", 2, 4, goldenModel},
-		{"1x8-2cores", 1, 8, oversubscribed()},
-		{"1x4-2cores-pull", 1, 4, pulling()},
-		{"1x5", 1, 5, goldenModel},
+		{"1x4", 1, 4, goldenModel, false},
+		{"1x8", 1, 8, goldenModel, false},
+		{"3x2", 3, 2, goldenModel, false},
+		{"2x4", 2, 4, goldenModel, false},
+		{"1x8-2cores", 1, 8, oversubscribed(), false},
+		{"1x4-2cores-pull", 1, 4, pulling(), false},
+		{"1x5", 1, 5, goldenModel, false},
+		{"1x4-2cores-shared", 1, 4, pulling(), true},
+		{"1x2-shared", 1, 2, pulling(), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b bytes.Buffer
-			if err := Format(&b, tt.model, Uniform(tt.hosts, tt.perHost)); err != nil {
+			lay := Uniform(tt.hosts, tt.perHost)
+			lay.Shared = tt.shared
+			if err := Format(&b, tt.model, lay); err != nil {
 				t.Fatal(err)
 			}
 			golden(t, filepath.Join("testdata", tt.name+".golden"), b.Bytes())
