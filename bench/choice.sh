@@ -27,8 +27,8 @@ go build -o "$dir/collbench" ./examples/collbench
 algos() {
 	case $1 in
 	allreduce) echo ring tree recdbl rabenseifner shared ;;
-	broadcast) echo tree ring linear ;;
-	allgather) echo ring recdbl linear ;;
+	broadcast) echo tree ring linear shared ;;
+	allgather) echo ring recdbl linear shared ;;
 	reduce) echo tree ring rabenseifner linear ;;
 	reducescatter) echo ring rabenseifner linear ;;
 	esac

@@ -35,6 +35,8 @@ func AllGather[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T,
 		return linearAllGather(k, recv, b)
 	case topo.Hierarchical:
 		return hierAllGather(k, recv, kk)
+	case topo.Shared:
+		return sharedAllGather(k, recv, b)
 	}
 	return algoError(k.coll, k.algo)
 }

@@ -35,6 +35,8 @@ func broadcast[T spmd.Number](k *call, buf []T, root int) error {
 		return linearBcast(k, buf, root)
 	case topo.Hierarchical:
 		return hierBcast(k, buf, root)
+	case topo.Shared:
+		return sharedBcast(k, buf, root)
 	}
 	return algoError(k.coll, k.algo)
 }

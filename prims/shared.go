@@ -14,10 +14,16 @@ import (
 // of data each. A round of the algorithm goes through one slot of each
 // rank.
 //
-// Rounds alternate between the two slots, and that is all the flow
-// control they need: a rank writes round s+2 into the slot of round s only
-// after round s+1 completed, which needs every rank's part of s+1, which
-// each rank published only after it had read everything of round s.
+// Rounds alternate between the two slots. In a round every rank stores the
+// round's number in its slot's header, whether it wrote data there or
+// only says that it has read what it needed. Before a rank writes data
+// into its slot for round s, nobody may still read the data of round s-2
+// there: in an all-reduce or an all-gather round, where every rank stores
+// the number and then reads the others' data, a rank is done with s-2 once
+// it has stored s-1; in a broadcast round, where the others read the
+// root's data and then store the number, once it has stored s-2. The
+// wait is free when this rank saw every rank store s-1 in round s-1, as
+// every round but a broadcast's makes it (claim).
 //
 // A round costs a cache line from every rank instead of lg p messages, each
 // of which passes the matching engine and a transport's ring; on a host with
@@ -40,7 +46,21 @@ const slotStride = int(unsafe.Sizeof(slotHead{})) + topo.SharedChunk
 type area struct {
 	mem    []byte
 	rounds uint32
+	// Of the last two rounds, by parity: what kind each was, and whether
+	// this rank saw every rank store its number.
+	kind   [2]roundKind
+	synced [2]bool
 }
+
+// roundKind is how the ranks read a round's data, which says when they are
+// done with it.
+type roundKind uint8
+
+const (
+	noData     roundKind = iota // a barrier
+	readAfter                   // the ranks store the number, then read: done at the next round's
+	readBefore                  // the ranks read, then store the number: done at this round's
+)
 
 // areaOf returns the area of k's communicator, mapping it on first use,
 // or nil when its ranks cannot share memory (spmd.Comm.Shares): then the
@@ -84,6 +104,29 @@ func (a *area) next() uint32 {
 	return a.rounds
 }
 
+// claim starts round as one of kind, in which this rank will see every
+// rank store the round's number (synced) or not. When this rank is to
+// write data into its slot (write), it first waits until nobody reads the
+// data of round-2 there any more.
+func (a *area) claim(k *call, round uint32, kind roundKind, synced, write bool) error {
+	cur, prev := round&1, (round-1)&1
+	if write && !a.synced[prev] && a.kind[cur] != noData {
+		want := round - 1
+		if a.kind[cur] == readBefore {
+			want = round - 2
+		}
+		for r := range k.cc.Size() {
+			if r != k.cc.Rank() {
+				if err := a.await(k, r, want); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	a.kind[cur], a.synced[cur] = kind, synced
+	return nil
+}
+
 // publish says that this rank's part of round is in its slot.
 func (a *area) publish(me int, round uint32) {
 	h := a.head(me, round)
@@ -93,7 +136,7 @@ func (a *area) publish(me int, round uint32) {
 	}
 }
 
-// await waits for rank r's part of round.
+// await waits for rank r's part of round (or a later round's).
 func (a *area) await(k *call, r int, round uint32) error {
 	h := a.head(r, round)
 	return k.cc.WaitShared(k.ctx, r, &h.round, &h.roundSleepers, round)
@@ -146,6 +189,9 @@ func sharedAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 func sharedFold[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
 	p, me := k.cc.Size(), k.cc.Rank()
 	round := a.next()
+	if err := a.claim(k, round, readAfter, true, true); err != nil {
+		return err
+	}
 	copy(data[T](a, me, round, len(out)), out)
 	a.publish(me, round)
 	for r := range p {
@@ -171,6 +217,9 @@ func sharedFold[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
 func sharedScatter[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
 	p, me := k.cc.Size(), k.cc.Rank()
 	round := a.next()
+	if err := a.claim(k, round, readAfter, true, true); err != nil {
+		return err
+	}
 	n := len(out)
 	copy(data[T](a, me, round, n), out)
 	a.publish(me, round)
@@ -216,12 +265,80 @@ func sharedBarrier(k *call) error {
 	}
 	me := k.cc.Rank()
 	round := a.next()
+	a.claim(k, round, noData, true, false) // writes nothing: no wait
 	a.publish(me, round)
 	for r := range k.cc.Size() {
 		if r != me {
 			if err := a.await(k, r, round); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// sharedBcast copies root's buf into every rank's, topo.SharedChunk bytes
+// a round: root writes its slot, the others copy out of it and store the
+// round's number in their own header to say they have. The root waits for
+// nobody, and writes the next round into its other slot at once.
+func sharedBcast[T spmd.Number](k *call, buf []T, root int) error {
+	a, err := areaOf(k)
+	if a == nil || err != nil {
+		if err == nil {
+			err = treeBcast(k, buf, root, phaseMain)
+		}
+		return err
+	}
+	me := k.cc.Rank()
+	per := topo.SharedChunk / sizeOf[T]()
+	for lo := 0; lo < len(buf); lo += per {
+		part := buf[lo:min(lo+per, len(buf))]
+		round := a.next()
+		if err := a.claim(k, round, readBefore, false, me == root); err != nil {
+			return err
+		}
+		if me == root {
+			copy(data[T](a, me, round, len(part)), part)
+		} else {
+			if err := a.await(k, root, round); err != nil {
+				return err
+			}
+			copy(part, data[T](a, root, round, len(part)))
+		}
+		a.publish(me, round)
+	}
+	return nil
+}
+
+// sharedAllGather gathers the blocks of b into every rank's buf,
+// topo.SharedChunk bytes of each block a round: every rank writes its
+// block's piece and copies the others' out.
+func sharedAllGather[T spmd.Number](k *call, buf []T, b []int) error {
+	a, err := areaOf(k)
+	if a == nil || err != nil {
+		if err == nil {
+			err = recdblAllGather(k, buf, b)
+		}
+		return err
+	}
+	p, me := k.cc.Size(), k.cc.Rank()
+	per := topo.SharedChunk / sizeOf[T]()
+	for lo := 0; lo < b[1]-b[0]; lo += per {
+		n := min(per, b[1]-b[0]-lo)
+		round := a.next()
+		if err := a.claim(k, round, readAfter, true, true); err != nil {
+			return err
+		}
+		copy(data[T](a, me, round, n), buf[b[me]+lo:b[me]+lo+n])
+		a.publish(me, round)
+		for r := range p {
+			if r == me {
+				continue
+			}
+			if err := a.await(k, r, round); err != nil {
+				return err
+			}
+			copy(buf[b[r]+lo:b[r]+lo+n], data[T](a, r, round, n))
 		}
 	}
 	return nil

@@ -79,15 +79,16 @@ func (c *Comm) Lost(r int) error {
 	return e.unusable(c.ranks[r])
 }
 
-// WaitShared waits until *word, a word of c's shared memory (Shared), holds
-// want, as rank r of c stores it. It polls the word, on a host with more
-// ranks than cores handing the core on at every round as a waiting request
+// WaitShared waits until *word, a word of c's shared memory (Shared) that
+// rank r of c counts up, reaches want: until int32(*word-want) >= 0, so
+// that the count may wrap. It polls the word, on a host with more ranks
+// than cores handing the core on at every round as a waiting request
 // does, and once the poll budget is spent sleeps on the word; a rank that
 // stores a word must call WakeShared when *sleepers, the count that
 // WaitShared keeps beside it, is not zero. It returns an error when ctx
 // ends (its cause) or r is lost.
 func (c *Comm) WaitShared(ctx context.Context, r int, word, sleepers *atomic.Uint32, want uint32) error {
-	if word.Load() == want {
+	if reached(word, want) {
 		return nil
 	}
 	crowded := c.core.engine.crowded
@@ -98,7 +99,7 @@ func (c *Comm) WaitShared(ctx context.Context, r int, word, sleepers *atomic.Uin
 	done := ctx.Done()
 	var start time.Time
 	for i := 1; ; i++ {
-		if word.Load() == want {
+		if reached(word, want) {
 			return nil
 		}
 		if crowded { // as idler does, for the same reasons
@@ -126,17 +127,22 @@ func (c *Comm) WaitShared(ctx context.Context, r int, word, sleepers *atomic.Uin
 		// The budget is spent: sleep until r stores, looking at ctx and r
 		// now and then.
 		sleepers.Add(1)
-		if v := word.Load(); v != want {
+		if v := word.Load(); int32(v-want) < 0 {
 			w.wait(word, v, sharedNap)
 		}
 		sleepers.Add(^uint32(0))
-		if word.Load() == want {
+		if reached(word, want) {
 			return nil
 		}
 		if err := c.waitErr(done, ctx, r, word, want); err != nil {
 			return err
 		}
 	}
+}
+
+// reached reports whether the count in word has reached want.
+func reached(word *atomic.Uint32, want uint32) bool {
+	return int32(word.Load()-want) >= 0
 }
 
 // sharedNap is how long WaitShared sleeps before it looks at its context
@@ -152,7 +158,7 @@ func (c *Comm) waitErr(done <-chan struct{}, ctx context.Context, r int, word *a
 		return context.Cause(ctx)
 	default:
 	}
-	if err := c.Lost(r); err != nil && word.Load() != want {
+	if err := c.Lost(r); err != nil && !reached(word, want) {
 		return err
 	}
 	return nil

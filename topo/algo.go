@@ -96,12 +96,12 @@ func algoList(as []Algo) string {
 
 // applicable lists, per collective, the algorithms that implement it.
 var applicable = [...][]Algo{
-	Broadcast:     {Tree, Ring, Linear, Hierarchical},
+	Broadcast:     {Tree, Ring, Linear, Hierarchical, Shared},
 	Reduce:        {Tree, Ring, Rabenseifner, Linear, Hierarchical},
 	AllReduce:     {Ring, Tree, RecursiveDoubling, Rabenseifner, Hierarchical, Shared},
 	Gather:        {Linear, Tree},
 	Scatter:       {Linear, Tree},
-	AllGather:     {Ring, RecursiveDoubling, Linear, Hierarchical},
+	AllGather:     {Ring, RecursiveDoubling, Linear, Hierarchical, Shared},
 	ReduceScatter: {Ring, Rabenseifner, Linear},
 	AllToAll:      {Linear},
 	Barrier:       {RecursiveDoubling, Tree, Shared},

@@ -205,12 +205,27 @@ func (m Model) shared(coll Collective, s shape, n float64) float64 {
 	if coll == Barrier || n == 0 {
 		return wait
 	}
-	full := math.Floor(n / SharedChunk)
-	t := full * m.sharedRound(s, SharedChunk, wait)
-	if rest := n - full*SharedChunk; rest > 0 {
-		t += m.sharedRound(s, rest, wait)
+	p := float64(s.p)
+	copyIn := m.Local.Beta * m.share(s.perHost) // every rank copies at once
+	rounds := func(n float64, round func(c float64) float64) float64 {
+		full := math.Floor(n / SharedChunk)
+		t := full * round(SharedChunk)
+		if rest := n - full*SharedChunk; rest > 0 {
+			t += round(rest)
+		}
+		return t
 	}
-	return t
+	switch coll {
+	case Broadcast:
+		// The root copies in, then the p-1 others copy out at once.
+		return rounds(n, func(c float64) float64 {
+			return wait + c*m.Local.Beta + c*m.Local.Beta*m.share(s.p-1)
+		})
+	case AllGather:
+		// Every rank copies its block's piece in and the p-1 others' out.
+		return rounds(n/p, func(c float64) float64 { return wait + p*c*copyIn })
+	}
+	return rounds(n, func(c float64) float64 { return m.sharedRound(s, c, wait) })
 }
 
 // sharedRound is one round of c bytes of a Shared all-reduce, in which

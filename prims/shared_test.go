@@ -1,0 +1,71 @@
+package prims_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/gorun-hpc/gorun/prims"
+	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/spmdtest"
+	"github.com/gorun-hpc/gorun/topo"
+)
+
+// TestSharedRounds runs the shared algorithms back to back, with broadcasts
+// from every root among them, on ranks that dawdle at random: a rank that
+// has finished a broadcast's round goes on while another still copies out
+// of the root's slot, so whoever writes that slot next must wait for it
+// (the loose rounds). Buffers span several rounds; every result is checked.
+func TestSharedRounds(t *testing.T) {
+	const p = 4
+	all := prims.WithAlgo(topo.Shared)
+	spmdtest.Run(t, p, func(ctx context.Context, w *spmd.World) error {
+		rng := rand.New(rand.NewPCG(uint64(w.Rank()), 1))
+		dawdle := func() {
+			if rng.IntN(3) == 0 {
+				time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+			}
+		}
+		big := topo.SharedChunk/8 + 1000 // float64s: two rounds
+		for it := range 30 {
+			root := it % p
+			b := make([]float64, big)
+			if w.Rank() == root {
+				b = fill(big, func(i int) float64 { return float64(it*big + i) })
+			}
+			dawdle()
+			if err := prims.Broadcast(ctx, w.Comm, b, root, all); err != nil {
+				return err
+			}
+			if err := expect(fmt.Sprintf("broadcast %d from %d", it, root), b, big, func(i int) float64 { return float64(it*big + i) }); err != nil {
+				return err
+			}
+			dawdle()
+			s := fill(3000, func(i int) int32 { return int32(w.Rank()*i + it) })
+			if err := prims.AllReduce(ctx, w.Comm, s, prims.Sum[int32](), all); err != nil {
+				return err
+			}
+			if err := expect(fmt.Sprintf("all-reduce %d", it), s, 3000, func(i int) int32 { return int32(p*(p-1)/2*i + p*it) }); err != nil {
+				return err
+			}
+			dawdle()
+			g := make([]uint8, p*big)
+			mine := fill(big, func(i int) uint8 { return uint8(w.Rank() + i + it) })
+			if err := prims.AllGather(ctx, w.Comm, mine, g, all); err != nil {
+				return err
+			}
+			if err := expect(fmt.Sprintf("all-gather %d", it), g, p*big, func(i int) uint8 { return uint8(i/big + i%big + it) }); err != nil {
+				var bad []int
+				for i := range g {
+					if g[i] != uint8(i/big+i%big+it) {
+						bad = append(bad, i)
+					}
+				}
+				return fmt.Errorf("%w; %d wrong: %v", err, len(bad), bad[:min(len(bad), 10)])
+			}
+		}
+		return nil
+	})
+}
