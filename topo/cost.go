@@ -199,6 +199,17 @@ const SharedScatter = 8 << 10
 // over the Local link.
 const SharedLatency = 0.5
 
+// SharedBcastMin is the smallest broadcast the model gives the Shared
+// algorithm. Below it a root that broadcasts again and again is held back
+// by its two slots, while a message algorithm's root runs many calls ahead
+// through the rings and each receiver takes several when it gets a core:
+// bench/choice.sh on 2 cores measured linear 2-3x faster than shared at 8
+// B-1 KiB with 4 and 8 ranks, shared ahead from 2 KiB. Replayed over that
+// run (bench/replay), no bound gives 11 and 17 of 24 broadcast choices
+// within 15% of the fastest at np 4 and 8; 1 KiB 18 and 21, 2 KiB 19 and
+// 20, 8 KiB 17 and 18.
+const SharedBcastMin = 2 << 10
+
 // shared is a Shared algorithm of coll, round by round as prims runs it.
 func (m Model) shared(coll Collective, s shape, n float64) float64 {
 	wait := SharedLatency * m.alphaBusy(s, false, s.perHost)
@@ -217,6 +228,9 @@ func (m Model) shared(coll Collective, s shape, n float64) float64 {
 	}
 	switch coll {
 	case Broadcast:
+		if n < SharedBcastMin {
+			return math.Inf(1)
+		}
 		// The root copies in, then the p-1 others copy out at once.
 		return rounds(n, func(c float64) float64 {
 			return wait + c*m.Local.Beta + c*m.Local.Beta*m.share(s.p-1)
