@@ -231,10 +231,9 @@ func (m Model) shared(coll Collective, s shape, n float64) float64 {
 		if n < SharedBcastMin {
 			return math.Inf(1)
 		}
-		// The root copies in, then the p-1 others copy out at once.
-		return rounds(n, func(c float64) float64 {
-			return wait + c*m.Local.Beta + c*m.Local.Beta*m.share(s.p-1)
-		})
+		// The root copies a round in while the others copy the last one
+		// out: p copies of every byte share the host's cores.
+		return rounds(n, func(c float64) float64 { return wait + c*m.Local.Beta*m.share(s.p) })
 	case AllGather:
 		// Every rank copies its block's piece in and the p-1 others' out.
 		return rounds(n/p, func(c float64) float64 { return wait + p*c*copyIn })
