@@ -137,10 +137,13 @@ const syncWriteMax = 256<<10 + headerSize
 // small and no one else is writing, and makes sure that someone writes
 // the rest.
 func (p *peer) enqueue(r *reader, o *outgoing) {
+	// Once o is in the queue a poller may write it, complete it and put it
+	// back in the pool: it is not to be read after.
+	small := o.total <= syncWriteMax
 	p.out.mu.Lock()
 	p.out.q = append(p.out.q, o)
 	p.out.mu.Unlock()
-	if o.total <= syncWriteMax && p.sendMu.TryLock() {
+	if small && p.sendMu.TryLock() {
 		p.flush(r)
 		p.unlockSend()
 	}
