@@ -64,9 +64,11 @@ const (
 
 // areaOf returns the area of k's communicator, mapping it on first use,
 // or nil when its ranks cannot share memory (spmd.Comm.Shares): then the
-// Shared algorithms run recursive doubling instead, as the hierarchical
-// ones run on a single host, so that GORUN_ALGO=shared serves a job of
-// several hosts too. Every rank of the communicator gets the same answer.
+// Shared algorithms run message algorithms instead (recursive doubling, a
+// tree for broadcast), as the hierarchical ones run on a single host, so
+// that GORUN_ALGO=shared serves a job of several hosts too. Every rank of
+// the communicator gets the same answer. The area takes 2 slots of
+// topo.SharedChunk bytes per rank: 4 MiB for 8 ranks.
 func areaOf(k *call) (*area, error) {
 	st := k.st
 	st.mu.Lock()
