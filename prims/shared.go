@@ -30,13 +30,30 @@ import (
 // more ranks than cores, each rank has to run once per round, not once per
 // message.
 
-// slotHead is the header of a slot: the last round whose part is in it, the
-// last whose reduced block is, and how many ranks sleep waiting for either
-// to change (spmd.Comm.WaitShared).
+// slotHead is the header of a slot: the last round whose part is in it,
+// and the last whose reduced block is.
 type slotHead struct {
-	round, roundSleepers     atomic.Uint32
-	reduced, reducedSleepers atomic.Uint32
-	_                        [48]byte
+	part, reduced signal
+	_             [48]byte
+}
+
+// signal is a round number that one rank stores and others wait for, and
+// how many of them sleep waiting (spmd.Comm.WaitShared).
+type signal struct {
+	round, sleepers atomic.Uint32
+}
+
+// store says that round has come, waking whoever sleeps on it.
+func (g *signal) store(round uint32) {
+	g.round.Store(round)
+	if g.sleepers.Load() != 0 {
+		spmd.WakeShared(&g.round)
+	}
+}
+
+// wait waits until rank r, g's owner, has stored round (or a later one).
+func (g *signal) wait(k *call, r int, round uint32) error {
+	return k.cc.WaitShared(k.ctx, r, &g.round, &g.sleepers, round)
 }
 
 const slotStride = int(unsafe.Sizeof(slotHead{})) + topo.SharedChunk
@@ -130,33 +147,11 @@ func (a *area) claim(k *call, round uint32, kind roundKind, synced, write bool) 
 }
 
 // publish says that this rank's part of round is in its slot.
-func (a *area) publish(me int, round uint32) {
-	h := a.head(me, round)
-	h.round.Store(round)
-	if h.roundSleepers.Load() != 0 {
-		spmd.WakeShared(&h.round)
-	}
-}
+func (a *area) publish(me int, round uint32) { a.head(me, round).part.store(round) }
 
 // await waits for rank r's part of round (or a later round's).
 func (a *area) await(k *call, r int, round uint32) error {
-	h := a.head(r, round)
-	return k.cc.WaitShared(k.ctx, r, &h.round, &h.roundSleepers, round)
-}
-
-// publishReduced says that this rank's reduced block of round is in its slot.
-func (a *area) publishReduced(me int, round uint32) {
-	h := a.head(me, round)
-	h.reduced.Store(round)
-	if h.reducedSleepers.Load() != 0 {
-		spmd.WakeShared(&h.reduced)
-	}
-}
-
-// awaitReduced waits for rank r's reduced block of round.
-func (a *area) awaitReduced(k *call, r int, round uint32) error {
-	h := a.head(r, round)
-	return k.cc.WaitShared(k.ctx, r, &h.reduced, &h.reducedSleepers, round)
+	return a.head(r, round).part.wait(k, r, round)
 }
 
 // sharedAllReduce reduces buf in rounds of up to topo.SharedChunk bytes:
@@ -242,12 +237,12 @@ func sharedScatter[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
 		}
 	}
 	copy(data[T](a, me, round, n)[lo:hi], acc)
-	a.publishReduced(me, round)
+	a.head(me, round).reduced.store(round)
 	for r := range p {
 		if r == me {
 			continue
 		}
-		if err := a.awaitReduced(k, r, round); err != nil {
+		if err := a.head(r, round).reduced.wait(k, r, round); err != nil {
 			return err
 		}
 		rlo, rhi := Block(n, p, r)
