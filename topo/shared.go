@@ -1,0 +1,81 @@
+package topo
+
+import "math"
+
+// The cost of the Shared algorithms, which run on memory that the ranks of
+// one host share instead of messages (package prims): rounds in which
+// every rank stores a round's number and waits for the others'.
+
+// SharedChunk is how many bytes of its part a rank publishes in one round
+// of a Shared algorithm (the size of its slot in the shared memory); a
+// larger buffer takes several rounds. Against 32 KiB and 1 MiB, collbench
+// all-reduce on 2 cores, 3 runs: 16 MiB at np 8 34.5 ms against 41.8 and
+// 47.0, at np 4 15.3 against 20.2 and 15.7.
+const SharedChunk = 256 << 10
+
+// SharedScatter is the size of a round of a Shared all-reduce from which
+// each rank reduces one block of the parts and copies the others' reduced
+// blocks (two waits) instead of reducing all of every part (one wait).
+// collbench on 2 cores, 5 runs, fold against scatter: np 4 2 KiB 12 us
+// against 14, 8 KiB 20 against 18; np 8 26 against 38, 44 against 41.
+const SharedScatter = 8 << 10
+
+// SharedLatency is the latency of one wait of a Shared algorithm, in
+// which every rank stores a word and waits for the others' (a cache line
+// from every rank, no message), as a fraction of the alpha of a message
+// over the Local link.
+const SharedLatency = 0.5
+
+// SharedBcastMin is the smallest broadcast the model gives the Shared
+// algorithm. Below it a root that broadcasts again and again is held back
+// by its two slots, while a message algorithm's root runs many calls ahead
+// through the rings and each receiver takes several when it gets a core:
+// bench/choice.sh on 2 cores measured linear 2-3x faster than shared at 8
+// B-1 KiB with 4 and 8 ranks, shared ahead from 2 KiB. Replayed over that
+// run (bench/replay), no bound gives 11 and 17 of 24 broadcast choices
+// within 15% of the fastest at np 4 and 8; 1 KiB 18 and 21, 2 KiB 19 and
+// 20, 8 KiB 17 and 18.
+const SharedBcastMin = 2 << 10
+
+// shared is a Shared algorithm of coll, round by round as prims runs it.
+func (m Model) shared(coll Collective, s shape, n float64) float64 {
+	wait := SharedLatency * m.alphaBusy(s, false, s.perHost)
+	if coll == Barrier || n == 0 {
+		return wait
+	}
+	p := float64(s.p)
+	copyIn := m.Local.Beta * m.share(s.perHost) // every rank copies at once
+	rounds := func(n float64, round func(c float64) float64) float64 {
+		full := math.Floor(n / SharedChunk)
+		t := full * round(SharedChunk)
+		if rest := n - full*SharedChunk; rest > 0 {
+			t += round(rest)
+		}
+		return t
+	}
+	switch coll {
+	case Broadcast:
+		if n < SharedBcastMin {
+			return math.Inf(1)
+		}
+		// The root copies a round in while the others copy the last one
+		// out: p copies of every byte share the host's cores.
+		return rounds(n, func(c float64) float64 { return wait + c*m.Local.Beta*m.share(s.p) })
+	case AllGather:
+		// Every rank copies its block's piece in and the p-1 others' out.
+		return rounds(n/p, func(c float64) float64 { return wait + p*c*copyIn })
+	}
+	return rounds(n, func(c float64) float64 { return m.sharedRound(s, c, wait) })
+}
+
+// sharedRound is one round of c bytes of a Shared all-reduce, in which
+// every rank at once copies its part in and either reduces the other p-1
+// parts (a fold) or reduces one block of every part and copies the other
+// blocks out (a scatter, two waits).
+func (m Model) sharedRound(s shape, c, wait float64) float64 {
+	b, g, p := m.Local.Beta*m.share(s.perHost), m.gamma(s.perHost), float64(s.p)
+	if c < SharedScatter {
+		return wait + c*b + (p-1)*c*g
+	}
+	return 2*wait + 2*c*b + (p-1)/p*c*g
+}
