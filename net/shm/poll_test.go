@@ -35,13 +35,21 @@ func TestLingerDelivers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	seen := 0 // rounds whose check came while the linger had to last
 	for round := range 20 {
 		c.ts[1].BeginPoll()
 		send(2 * round)
 		pollUntil(t, c, 1, 2*round+1)
+		start := time.Now()
 		c.ts[1].EndPoll()
-		if got := hdr.pollers.Load(); got != 1 {
-			t.Fatalf("round %d: %d pollers registered right after EndPoll of a session that delivered; want 1 (lingering)", round, got)
+		got := hdr.pollers.Load()
+		// The linger lasts at least lingerFor from EndPoll; a check that a
+		// busy host delays longer proves nothing either way.
+		if time.Since(start) < lingerFor {
+			if got != 1 {
+				t.Fatalf("round %d: %d pollers registered right after EndPoll of a session that delivered; want 1 (lingering)", round, got)
+			}
+			seen++
 		}
 		send(2*round + 1) // nobody polls: the end of the linger delivers it
 		c.rs[1].WaitMsgs(t, 2*round+2)
@@ -52,6 +60,9 @@ func TestLingerDelivers(t *testing.T) {
 			}
 			time.Sleep(lingerFor)
 		}
+	}
+	if seen == 0 {
+		t.Logf("no check of the linger came within %v of its EndPoll: the host was too busy to see it", lingerFor)
 	}
 	// Back to the receiver goroutine: a message now rings the doorbell.
 	send(40)

@@ -17,6 +17,19 @@ type agentPeer struct {
 	w    *io.PipeWriter
 	r    *bufio.Reader
 	done chan int
+	// held keeps the output frames that next passed over: a rank's first
+	// output may come before the frame that says it started.
+	held []Frame
+}
+
+// frame returns the next frame, held ones first.
+func (p *agentPeer) frame() (Frame, error) {
+	if len(p.held) > 0 {
+		f := p.held[0]
+		p.held = p.held[1:]
+		return f, nil
+	}
+	return readFrame(p.r)
 }
 
 func startAgent(t *testing.T) *agentPeer {
@@ -56,6 +69,7 @@ func (p *agentPeer) next(typ byte) Frame {
 			continue
 		}
 		if typ != frameOutput && f.Type == frameOutput {
+			p.held = append(p.held, f)
 			continue
 		}
 		p.t.Fatalf("got frame %+v, want type %d", f, typ)
@@ -85,7 +99,7 @@ func TestAgentProtocol(t *testing.T) {
 	p.send(Frame{Type: frameStdin, Host: 1, Rank: 5})
 	var out, errOut strings.Builder
 	for {
-		f, err := readFrame(p.r)
+		f, err := p.frame()
 		if err != nil {
 			t.Fatal(err)
 		}
