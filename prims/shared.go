@@ -180,49 +180,26 @@ func sharedAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 	return nil
 }
 
-// sharedFold is a round in which every rank folds all the parts in rank
-// order, (p0 op p1) op p2 ..., so that all get the same bits whatever the
-// op: one wait per rank, (p-1)n elements reduced by each.
-func sharedFold[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
-	p, me := k.cc.Size(), k.cc.Rank()
+// put starts an all-reduce round: it waits until this rank's slot is
+// free, copies its part in and says so.
+func put[T spmd.Number](k *call, a *area, part []T) (uint32, error) {
+	me := k.cc.Rank()
 	round := a.next()
 	if err := a.claim(k, round, readAfter, true, true); err != nil {
-		return err
+		return 0, err
 	}
-	copy(data[T](a, me, round, len(out)), out)
+	copy(data[T](a, me, round, len(part)), part)
 	a.publish(me, round)
-	for r := range p {
-		if r != me {
-			if err := a.await(k, r, round); err != nil {
-				return err
-			}
-		}
-		switch {
-		case r == 0 && me != 0:
-			copy(out, data[T](a, 0, round, len(out)))
-		case r != 0:
-			op.reduce(out, data[T](a, r, round, len(out)))
-		}
-	}
-	return nil
+	return round, nil
 }
 
-// sharedScatter is a round in which rank r folds only block r of the parts
-// (Block's cut), in rank order, and leaves it in its own slot in place of
-// its part, where every rank copies it from: two waits per rank, n
-// elements reduced by each rank in all.
-func sharedScatter[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
-	p, me := k.cc.Size(), k.cc.Rank()
-	round := a.next()
-	if err := a.claim(k, round, readAfter, true, true); err != nil {
-		return err
-	}
-	n := len(out)
-	copy(data[T](a, me, round, n), out)
-	a.publish(me, round)
-	lo, hi := Block(n, p, me)
-	acc := out[lo:hi]
-	for r := range p {
+// foldParts folds elements lo to hi of every rank's part of round, n
+// elements each, into acc as they come, in rank order, (p0 op p1) op p2
+// ..., so that every rank that folds them gets the same bits whatever the
+// op. acc holds this rank's own elements on entry.
+func foldParts[T spmd.Number](k *call, a *area, round uint32, n, lo, hi int, op Op[T], acc []T) error {
+	me := k.cc.Rank()
+	for r := range k.cc.Size() {
 		if r != me {
 			if err := a.await(k, r, round); err != nil {
 				return err
@@ -235,6 +212,35 @@ func sharedScatter[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
 		case r != 0:
 			op.reduce(acc, src)
 		}
+	}
+	return nil
+}
+
+// sharedFold is a round in which every rank folds all the parts: one wait
+// per rank, (p-1)n elements reduced by each.
+func sharedFold[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
+	round, err := put(k, a, out)
+	if err != nil {
+		return err
+	}
+	return foldParts(k, a, round, len(out), 0, len(out), op, out)
+}
+
+// sharedScatter is a round in which rank r folds only block r of the parts
+// (Block's cut) and leaves it in its own slot in place of its part, where
+// every rank copies it from: two waits per rank, n elements reduced by
+// each rank in all.
+func sharedScatter[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
+	p, me := k.cc.Size(), k.cc.Rank()
+	round, err := put(k, a, out)
+	if err != nil {
+		return err
+	}
+	n := len(out)
+	lo, hi := Block(n, p, me)
+	acc := out[lo:hi]
+	if err := foldParts(k, a, round, n, lo, hi, op, acc); err != nil {
+		return err
 	}
 	copy(data[T](a, me, round, n)[lo:hi], acc)
 	a.head(me, round).reduced.store(round)
