@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestProcesses runs collbench under gorun on 2, 3 and 4 ranks of this
+// host with its reference check, every collective with the algorithms topo
+// chooses and the shared ones forced: real processes over shared memory,
+// where the in-process tests map one file several times in one process.
+func TestProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the jobs of real processes")
+	}
+	dir := t.TempDir()
+	gorunBin, benchBin := filepath.Join(dir, "gorun"), filepath.Join(dir, "collbench")
+	for bin, pkg := range map[string]string{gorunBin: "../../cmd/gorun", benchBin: "."} {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, out)
+		}
+	}
+	runs := [][]string{
+		{"--op", "all"},
+		{"--op", "allreduce,broadcast,allgather", "--algo", "shared"},
+		{"--op", "allreduce", "--algo", "shared", "--type", "int64", "--redop", "max"},
+	}
+	for _, np := range []int{2, 3, 4} {
+		for _, extra := range runs {
+			args := append([]string{"-np", fmt.Sprint(np), "--timeout", "2m", benchBin,
+				"-c", "1", "-b", "8", "-e", "1M", "-f", "32", "-n", "2", "-w", "1"}, extra...)
+			t.Run(fmt.Sprintf("np=%d/%s", np, strings.Join(extra, " ")), func(t *testing.T) {
+				cmd := exec.Command(gorunBin, args...)
+				cmd.WaitDelay = 10 * time.Second
+				var stderr strings.Builder
+				cmd.Stderr = &stderr
+				out, err := cmd.Output()
+				if err != nil {
+					t.Fatalf("gorun %v: %v\n%s%s", args, err, out, stderr.String())
+				}
+				rows := 0
+				for _, l := range strings.Split(string(out), "\n") {
+					f := strings.Fields(l)
+					if len(f) != 11 || !slices.Contains(opNames, f[0]) {
+						continue
+					}
+					rows++
+					if f[10] != "0" {
+						t.Errorf("wrong elements: %s", l)
+					}
+					if len(extra) > 2 && f[6] != "shared" {
+						t.Errorf("ran %s, want the forced shared: %s", f[6], l)
+					}
+				}
+				if rows == 0 {
+					t.Fatalf("no results:\n%s", out)
+				}
+			})
+		}
+	}
+}
