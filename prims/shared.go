@@ -88,23 +88,26 @@ const (
 // topo.SharedChunk bytes per rank: 4 MiB for 8 ranks.
 func areaOf(k *call) (*area, error) {
 	st := k.st
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.area == nil {
-		st.area = &area{}
-		if k.cc.Shares() {
-			mem, err := k.cc.Shared(2 * k.cc.Size() * slotStride)
-			if err != nil {
-				st.area = nil
-				return nil, err
+	a := st.area.Load()
+	if a == nil {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if a = st.area.Load(); a == nil {
+			a = &area{}
+			if k.cc.Shares() {
+				mem, err := k.cc.Shared(2 * k.cc.Size() * slotStride)
+				if err != nil {
+					return nil, err
+				}
+				a.mem = mem
 			}
-			st.area.mem = mem
+			st.area.Store(a)
 		}
 	}
-	if st.area.mem == nil {
+	if a.mem == nil {
 		return nil, nil
 	}
-	return st.area, nil
+	return a, nil
 }
 
 func (a *area) head(r int, round uint32) *slotHead {

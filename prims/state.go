@@ -47,6 +47,9 @@ type state struct {
 	// replaced under it.
 	merged atomic.Pointer[merged]
 	recent [recentChoices]atomic.Pointer[choice]
+	// area is the Shared algorithms' memory, mapped on first use (under
+	// mu) and then read without the lock by every call.
+	area atomic.Pointer[area]
 	// lent says the scratch buffer is lent out; whoever set it owns
 	// scratch until it clears it.
 	lent    atomic.Bool
@@ -55,7 +58,6 @@ type state struct {
 	mu sync.Mutex
 	// protects following
 	hier    *hier
-	area    *area                   // the Shared algorithms' memory, mapped on first use
 	choices map[choiceKey]topo.Algo // topo.Choose's answers, which depend only on these
 }
 
