@@ -142,8 +142,18 @@ func createSegment(path string, rings, ringSize int, mac [32]byte) (*segment, er
 
 // mapSegment sizes the file behind fd (if it is new) and maps it.
 func mapSegment(fd int, path string, rings, ringSize int) (*segment, error) {
-	size := segmentSize(rings, ringSize)
-	if err := unix.Fchmod(fd, 0o600); err != nil { // in spite of the umask
+	mem, err := sizeAndMap(fd, path, segmentSize(rings, ringSize))
+	if err != nil {
+		return nil, err
+	}
+	return &segment{path: path, mem: mem, hdr: (*segHeader)(unsafe.Pointer(&mem[0])), ringSize: ringSize, rings: rings}, nil
+}
+
+// sizeAndMap makes the file behind fd readable by this user only, in
+// spite of the umask, gives it size bytes (keeping them if it has them)
+// and maps them shared.
+func sizeAndMap(fd int, path string, size int) ([]byte, error) {
+	if err := unix.Fchmod(fd, 0o600); err != nil {
 		return nil, fmt.Errorf("chmod %s: %w", path, err)
 	}
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {
@@ -153,7 +163,7 @@ func mapSegment(fd int, path string, rings, ringSize int) (*segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mapping %s: %w", path, err)
 	}
-	return &segment{path: path, mem: mem, hdr: (*segHeader)(unsafe.Pointer(&mem[0])), ringSize: ringSize, rings: rings}, nil
+	return mem, nil
 }
 
 // openSegment maps the segment at path if it exists, belongs to this user

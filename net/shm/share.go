@@ -91,15 +91,9 @@ func mapShared(path string, size, users int) ([]byte, error) {
 	case st.Size != 0 && st.Size != int64(size):
 		return nil, fmt.Errorf("%w: %s has %d bytes, want %d (ranks disagree on the area?)", errAuth, path, st.Size, size)
 	}
-	if err := unix.Fchmod(fd, 0o600); err != nil {
-		return nil, fmt.Errorf("shm: chmod %s: %w", path, err)
-	}
-	if err := unix.Ftruncate(fd, int64(size)); err != nil {
-		return nil, fmt.Errorf("shm: sizing %s to %d bytes: %w", path, size, err)
-	}
-	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := sizeAndMap(fd, path, size)
 	if err != nil {
-		return nil, fmt.Errorf("shm: mapping %s: %w", path, err)
+		return nil, fmt.Errorf("shm: %w", err)
 	}
 	if int((*atomic.Int32)(unsafe.Pointer(&mem[0])).Add(1)) == users {
 		unix.Unlink(path) // failing, it leaves the file to Cleanup
