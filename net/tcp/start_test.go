@@ -49,6 +49,16 @@ func (d *doneRec) wait(t *testing.T) error {
 	return d.err
 }
 
+// waitAll waits for every started send of dones to succeed.
+func waitAll(t *testing.T, dones []*doneRec) {
+	t.Helper()
+	for _, d := range dones {
+		if err := d.wait(t); err != nil {
+			t.Fatalf("a started send failed: %v", err)
+		}
+	}
+}
+
 // told reports whether the send was told its outcome.
 func (d *doneRec) told() bool {
 	select {
@@ -121,11 +131,7 @@ func TestStartSendOrder(t *testing.T) {
 	for seq, m := range rs[1].WaitMsgs(t, n) {
 		checkSeqPayload(t, m, 3, seq)
 	}
-	for _, d := range dones {
-		if err := d.wait(t); err != nil {
-			t.Fatalf("a started send that arrived failed: %v", err)
-		}
-	}
+	waitAll(t, dones)
 }
 
 // TestStartSendReturnsAtOnce: with the receiver reading nothing, started
@@ -143,11 +149,7 @@ func TestStartSendReturnsAtOnce(t *testing.T) {
 		t.Fatal("the last of 64 MiB of started sends completed with the receiver reading nothing")
 	}
 	close(release)
-	for _, d := range dones {
-		if err := d.wait(t); err != nil {
-			t.Fatal(err)
-		}
-	}
+	waitAll(t, dones)
 	for seq, m := range rs[1].WaitMsgs(t, 17) {
 		checkSeqPayload(t, m, 4, seq)
 	}
@@ -169,11 +171,7 @@ func TestPollWritesQueue(t *testing.T) {
 	close(release)
 	pollUntil(t, ts[0], "four started sends", func() bool { return dones[3].told() })
 	ts[0].EndPoll()
-	for _, d := range dones {
-		if err := d.wait(t); err != nil {
-			t.Fatal(err)
-		}
-	}
+	waitAll(t, dones)
 	for seq, m := range rs[1].WaitMsgs(t, 9) {
 		checkSeqPayload(t, m, 5, seq)
 	}
