@@ -51,6 +51,9 @@ func (g *signal) store(round uint32) {
 	}
 }
 
+// reached reports whether g's owner has stored round (or a later one).
+func (g *signal) reached(round uint32) bool { return int32(g.round.Load()-round) >= 0 }
+
 // wait waits until rank r, g's owner, has stored round (or a later one).
 func (g *signal) wait(k *call, r int, round uint32) error {
 	return k.cc.WaitShared(k.ctx, r, &g.round, &g.sleepers, round)
@@ -67,6 +70,7 @@ type area struct {
 	// this rank saw every rank store its number.
 	kind   [2]roundKind
 	synced [2]bool
+	todo   []int // the other ranks, for asReady
 }
 
 // roundKind is how the ranks read a round's data, which says when they are
@@ -93,7 +97,7 @@ func areaOf(k *call) (*area, error) {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		if a = st.area.Load(); a == nil {
-			a = &area{}
+			a = &area{todo: make([]int, 0, k.cc.Size())}
 			if k.cc.Shares() {
 				mem, err := k.cc.Shared(2 * k.cc.Size() * slotStride)
 				if err != nil {
@@ -155,6 +159,42 @@ func (a *area) publish(me int, round uint32) { a.head(me, round).part.store(roun
 // await waits for rank r's part of round (or a later round's).
 func (a *area) await(k *call, r int, round uint32) error {
 	return a.head(r, round).part.wait(k, r, round)
+}
+
+// asReady runs do(r) for every other rank r once the signal sig(r) of r's
+// slot for round has come, taking the ranks as they come, from this rank's
+// successor on: it waits only when none of those left is ready. On a host
+// with more ranks than cores a rank that waited for the ranks in order
+// would sit idle behind one that has not had a core yet while others' data
+// is there to copy. All-gather on 2 cores against in-order waits, medians
+// of 5 alternating collbench runs: np 4 at 1 MiB 470 -> 414 us, 4 MiB
+// 1976 -> 1772, 8 MiB 4787 -> 4322; np 8 within the noise.
+func (a *area) asReady(k *call, round uint32, sig func(r int) *signal, do func(r int)) error {
+	p, me := k.cc.Size(), k.cc.Rank()
+	todo := a.todo[:0]
+	for i := 1; i < p; i++ {
+		todo = append(todo, (me+i)%p)
+	}
+	for len(todo) > 0 {
+		left := todo[:0]
+		for _, r := range todo {
+			if sig(r).reached(round) {
+				do(r)
+			} else {
+				left = append(left, r)
+			}
+		}
+		if len(left) == len(todo) {
+			r := left[0]
+			if err := sig(r).wait(k, r, round); err != nil {
+				return err
+			}
+			do(r)
+			left = left[1:]
+		}
+		todo = left
+	}
+	return nil
 }
 
 // sharedAllReduce reduces buf in rounds of up to topo.SharedChunk bytes:
@@ -247,17 +287,12 @@ func sharedScatter[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
 	}
 	copy(data[T](a, me, round, n)[lo:hi], acc)
 	a.head(me, round).reduced.store(round)
-	for r := range p {
-		if r == me {
-			continue
-		}
-		if err := a.head(r, round).reduced.wait(k, r, round); err != nil {
-			return err
-		}
-		rlo, rhi := Block(n, p, r)
-		copy(out[rlo:rhi], data[T](a, r, round, n)[rlo:rhi])
-	}
-	return nil
+	return a.asReady(k, round,
+		func(r int) *signal { return &a.head(r, round).reduced },
+		func(r int) {
+			rlo, rhi := Block(n, p, r)
+			copy(out[rlo:rhi], data[T](a, r, round, n)[rlo:rhi])
+		})
 }
 
 // sharedBarrier is one round without data.
@@ -327,7 +362,7 @@ func sharedAllGather[T spmd.Number](k *call, buf []T, b []int) error {
 		}
 		return err
 	}
-	p, me := k.cc.Size(), k.cc.Rank()
+	me := k.cc.Rank()
 	per := topo.SharedChunk / sizeOf[T]()
 	for lo := 0; lo < b[1]-b[0]; lo += per {
 		n := min(per, b[1]-b[0]-lo)
@@ -337,14 +372,11 @@ func sharedAllGather[T spmd.Number](k *call, buf []T, b []int) error {
 		}
 		copy(data[T](a, me, round, n), buf[b[me]+lo:b[me]+lo+n])
 		a.publish(me, round)
-		for r := range p {
-			if r == me {
-				continue
-			}
-			if err := a.await(k, r, round); err != nil {
-				return err
-			}
-			copy(buf[b[r]+lo:b[r]+lo+n], data[T](a, r, round, n))
+		err := a.asReady(k, round,
+			func(r int) *signal { return &a.head(r, round).part },
+			func(r int) { copy(buf[b[r]+lo:b[r]+lo+n], data[T](a, r, round, n)) })
+		if err != nil {
+			return err
 		}
 	}
 	return nil
