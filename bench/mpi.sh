@@ -8,10 +8,15 @@
 #   MODE=tcp bench/mpi.sh                # make bench-tcp: both over TCP only
 #   OPS="allreduce" NPS="2 4" MAX=16M ITERS=10 bench/mpi.sh
 #
-# Sizes below SPLIT (64K) run ITERS_SMALL iterations (1000), where one
-# iteration takes microseconds and a few dozen would time the scheduler;
-# the rest run ITERS. Each side runs REPS times (3), alternating, and each
-# size counts with its median.
+# Sizes below SPLIT (64K) run ITERS_SMALL iterations (10000) after
+# WARM_SMALL warm-up ones (1000), as the OSU micro-benchmarks run small
+# messages: one iteration takes microseconds, and a series of 1000 timed
+# one scheduler pause of a millisecond or two as much as the calls
+# themselves. The rest run ITERS after WARM. Each side runs REPS times
+# (5), alternating, and each size counts with its median: on 2 cores with
+# more ranks than cores a whole run is fast or slow by up to 3x (on both
+# sides), as the ranks happen to share the cores, and a median of 3 runs
+# still moved a size's ratio by a third.
 #
 # MODE=default runs each side as it runs out of the box: gorun with shared
 # memory between the ranks of a host, mpirun --oversubscribe with its
@@ -28,10 +33,11 @@ NPS=${NPS:-"2 4 8"}
 MIN=${MIN:-8}
 MAX=${MAX:-64M}
 ITERS=${ITERS:-20}
-ITERS_SMALL=${ITERS_SMALL:-1000}
+ITERS_SMALL=${ITERS_SMALL:-10000}
 SPLIT=${SPLIT:-64K}
-REPS=${REPS:-3}
+REPS=${REPS:-5}
 WARM=${WARM:-5}
+WARM_SMALL=${WARM_SMALL:-1000}
 OUT=${OUT:-bench/out}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/gorun-bench.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
@@ -52,8 +58,8 @@ mpicc -O2 -o "$dir/coll" bench/mpi/coll.c
 bytes() { numfmt --from=iec "$1"; }
 split=$(bytes "$SPLIT") min=$(bytes "$MIN") max=$(bytes "$MAX")
 passes=""
-[ "$min" -lt "$split" ] && passes="$min:$(( (max < split ? max : split / 2) )):$ITERS_SMALL"
-[ "$max" -ge "$split" ] && passes="$passes $(( min > split ? min : split )):$max:$ITERS"
+[ "$min" -lt "$split" ] && passes="$min:$(( (max < split ? max : split / 2) )):$ITERS_SMALL:$WARM_SMALL"
+[ "$max" -ge "$split" ] && passes="$passes $(( min > split ? min : split )):$max:$ITERS:$WARM"
 
 series=""
 for op in $OPS; do
@@ -62,13 +68,14 @@ for op in $OPS; do
 		: >"$g"; : >"$o"
 		for rep in $(seq "$REPS"); do
 			for pass in $passes; do
-				lo=${pass%%:*} rest=${pass#*:} hi=${rest%%:*} n=${rest#*:}
+				lo=${pass%%:*} rest=${pass#*:} hi=${rest%%:*} rest=${rest#*:}
+				n=${rest%%:*} w=${rest#*:}
 				env $gorun_env "$dir/gorun" -np "$np" "$dir/collbench" --op "$op" \
-					-b "$lo" -e "$hi" -n "$n" -w "$WARM" >>"$g" 2>"$g.err" ||
+					-b "$lo" -e "$hi" -n "$n" -w "$w" >>"$g" 2>"$g.err" ||
 					{ cat "$g.err" >&2; exit 1; }
 				# shellcheck disable=SC2086
 				mpirun $ompi_mca --oversubscribe --allow-run-as-root -np "$np" \
-					"$dir/coll" -op "$op" -b "$lo" -e "$hi" -n "$n" -w "$WARM" >>"$o"
+					"$dir/coll" -op "$op" -b "$lo" -e "$hi" -n "$n" -w "$w" >>"$o"
 			done
 		done
 		series="$series|$op np $np|$g|$o"
