@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -83,6 +84,43 @@ func TestProcessHello(t *testing.T) {
 			sort.Strings(want)
 			if strings.Join(got, "\n") != strings.Join(want, "\n") {
 				t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+// Ranks that reach the others of their host over TCP run with their share
+// of the cores as Go processors, unless GOMAXPROCS is set; ranks that share
+// memory keep all of them.
+func TestProcessShareCores(t *testing.T) {
+	const np = 4
+	share := max(1, runtime.NumCPU()/np)
+	for _, c := range []struct {
+		name, transport, procs string
+		want                   int
+	}{
+		{"tcp", "tcp", "", share},
+		{"tcp with GOMAXPROCS", "tcp", "3", 3},
+		{"shm", "shm", "", runtime.NumCPU()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("GORUN_TRANSPORT", c.transport)
+			t.Setenv("GOMAXPROCS", c.procs) // and restores it after
+			if c.procs == "" {
+				os.Unsetenv("GOMAXPROCS")
+			}
+			out, code := gorun(t, time.Minute, "-np", fmt.Sprint(np), ranksBin, "procs")
+			if code != 0 {
+				t.Fatalf("exit %d:\n%s", code, out)
+			}
+			got := regexp.MustCompile(`rank \d+ GOMAXPROCS=(\d+)`).FindAllStringSubmatch(out, -1)
+			if len(got) != np {
+				t.Fatalf("%d ranks reported GOMAXPROCS, want %d:\n%s", len(got), np, out)
+			}
+			for _, m := range got {
+				if m[1] != fmt.Sprint(c.want) {
+					t.Errorf("%s: want GOMAXPROCS=%d on %d cores", m[0], c.want, runtime.NumCPU())
+				}
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -44,6 +45,9 @@ func main() {
 		err = offerCrash(ctx, w)
 	case "sharedcrash":
 		err = sharedCrash(ctx, w)
+	case "procs":
+		fmt.Printf("rank %d GOMAXPROCS=%d\n", w.Rank(), runtime.GOMAXPROCS(0))
+		err = w.Barrier(ctx)
 	}
 	if err != nil {
 		fmt.Println("error:", err)
