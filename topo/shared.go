@@ -26,16 +26,20 @@ const SharedScatter = 8 << 10
 // over the Local link.
 const SharedLatency = 0.5
 
-// SharedBcastMin is the smallest broadcast the model gives the Shared
-// algorithm. Below it a root that broadcasts again and again is held back
-// by its two slots, while a message algorithm's root runs many calls ahead
-// through the rings and each receiver takes several when it gets a core:
-// bench/choice.sh on 2 cores measured linear 2-3x faster than shared at 8
-// B-1 KiB with 4 and 8 ranks, shared ahead from 2 KiB. Replayed over that
-// run (bench/replay), no bound gives 11 and 17 of 24 broadcast choices
-// within 15% of the fastest at np 4 and 8; 1 KiB 18 and 21, 2 KiB 19 and
-// 20, 8 KiB 17 and 18.
-const SharedBcastMin = 2 << 10
+// SharedCell is the largest broadcast that the Shared algorithm sends
+// through its ring of SharedCells cells, in which a root runs up to
+// SharedCells broadcasts ahead of the others, instead of its two slots,
+// which held the root to one broadcast ahead: there linear and tree were
+// 2-3x faster than shared below 2 KiB. Broadcast on 2 cores, medians of 3
+// alternating collbench runs, 2 KiB cells (slots above) against 16 KiB:
+// np 4 at 4 / 8 / 16 KiB 6 / 6 / 10 us against 2 / 3 / 4 (linear 13 / 12
+// / 16), np 8 12 / 14 / 18 against 5 / 5 / 7 (linear 24 / 30 / 43); at 32
+// KiB, slots in both, the same.
+const SharedCell = 16 << 10
+
+// SharedCells is how many broadcasts of up to SharedCell bytes a root may
+// run ahead of the slowest rank.
+const SharedCells = 32
 
 // shared is a Shared algorithm of coll, round by round as prims runs it.
 func (m Model) shared(coll Collective, s shape, n float64) float64 {
@@ -55,11 +59,8 @@ func (m Model) shared(coll Collective, s shape, n float64) float64 {
 	}
 	switch coll {
 	case Broadcast:
-		if n < SharedBcastMin {
-			return math.Inf(1)
-		}
-		// The root copies a round in while the others copy the last one
-		// out: p copies of every byte share the host's cores.
+		// The root copies a round (or a cell) in while the others copy
+		// the last one out: p copies of every byte share the host's cores.
 		return rounds(n, func(c float64) float64 { return wait + c*m.Local.Beta*m.share(s.p) })
 	case AllGather:
 		// Every rank copies its block's piece in and the p-1 others' out.
