@@ -23,6 +23,9 @@
 # default transports (vader shared memory). MODE=tcp forces TCP on both
 # (GORUN_TRANSPORT=tcp; --mca pml ob1 --mca btl tcp,self).
 # Results go to bench/out/MODE.txt and bench/out/MODE.svg (OUT to change).
+# The table ends with the share of CPU time that the hypervisor stole
+# during each series (/proc/stat): a series run while others took the
+# cores is slow on whichever side ran then, by up to 3x.
 #
 # Needs go, mpicc and mpirun (Debian: openmpi-bin, libopenmpi-dev).
 set -eu
@@ -61,11 +64,17 @@ passes=""
 [ "$min" -lt "$split" ] && passes="$min:$(( (max < split ? max : split / 2) )):$ITERS_SMALL:$WARM_SMALL"
 [ "$max" -ge "$split" ] && passes="$passes $(( min > split ? min : split )):$max:$ITERS:$WARM"
 
-series=""
+# cpu prints the steal and total jiffies of all CPUs so far (/proc/stat):
+# time the hypervisor gave this machine's CPUs to others, which lands on
+# whichever side runs then.
+cpu() { awk '/^cpu / { print $9, $2+$3+$4+$5+$6+$7+$8+$9; exit }' /proc/stat 2>/dev/null || echo "0 0"; }
+
+series="" steal=""
 for op in $OPS; do
 	for np in $NPS; do
 		g="$dir/gorun.$op.$np" o="$dir/ompi.$op.$np"
 		: >"$g"; : >"$o"
+		before=$(cpu)
 		for rep in $(seq "$REPS"); do
 			for pass in $passes; do
 				lo=${pass%%:*} rest=${pass#*:} hi=${rest%%:*} rest=${rest#*:}
@@ -79,6 +88,8 @@ for op in $OPS; do
 			done
 		done
 		series="$series|$op np $np|$g|$o"
+		steal="$steal$(echo "$before $(cpu)" | awk -v s="$op np $np" '$4 > $2 { printf "# steal during %s: %.1f%% of the CPU time\n", s, 100 * ($3 - $1) / ($4 - $2) }')
+"
 	done
 done
 host=$(uname -n) cores=$(nproc) when=$(date -u +%Y-%m-%d)
@@ -87,5 +98,8 @@ IFS='|'
 # shellcheck disable=SC2086
 set -- ${series#|}
 unset IFS
-"$dir/compare" -svg "$OUT/$MODE.svg" -title "$title" "$@" | tee "$OUT/$MODE.txt"
+{
+	"$dir/compare" -svg "$OUT/$MODE.svg" -title "$title" "$@"
+	printf '%s' "$steal"
+} | tee "$OUT/$MODE.txt"
 echo "# chart: $OUT/$MODE.svg" >&2
