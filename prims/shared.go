@@ -63,7 +63,7 @@ func (g *signal) wait(k *call, r int, round uint32) error {
 	return k.cc.WaitShared(k.ctx, r, &g.round, &g.sleepers, round)
 }
 
-const slotStride = int(unsafe.Sizeof(slotHead{})) + topo.SharedChunk
+const slotStride = headSize + topo.SharedChunk
 
 // Broadcasts of up to topo.SharedCell bytes go through a ring of
 // topo.SharedCells cells instead of the slots, behind them in the area,
@@ -143,21 +143,24 @@ func (a *area) head(r int, round uint32) *slotHead {
 
 // data returns n elements of the data of r's slot for round.
 func data[T spmd.Number](a *area, r int, round uint32, n int) []T {
-	off := (2*r+int(round&1))*slotStride + int(unsafe.Sizeof(slotHead{}))
+	off := (2*r+int(round&1))*slotStride + headSize
 	return unsafe.Slice((*T)(unsafe.Pointer(&a.mem[off])), n)
+}
+
+// cellOff is the offset of the cell of cell broadcast s in the area.
+func (a *area) cellOff(s uint32) int {
+	return 2*a.p*slotStride + int(s%topo.SharedCells)*cellStride
 }
 
 // cell returns the header of the cell of cell broadcast s; the part
 // signal says which broadcast's data it holds.
 func (a *area) cell(s uint32) *slotHead {
-	i := int(s % topo.SharedCells)
-	return (*slotHead)(unsafe.Pointer(&a.mem[2*a.p*slotStride+i*cellStride]))
+	return (*slotHead)(unsafe.Pointer(&a.mem[a.cellOff(s)]))
 }
 
 // cellData returns n elements of the data of the cell of cell broadcast s.
 func cellData[T spmd.Number](a *area, s uint32, n int) []T {
-	off := 2*a.p*slotStride + int(s%topo.SharedCells)*cellStride + headSize
-	return unsafe.Slice((*T)(unsafe.Pointer(&a.mem[off])), n)
+	return unsafe.Slice((*T)(unsafe.Pointer(&a.mem[a.cellOff(s)+headSize])), n)
 }
 
 // castsDone returns the signal of rank r that counts the cell broadcasts
