@@ -128,3 +128,24 @@ func TestTableCovers(t *testing.T) {
 		}
 	}
 }
+
+// A shared broadcast small enough for the cells, whose root runs ahead,
+// pays a pair's wait however crowded the host: with 8 ranks on 2 cores
+// and a slow wake it stays below linear, as collbench measures it (np 8,
+// 8 B-2 KiB: 2-4 us against linear's 6-13). A larger one pays a round's
+// wait with every rank.
+func TestCostSharedCells(t *testing.T) {
+	m := oversubscribed()
+	m.Local.Alpha, m.Wake = 0.88e-6, 5.33e-6 // a probe's fit on 2 cores
+	lay := Uniform(1, 8)
+	lay.Shared = true
+	for _, n := range []int{8, 2 << 10, SharedCell} {
+		if sh, lin := m.Cost(Broadcast, Shared, 8, n, lay), m.Cost(Broadcast, Linear, 8, n, lay); sh >= lin {
+			t.Errorf("shared broadcast of %d bytes at np 8 on 2 cores costs %g, not below linear's %g", n, sh, lin)
+		}
+	}
+	cell, round := m.Cost(Broadcast, Shared, 8, SharedCell, lay), m.Cost(Broadcast, Shared, 8, SharedCell+8, lay)
+	if round-cell < SharedLatency*m.Wake {
+		t.Errorf("shared broadcast just above the cells costs %g, not a crowded round's wait above the cells' %g", round, cell)
+	}
+}

@@ -59,8 +59,14 @@ func (m Model) shared(coll Collective, s shape, n float64) float64 {
 	}
 	switch coll {
 	case Broadcast:
-		// The root copies a round (or a cell) in while the others copy
-		// the last one out: p copies of every byte share the host's cores.
+		if n <= SharedCell {
+			// The root runs up to SharedCells broadcasts ahead, so a
+			// crowded host's wake-ups are paid once for many of them, as
+			// through a message algorithm's queues: the wait is a pair's.
+			return SharedLatency*m.alphaBusy(s, false, 2) + n*m.Local.Beta*m.share(s.p)
+		}
+		// The root copies a round in while the others copy the last one
+		// out: p copies of every byte share the host's cores.
 		return rounds(n, func(c float64) float64 { return wait + c*m.Local.Beta*m.share(s.p) })
 	case AllGather:
 		// Every rank copies its block's piece in and the p-1 others' out.
