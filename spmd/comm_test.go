@@ -160,6 +160,13 @@ func testPeerDiesMidReceive(t *testing.T, kind spmdtest.Kind) {
 	defer j.Close()
 	ws := j.Worlds
 	ctx := context.Background()
+	// The link between 0 and 2 is up before 2 dies: a rank that is still
+	// dialing a peer whose listener is gone keeps dialing for the dial
+	// timeout (10 s), which a loaded machine's first dial once ran into.
+	go ws[2].Send(ctx, 0, 1, []byte{1})
+	if _, err := ws[0].Recv(ctx, 2, 1, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
 	errc := make(chan error, 1)
 	go func() {
 		_, err := ws[0].Recv(ctx, 2, 0, make([]byte, 10))
