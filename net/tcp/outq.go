@@ -219,7 +219,7 @@ func (p *peer) flushFD(fd int) (moved, full bool) {
 		if len(iov[0]) == 0 {
 			iov = iov[1:]
 		}
-		n, err := unix.Writev(fd, iov)
+		n, err := rawWritev(fd, iov)
 		if n > 0 {
 			moved = true
 			o.skip(n)
@@ -232,7 +232,7 @@ func (p *peer) flushFD(fd int) (moved, full bool) {
 			continue
 		}
 		switch err {
-		case nil, unix.EINTR:
+		case 0, unix.EINTR:
 			continue
 		case unix.EAGAIN:
 			return moved, true

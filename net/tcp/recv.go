@@ -185,9 +185,9 @@ func (r *reader) lose(cause error) {
 // Read implements source on the descriptor of the current callback.
 func (r *reader) Read(p []byte) (int, error) {
 	for {
-		n, err := unix.Read(r.fd, p)
+		n, err := rawRead(r.fd, p)
 		switch err {
-		case nil:
+		case 0:
 			return n, nil
 		case unix.EINTR:
 			continue

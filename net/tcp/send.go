@@ -29,8 +29,12 @@ func (s *sender) init() { s.writev = s.writevOn }
 // writevOn is writeNow's callback inside RawConn.Control.
 func (s *sender) writevOn(fd uintptr) {
 	for {
-		s.n, s.werr = unix.Writev(int(fd), s.iov[:])
-		if s.werr != unix.EINTR {
+		n, e := rawWritev(int(fd), s.iov[:])
+		if e != unix.EINTR {
+			s.n, s.werr = n, nil
+			if e != 0 {
+				s.werr = e
+			}
 			return
 		}
 	}
