@@ -3,13 +3,15 @@ package shm
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/gorun-hpc/gorun/spmd/transport"
 )
 
-// MaxPayload is the largest payload a frame may announce (64 GiB). A peer
-// that announces more is dropped as corrupt rather than trusted.
-const MaxPayload = 1 << 36
+// MaxPayload is the largest payload a frame may announce (64 GiB, or the
+// largest int where an int is 32 bits). A peer that announces more is
+// dropped as corrupt rather than trusted.
+const MaxPayload = min(1<<36, math.MaxInt)
 
 // frameHeaderSize is the length of a frame header in a ring:
 //

@@ -5,13 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/gorun-hpc/gorun/spmd/transport"
 )
 
-// MaxPayload is the largest payload a frame may announce (64 GiB). A peer
-// that announces more is dropped as malformed rather than trusted.
-const MaxPayload = 1 << 36
+// MaxPayload is the largest payload a frame may announce (64 GiB, or the
+// largest int where an int is 32 bits). A peer that announces more is
+// dropped as malformed rather than trusted.
+const MaxPayload = min(1<<36, math.MaxInt)
 
 // headerSize is the length of a frame header on the wire:
 //
@@ -52,7 +54,7 @@ func parseHeader(b []byte) (transport.Header, error) {
 		return transport.Header{}, fmt.Errorf("%w: magic %#08x, want %#08x", errMalformed, m, frameMagic)
 	}
 	n := binary.LittleEndian.Uint64(b[12:20])
-	if n > MaxPayload || uint64(int(n)) != n {
+	if n > MaxPayload {
 		return transport.Header{}, fmt.Errorf("%w: payload of %d bytes exceeds the %d-byte limit", errMalformed, n, MaxPayload)
 	}
 	return transport.Header{
