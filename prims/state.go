@@ -149,6 +149,29 @@ func (st *state) join(ctx context.Context) context.Context {
 	return c
 }
 
+// FreeComm implements spmd.Freer: when c, its communicator, is freed, the
+// state breaks, which ends its joins with callers' contexts, and frees
+// the hierarchical sub-communicators. spmd fails the notice receives.
+func (st *state) FreeComm(c *spmd.Comm) {
+	if st.owner != c.Collective().ID() {
+		return // inherited from the communicator c was split from
+	}
+	if st.breaks != nil {
+		st.breaks(fmt.Errorf("comm %d: %w", c.ID(), spmd.ErrFreed))
+	}
+	st.mu.Lock()
+	h := st.hier
+	st.hier = nil
+	st.mu.Unlock()
+	if h != nil {
+		for _, sub := range []*spmd.Comm{h.local, h.leaders} {
+			if sub != nil {
+				sub.Free()
+			}
+		}
+	}
+}
+
 // stateOf returns cc's state, making it on first use.
 func stateOf(cc *spmd.Comm) *state {
 	if st, ok := cc.Value(stateKey{}).(*state); ok && st.owner == cc.ID() {

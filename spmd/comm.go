@@ -100,8 +100,12 @@ func (c *Comm) Value(key any) any {
 	return v
 }
 
-// SetValue attaches v to the communicator under key, for this rank only.
+// SetValue attaches v to the communicator under key, for this rank only;
+// on a communicator freed here (Free) it does nothing.
 func (c *Comm) SetValue(key, v any) {
+	if c.core.engine.freed(c.base()) != nil {
+		return // nothing may hold on to a freed communicator
+	}
 	c.core.mu.Lock()
 	defer c.core.mu.Unlock()
 	c.core.values[valueKey{c.base(), key}] = v

@@ -14,4 +14,9 @@
 // order they were sent. Every blocking call takes a context first; a call
 // waiting on a rank that died returns an error wrapping ErrPeerLost that
 // names the rank.
+//
+// Split makes communicators of some of a communicator's ranks (MPI's
+// MPI_Comm_split), whose traffic never mixes with any other's; Free lets
+// go of one, and of the shared memory and state that collectives keep on
+// it, once a rank is done with it.
 package spmd

@@ -9,3 +9,18 @@ func SetSharedNap(d time.Duration) (restore func()) {
 	sharedNap = d
 	return func() { sharedNap = old }
 }
+
+// Queued counts the receives posted and the messages kept unreceived on
+// both contexts of c.
+func Queued(c *Comm) int {
+	e, base := c.core.engine, c.base()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for k, q := range e.queues {
+		if k.comm == base || k.comm == base+1 {
+			n += len(q.posted) + len(q.unexp)
+		}
+	}
+	return n
+}

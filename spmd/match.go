@@ -48,6 +48,10 @@ type engine struct {
 	watched  []bool  // per peer: Watch called
 	senders  []sender
 	closed   error
+	// gone holds, for both contexts of every communicator freed on this
+	// rank (Comm.Free), the error its calls fail with. Its messages are
+	// dropped as they arrive.
+	gone map[uint32]error
 }
 
 var _ transport.Handler = (*engine)(nil)
@@ -145,6 +149,10 @@ func (e *engine) Buffer(peer int, h transport.Header) []byte {
 		return in.buf
 	}
 	in := newInbox(h.Len)
+	if e.gone[h.Comm] != nil { // dropped by Deliver
+		e.inflight[peer] = in
+		return in.buf
+	}
 	q := e.queue(k)
 	q.unexp = append(q.unexp, in)
 	e.inflight[peer] = in
@@ -166,6 +174,9 @@ func (e *engine) Deliver(peer int, h transport.Header, payload []byte) {
 	case *inbox:
 		v.complete = true
 		w = v.waiter
+		if w == nil && len(e.gone) > 0 && e.gone[h.Comm] != nil {
+			v.recycle() // for a communicator freed here: no receive takes it
+		}
 	}
 	e.mu.Unlock()
 	if w != nil {
@@ -194,6 +205,11 @@ func (e *engine) Offer(peer int, h transport.Header, o transport.Offer) {
 		r.stage = reqDone
 		e.mu.Unlock()
 		r.finish(n, err)
+		return
+	}
+	if e.gone[h.Comm] != nil {
+		e.mu.Unlock()
+		o.Release()
 		return
 	}
 	q := e.queue(k)
@@ -289,7 +305,11 @@ func (e *engine) irecv(comm uint32, src int, tag int32, buf []byte) *Request {
 		r.finish(n, err)
 		return r
 	}
-	if err := e.unusable(src); err != nil {
+	err := e.gone[comm]
+	if err == nil {
+		err = e.unusable(src)
+	}
+	if err != nil {
 		r.stage = reqDone
 		e.mu.Unlock()
 		r.finish(0, err)

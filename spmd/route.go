@@ -136,6 +136,15 @@ func (r *router) Share(key string, ranks []int, size int) ([]byte, error) {
 	return r.near.(transport.Sharer).Share(key, ranks, size)
 }
 
+// Unshare lets go of an area Share mapped.
+func (r *router) Unshare(key string) error {
+	sh, ok := r.near.(transport.Sharer)
+	if !ok {
+		return nil
+	}
+	return sh.Unshare(key)
+}
+
 // Withdraw takes back a started send from the transport that serves peer.
 func (r *router) Withdraw(peer int, done transport.Done, cause error) bool {
 	if w, ok := r.pick(peer).(transport.Withdrawer); ok {

@@ -18,12 +18,17 @@ type sender struct {
 // isend sends buf to world rank dst. With wait, the caller's goroutine moves
 // the bytes when it is dst's turn; otherwise a goroutine does.
 func (e *engine) isend(r *Request, dst int, wait bool) {
-	if dst == e.self {
+	e.mu.Lock()
+	err := e.gone[r.key.comm]
+	if err == nil && dst == e.self {
+		e.mu.Unlock()
 		e.sendSelf(r)
 		return
 	}
-	e.mu.Lock()
-	if err := e.unusable(dst); err != nil {
+	if err == nil {
+		err = e.unusable(dst)
+	}
+	if err != nil {
 		r.stage = reqDone
 		e.mu.Unlock()
 		r.finish(0, err)

@@ -45,26 +45,31 @@ func (c *Comm) Shared(size int) ([]byte, error) {
 		return nil, fmt.Errorf("comm %d: %w", c.id, ErrNotShared)
 	}
 	id := c.base()
+	if err := c.core.engine.freed(id); err != nil {
+		return nil, err
+	}
 	c.core.mu.Lock()
-	mem, ok := c.core.shared[id]
+	a, ok := c.core.shared[id]
 	c.core.mu.Unlock()
 	if ok {
-		if len(mem) != size {
-			return nil, fmt.Errorf("comm %d: shared memory of %d bytes asked for again with %d", c.id, len(mem), size)
+		if len(a.mem) != size {
+			return nil, fmt.Errorf("comm %d: shared memory of %d bytes asked for again with %d", c.id, len(a.mem), size)
 		}
-		return mem, nil
+		return a.mem, nil
 	}
 	// The id alone is unique only among communicators that share a rank;
 	// two disjoint ones on one host may have the same, never the same ranks.
-	mem, err := c.core.tr.(transport.Sharer).Share(fmt.Sprintf("comm %d of %v", id, c.ranks), c.ranks, size)
+	// Ids are not used again, so neither are keys.
+	key := fmt.Sprintf("comm %d of %v", id, c.ranks)
+	mem, err := c.core.tr.(transport.Sharer).Share(key, c.ranks, size)
 	if err != nil {
 		return nil, fmt.Errorf("comm %d: %w", c.id, err)
 	}
 	c.core.mu.Lock()
 	if c.core.shared == nil {
-		c.core.shared = make(map[uint32][]byte)
+		c.core.shared = make(map[uint32]sharedArea)
 	}
-	c.core.shared[id] = mem
+	c.core.shared[id] = sharedArea{key: key, mem: mem}
 	c.core.mu.Unlock()
 	return mem, nil
 }

@@ -35,13 +35,20 @@ type core struct {
 
 	mu sync.Mutex
 	// protects following
-	nextID uint32            // lowest communicator id this rank has not used
-	values map[valueKey]any  // values attached to communicators
-	shared map[uint32][]byte // memory Comm.Shared mapped, by communicator
+	nextID uint32                // lowest communicator id this rank has not used
+	values map[valueKey]any      // values attached to communicators
+	shared map[uint32]sharedArea // memory Comm.Shared mapped, by communicator
 
 	// valuesGen counts the changes to values, so that a Comm's cache of
 	// the values it was asked for knows when it is stale. Written under mu.
 	valuesGen atomic.Uint64
+}
+
+// sharedArea is the memory Comm.Shared mapped for one communicator, and
+// the key it was shared under.
+type sharedArea struct {
+	key string
+	mem []byte
 }
 
 type valueKey struct {

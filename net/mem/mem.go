@@ -92,6 +92,15 @@ func (t *Transport) Share(key string, ranks []int, size int) ([]byte, error) {
 	return mem, nil
 }
 
+// Unshare implements transport.Sharer: the area of key is forgotten, and
+// goes with the last of its users; a later Share of key maps a new one.
+func (t *Transport) Unshare(key string) error {
+	t.nw.mu.Lock()
+	defer t.nw.mu.Unlock()
+	delete(t.nw.shares, key)
+	return nil
+}
+
 // Start implements transport.Transport.
 func (t *Transport) Start(h transport.Handler) error {
 	t.h = h

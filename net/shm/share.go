@@ -55,7 +55,8 @@ func (t *Transport) Share(key string, ranks []int, size int) ([]byte, error) {
 	}
 	t.shareMu.Lock()
 	defer t.shareMu.Unlock()
-	if mem, ok := t.shares[key]; ok {
+	if area, ok := t.shares[key]; ok {
+		mem := area[shareHeader:]
 		if len(mem) != size {
 			return nil, fmt.Errorf("shm: shared area %q mapped with %d bytes, asked again with %d", key, len(mem), size)
 		}
@@ -68,9 +69,28 @@ func (t *Transport) Share(key string, ranks []int, size int) ([]byte, error) {
 	if t.shares == nil {
 		t.shares = make(map[string][]byte)
 	}
-	mem = mem[shareHeader : shareHeader+size : shareHeader+size]
 	t.shares[key] = mem
-	return mem, nil
+	return mem[shareHeader : shareHeader+size : shareHeader+size], nil
+}
+
+// Unshare implements transport.Sharer. The area's addresses are mapped
+// again, at the same place, to private zero pages: its shared pages go
+// with the last rank that lets go of them, while a reader that comes late
+// reads zeros instead of faulting. Only the addresses stay taken.
+func (t *Transport) Unshare(key string) error {
+	t.shareMu.Lock()
+	defer t.shareMu.Unlock()
+	area, ok := t.shares[key]
+	if !ok {
+		return nil
+	}
+	delete(t.shares, key)
+	_, _, e := unix.Syscall6(unix.SYS_MMAP, uintptr(unsafe.Pointer(&area[0])), uintptr(len(area)),
+		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED, ^uintptr(0), 0)
+	if e != 0 {
+		return fmt.Errorf("shm: letting go of shared area %q: %w", key, e)
+	}
+	return nil
 }
 
 // mapShared opens or creates the file at path, maps its size bytes and

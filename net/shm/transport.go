@@ -130,7 +130,7 @@ type Transport struct {
 	closeOnce sync.Once
 
 	shareMu sync.Mutex
-	shares  map[string][]byte // guarded by shareMu: the areas Share mapped, by key
+	shares  map[string][]byte // guarded by shareMu: the areas Share mapped, by key, with their headers
 }
 
 // New creates the shared-memory transport of rank in a job of size ranks,

@@ -181,10 +181,15 @@ type Sharer interface {
 	// Share maps size bytes shared by the world ranks in ranks (this one
 	// among them), named key: every rank that passes the same key and
 	// ranks gets the same memory, zero until someone writes it. size must
-	// be the same for every rank. The memory stays mapped until the
-	// process exits, so that a rank still reading it when the transport
-	// closes reads stale bytes instead of faulting.
+	// be the same for every rank. The memory stays mapped until Unshare
+	// or the process exits, even after the transport closes, so that a
+	// rank still reading it then reads stale bytes instead of faulting.
 	Share(key string, ranks []int, size int) ([]byte, error)
+	// Unshare lets go of the memory Share mapped under key: the shared
+	// pages go once every rank has let go of them or exited. The
+	// addresses stay readable (as zeros), so that a late reader does not
+	// fault; a key not mapped is no error.
+	Unshare(key string) error
 }
 
 // Done is told when a started send completes.
