@@ -12,6 +12,11 @@
 #   bench/choice.sh                  # np 4 and 8; allreduce, broadcast, allgather; 8 B to 64 MiB
 #   NPS=4 OPS=allreduce bench/choice.sh
 #   OUT=/tmp/choice bench/choice.sh  # also keep every run and the topo report (for bench/replay)
+#
+# Each cell ends with the share of CPU time the hypervisor stole while it
+# ran (/proc/stat), as bench/mpi.sh's tables do: forced runs taken
+# through a burst of steal are slow by up to 3x and can make the fastest
+# algorithm look slow.
 set -eu
 cd "$(dirname "$0")/.."
 NPS=${NPS:-"4 8"}
@@ -43,8 +48,12 @@ bench() {
 	"$dir/gorun" -np "$np" "$dir/collbench" -b 1M -e 64M -n 4 -w 1 "$@" | grep -v '^#'
 }
 
+# cpu prints the steal and total jiffies of all CPUs so far (/proc/stat).
+cpu() { awk '/^cpu / { print $9, $2+$3+$4+$5+$6+$7+$8+$9; exit }' /proc/stat 2>/dev/null || echo "0 0"; }
+
 for np in $NPS; do
 	for op in $OPS; do
+		before=$(cpu)
 		: >"$dir/runs"
 		for rep in $(seq "$REPS"); do
 			for a in $(algos "$op"); do
@@ -81,5 +90,6 @@ for np in $NPS; do
 			}
 			END { printf "# %s np %d: %d of %d sizes within %.0f%% of the fastest\n", op, np, good, n, (tol - 1) * 100 }
 		' "$dir/runs" "$dir/auto"
+		echo "$before $(cpu)" | awk -v s="$op np $np" '$4 > $2 { printf "# steal during %s: %.1f%% of the CPU time\n", s, 100 * ($3 - $1) / ($4 - $2) }'
 	done
 done
