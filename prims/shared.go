@@ -20,19 +20,18 @@ import (
 // into its slot for round s, nobody may still read the data of round s-2
 // there: in an all-reduce or an all-gather round, where every rank stores
 // the number and then reads the others' data, a rank is done with s-2 once
-// it has stored s-1; in a broadcast round, where the others read the
-// root's data and then store the number, once it has stored s-2. The
-// wait is free when this rank saw every rank store s-1 in round s-1, as
-// every round but a broadcast's makes it (claim).
+// it has stored s-1. The wait is free when this rank saw every rank store
+// s-1 in round s-1, as every such round makes it (claim).
 //
 // A round costs a cache line from every rank instead of lg p messages, each
 // of which passes the matching engine and a transport's ring; on a host with
 // more ranks than cores, each rank has to run once per round, not once per
 // message.
 //
-// Broadcasts of up to topo.SharedCell bytes take a ring of cells instead
-// (cellBcast), so that a root runs up to topo.SharedCells broadcasts
-// ahead.
+// Broadcasts take rings of their own instead (castRing): up to
+// topo.SharedCell bytes a ring of cells, so that a root runs up to
+// topo.SharedCells broadcasts ahead, and larger ones a ring of
+// topo.SharedStreams chunks, so that it runs that many chunks ahead.
 
 // slotHead is the header of a slot: the last round whose part is in it,
 // and the last whose reduced block is.
@@ -65,21 +64,43 @@ func (g *signal) wait(k *call, r int, round uint32) error {
 
 const slotStride = headSize + topo.SharedChunk
 
-// Broadcasts of up to topo.SharedCell bytes go through a ring of
-// topo.SharedCells cells instead of the slots, behind them in the area,
-// followed by a cache line per rank that counts the cell broadcasts the
-// rank is done with. The root writes cell s mod SharedCells and goes on;
-// it waits only to write a cell that a rank has not read yet, SharedCells
-// broadcasts ago. So a root that broadcasts again and again runs as far
-// ahead of the others as a message algorithm's root does through the
-// transports' rings, where the slots held it to one round ahead.
+// Broadcasts go through rings of buffers behind the slots instead, each
+// ring followed by a cache line per rank that counts the pieces the rank
+// is done with: the cells, topo.SharedCells of topo.SharedCell bytes, for
+// broadcasts that fit one, and the streams, topo.SharedStreams of
+// topo.SharedChunk bytes, for the chunks of larger ones. The root writes
+// buffer s mod n and goes on; it waits only to write a buffer that a rank
+// has not read yet, n pieces ago. So a root that broadcasts again and
+// again runs as far ahead of the others as a message algorithm's root does
+// through the transports' rings, where the slots held it to one round
+// ahead.
 const (
 	headSize   = int(unsafe.Sizeof(slotHead{}))
 	cellStride = headSize + topo.SharedCell
 )
 
+// castRing is where a ring of broadcast buffers sits in the area.
+type castRing struct {
+	off, stride int    // the first buffer, and the distance between buffers
+	n           uint32 // buffers
+	done        int    // the cache lines that count the pieces each rank is done with
+}
+
+// rings returns the cells' and the streams' rings of an area of p ranks,
+// and the size of the area.
+func rings(p int) (cells, streams castRing, size int) {
+	off := 2 * p * slotStride
+	cells = castRing{off: off, stride: cellStride, n: topo.SharedCells, done: off + topo.SharedCells*cellStride}
+	off = cells.done + p*headSize
+	streams = castRing{off: off, stride: slotStride, n: topo.SharedStreams, done: off + topo.SharedStreams*slotStride}
+	return cells, streams, streams.done + p*headSize
+}
+
 // areaSize is the size of the shared area of a communicator of p ranks.
-func areaSize(p int) int { return 2*p*slotStride + topo.SharedCells*cellStride + p*headSize }
+func areaSize(p int) int {
+	_, _, size := rings(p)
+	return size
+}
 
 // area is a communicator's shared memory laid out in slots, and the rounds
 // this rank has run in it.
@@ -90,9 +111,12 @@ type area struct {
 	// this rank saw every rank store its number.
 	kind   [2]roundKind
 	synced [2]bool
-	casts  uint32 // the cell broadcasts this rank has run
-	p      int
-	todo   []int // the other ranks, for asReady
+	// The rings of the broadcasts, and the pieces this rank has run
+	// through each.
+	cells, streams castRing
+	casts, chunks  uint32
+	p              int
+	todo           []int // the other ranks, for asReady
 }
 
 // roundKind is how the ranks read a round's data, which says when they are
@@ -100,9 +124,8 @@ type area struct {
 type roundKind uint8
 
 const (
-	noData     roundKind = iota // a barrier
-	readAfter                   // the ranks store the number, then read: done at the next round's
-	readBefore                  // the ranks read, then store the number: done at this round's
+	noData    roundKind = iota // a barrier
+	readAfter                  // the ranks store the number, then read: done at the next round's
 )
 
 // areaOf returns the area of k's communicator, mapping it on first use,
@@ -111,8 +134,8 @@ const (
 // tree for broadcast), as the hierarchical ones run on a single host, so
 // that GORUN_ALGO=shared serves a job of several hosts too. Every rank of
 // the communicator gets the same answer. The area takes 2 slots of
-// topo.SharedChunk bytes per rank and the cells (areaSize): 4.5 MiB for
-// 8 ranks, of which a call touches only the pages it uses.
+// topo.SharedChunk bytes per rank, the cells and the streams (areaSize):
+// 6.5 MiB for 8 ranks, of which a call touches only the pages it uses.
 func areaOf(k *call) (*area, error) {
 	st := k.st
 	a := st.area.Load()
@@ -121,6 +144,7 @@ func areaOf(k *call) (*area, error) {
 		defer st.mu.Unlock()
 		if a = st.area.Load(); a == nil {
 			a = &area{todo: make([]int, 0, k.cc.Size()), p: k.cc.Size()}
+			a.cells, a.streams, _ = rings(a.p)
 			if k.cc.Shares() {
 				mem, err := k.cc.Shared(areaSize(k.cc.Size()))
 				if err != nil {
@@ -147,27 +171,25 @@ func data[T spmd.Number](a *area, r int, round uint32, n int) []T {
 	return unsafe.Slice((*T)(unsafe.Pointer(&a.mem[off])), n)
 }
 
-// cellOff is the offset of the cell of cell broadcast s in the area.
-func (a *area) cellOff(s uint32) int {
-	return 2*a.p*slotStride + int(s%topo.SharedCells)*cellStride
+// bufOff is the offset of the buffer of piece s of ring g in the area.
+func (g castRing) bufOff(s uint32) int { return g.off + int(s%g.n)*g.stride }
+
+// head returns the header of the buffer of piece s of ring g in a; its
+// part signal says which piece's data the buffer holds.
+func (g castRing) head(a *area, s uint32) *slotHead {
+	return (*slotHead)(unsafe.Pointer(&a.mem[g.bufOff(s)]))
 }
 
-// cell returns the header of the cell of cell broadcast s; the part
-// signal says which broadcast's data it holds.
-func (a *area) cell(s uint32) *slotHead {
-	return (*slotHead)(unsafe.Pointer(&a.mem[a.cellOff(s)]))
+// castData returns n elements of the data of the buffer of piece s of
+// ring g in a.
+func castData[T spmd.Number](a *area, g castRing, s uint32, n int) []T {
+	return unsafe.Slice((*T)(unsafe.Pointer(&a.mem[g.bufOff(s)+headSize])), n)
 }
 
-// cellData returns n elements of the data of the cell of cell broadcast s.
-func cellData[T spmd.Number](a *area, s uint32, n int) []T {
-	return unsafe.Slice((*T)(unsafe.Pointer(&a.mem[a.cellOff(s)+headSize])), n)
-}
-
-// castsDone returns the signal of rank r that counts the cell broadcasts
-// it is done with.
-func (a *area) castsDone(r int) *signal {
-	off := 2*a.p*slotStride + topo.SharedCells*cellStride + r*headSize
-	return &(*slotHead)(unsafe.Pointer(&a.mem[off])).part
+// doneBy returns the signal of rank r that counts the pieces of ring g it
+// is done with.
+func (g castRing) doneBy(a *area, r int) *signal {
+	return &(*slotHead)(unsafe.Pointer(&a.mem[g.done+r*headSize])).part
 }
 
 // next starts a round.
@@ -183,13 +205,9 @@ func (a *area) next() uint32 {
 func (a *area) claim(k *call, round uint32, kind roundKind, synced, write bool) error {
 	cur, prev := round&1, (round-1)&1
 	if write && !a.synced[prev] && a.kind[cur] != noData {
-		want := round - 1
-		if a.kind[cur] == readBefore {
-			want = round - 2
-		}
 		for r := range k.cc.Size() {
 			if r != k.cc.Rank() {
-				if err := a.await(k, r, want); err != nil {
+				if err := a.await(k, r, round-1); err != nil {
 					return err
 				}
 			}
@@ -364,10 +382,9 @@ func sharedBarrier(k *call) error {
 	return nil
 }
 
-// sharedBcast copies root's buf into every rank's, topo.SharedChunk bytes
-// a round: root writes its slot, the others copy out of it and store the
-// round's number in their own header to say they have. The root waits for
-// nobody, and writes the next round into its other slot at once.
+// sharedBcast copies root's buf into every rank's through the cells, when
+// it fits one, or else topo.SharedChunk bytes at a time through the
+// streams (castPiece).
 func sharedBcast[T spmd.Number](k *call, buf []T, root int) error {
 	a, err := areaOf(k)
 	if a == nil || err != nil {
@@ -377,57 +394,44 @@ func sharedBcast[T spmd.Number](k *call, buf []T, root int) error {
 		return err
 	}
 	if len(buf)*sizeOf[T]() <= topo.SharedCell {
-		return cellBcast(k, a, buf, root)
+		a.casts++
+		return castPiece(k, a, a.cells, a.casts, buf, root)
 	}
-	me := k.cc.Rank()
 	per := topo.SharedChunk / sizeOf[T]()
 	for lo := 0; lo < len(buf); lo += per {
-		part := buf[lo:min(lo+per, len(buf))]
-		round := a.next()
-		if err := a.claim(k, round, readBefore, false, me == root); err != nil {
+		a.chunks++
+		if err := castPiece(k, a, a.streams, a.chunks, buf[lo:min(lo+per, len(buf))], root); err != nil {
 			return err
 		}
-		if me == root {
-			copy(data[T](a, me, round, len(part)), part)
-		} else {
-			if err := a.await(k, root, round); err != nil {
-				return err
-			}
-			copy(part, data[T](a, root, round, len(part)))
-		}
-		a.publish(me, round)
 	}
 	return nil
 }
 
-// cellBcast is a broadcast of up to topo.SharedCell bytes through the
-// cells: the root waits until every rank is done with the broadcast that
-// last used the cell (at once unless one lags SharedCells broadcasts
-// behind), writes it and goes on; the others copy it out. Every rank then
-// counts the broadcast done.
-func cellBcast[T spmd.Number](k *call, a *area, buf []T, root int) error {
+// castPiece broadcasts piece s of ring g, buf: the root waits until every
+// rank is done with the piece that last used the buffer (at once unless
+// one lags g.n pieces behind), writes it and goes on; the others copy it
+// out. Every rank then counts the piece done.
+func castPiece[T spmd.Number](k *call, a *area, g castRing, s uint32, buf []T, root int) error {
 	me := k.cc.Rank()
-	a.casts++
-	s := a.casts
 	if me == root {
-		// Before the first SharedCells broadcasts the count wraps below
-		// zero, which every rank has reached.
+		// Before the first g.n pieces the count wraps below zero, which
+		// every rank has reached.
 		for r := range a.p {
 			if r != me {
-				if err := a.castsDone(r).wait(k, r, s-topo.SharedCells); err != nil {
+				if err := g.doneBy(a, r).wait(k, r, s-g.n); err != nil {
 					return err
 				}
 			}
 		}
-		copy(cellData[T](a, s, len(buf)), buf)
-		a.cell(s).part.store(s)
+		copy(castData[T](a, g, s, len(buf)), buf)
+		g.head(a, s).part.store(s)
 	} else {
-		if err := a.cell(s).part.wait(k, root, s); err != nil {
+		if err := g.head(a, s).part.wait(k, root, s); err != nil {
 			return err
 		}
-		copy(buf, cellData[T](a, s, len(buf)))
+		copy(buf, castData[T](a, g, s, len(buf)))
 	}
-	a.castsDone(me).store(s)
+	g.doneBy(a, me).store(s)
 	return nil
 }
 

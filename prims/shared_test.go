@@ -70,44 +70,58 @@ func TestSharedRounds(t *testing.T) {
 	})
 }
 
-// TestSharedCellBroadcasts runs small shared broadcasts (the cells) in long
-// runs from one root, while the rank after the root dawdles now and then:
-// the root runs ahead until it would write a cell that rank has not read,
-// SharedCells broadcasts back, and must wait there. Slot rounds (an
-// all-reduce) come between the runs; every result is checked.
-func TestSharedCellBroadcasts(t *testing.T) {
-	for _, p := range []int{2, 3, 4} {
-		t.Run(fmt.Sprint(p), func(t *testing.T) {
-			all := prims.WithAlgo(topo.Shared)
-			spmdtest.Run(t, p, func(ctx context.Context, w *spmd.World) error {
-				const run, runs = 3 * topo.SharedCells, 4
-				most := topo.SharedCell / 8
-				for it := range run * runs {
-					root := it / run % p
-					if it%run == 0 {
-						s := fill(100, func(i int) int64 { return int64(w.Rank() + i) })
-						if err := prims.AllReduce(ctx, w.Comm, s, prims.Sum[int64](), all); err != nil {
+// TestSharedCastRings runs shared broadcasts through each of their rings
+// (the cells for small broadcasts, the streams for the chunks of larger
+// ones) in long runs from one root, while the rank after the root dawdles
+// now and then: the root runs ahead until it would write a buffer that
+// rank has not read, as many pieces back as the ring holds, and must wait
+// there. Slot rounds (an all-reduce) come between the runs; every result
+// is checked.
+func TestSharedCastRings(t *testing.T) {
+	rings := []struct {
+		name     string
+		lo, hi   int // elements of float64 per broadcast
+		pieces   int // the ring's buffers
+		perPiece int // elements of float64 per piece
+	}{
+		{"cells", 1, topo.SharedCell / 8, topo.SharedCells, topo.SharedCell / 8},
+		{"streams", topo.SharedCell/8 + 1, 2*topo.SharedChunk/8 + 1000, topo.SharedStreams, topo.SharedChunk / 8},
+	}
+	for _, ring := range rings {
+		for _, p := range []int{2, 3, 4} {
+			t.Run(fmt.Sprintf("%s/%d", ring.name, p), func(t *testing.T) {
+				all := prims.WithAlgo(topo.Shared)
+				spmdtest.Run(t, p, func(ctx context.Context, w *spmd.World) error {
+					run, runs := 3*ring.pieces, 4
+					pieces := 0 // run through the ring so far
+					for it := range run * runs {
+						root := it / run % p
+						if it%run == 0 {
+							s := fill(100, func(i int) int64 { return int64(w.Rank() + i) })
+							if err := prims.AllReduce(ctx, w.Comm, s, prims.Sum[int64](), all); err != nil {
+								return err
+							}
+						}
+						n := ring.lo + it*7919%(ring.hi-ring.lo+1)
+						if w.Rank() == (root+1)%p && pieces%ring.pieces < (n+ring.perPiece-1)/ring.perPiece {
+							time.Sleep(2 * time.Millisecond)
+						}
+						pieces += (n + ring.perPiece - 1) / ring.perPiece
+						want := func(i int) float64 { return float64(it*ring.hi + i) }
+						b := make([]float64, n)
+						if w.Rank() == root {
+							b = fill(n, want)
+						}
+						if err := prims.Broadcast(ctx, w.Comm, b, root, all); err != nil {
+							return err
+						}
+						if err := expect(fmt.Sprintf("broadcast %d of %d elements from %d", it, n, root), b, n, want); err != nil {
 							return err
 						}
 					}
-					if w.Rank() == (root+1)%p && it%(topo.SharedCells/2) == 0 {
-						time.Sleep(2 * time.Millisecond)
-					}
-					n := 1 + it*7%most
-					want := func(i int) float64 { return float64(it*most + i) }
-					b := make([]float64, n)
-					if w.Rank() == root {
-						b = fill(n, want)
-					}
-					if err := prims.Broadcast(ctx, w.Comm, b, root, all); err != nil {
-						return err
-					}
-					if err := expect(fmt.Sprintf("broadcast %d of %d elements from %d", it, n, root), b, n, want); err != nil {
-						return err
-					}
-				}
-				return nil
+					return nil
+				})
 			})
-		})
+		}
 	}
 }

@@ -41,6 +41,11 @@ const SharedCell = 16 << 10
 // run ahead of the slowest rank.
 const SharedCells = 32
 
+// SharedStreams is how many chunks of SharedChunk bytes the root of a
+// larger broadcast may run ahead of the slowest rank, through a ring of
+// its own, where it ran one round ahead through its two slots.
+const SharedStreams = 8
+
 // shared is a Shared algorithm of coll, round by round as prims runs it.
 func (m Model) shared(coll Collective, s shape, n float64) float64 {
 	wait := SharedLatency * m.alphaBusy(s, false, s.perHost)
@@ -59,15 +64,13 @@ func (m Model) shared(coll Collective, s shape, n float64) float64 {
 	}
 	switch coll {
 	case Broadcast:
-		if n <= SharedCell {
-			// The root runs up to SharedCells broadcasts ahead, so a
-			// crowded host's wake-ups are paid once for many of them, as
-			// through a message algorithm's queues: the wait is a pair's.
-			return SharedLatency*m.alphaBusy(s, false, 2) + n*m.Local.Beta*m.share(s.p)
-		}
-		// The root copies a round in while the others copy the last one
-		// out: p copies of every byte share the host's cores.
-		return rounds(n, func(c float64) float64 { return wait + c*m.Local.Beta*m.share(s.p) })
+		// The root runs up to SharedCells broadcasts, or SharedStreams
+		// chunks of a larger one, ahead, so a crowded host's wake-ups are
+		// paid once for many of them, as through a message algorithm's
+		// queues: the wait per piece is a pair's. p copies of every byte
+		// share the host's cores.
+		pieces := max(1, math.Ceil(n/SharedChunk))
+		return pieces*SharedLatency*m.alphaBusy(s, false, 2) + n*m.Local.Beta*m.share(s.p)
 	case AllGather:
 		// Every rank copies its block's piece in and the p-1 others' out.
 		return rounds(n/p, func(c float64) float64 { return wait + p*c*copyIn })
