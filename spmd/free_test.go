@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
-
 	"testing"
+	"time"
 
 	"github.com/gorun-hpc/gorun/spmd"
 )
