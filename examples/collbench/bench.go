@@ -49,9 +49,11 @@ func runType[T elem](ctx context.Context, w *spmd.World, cfg config, out io.Writ
 		fmt.Fprintln(out, header)
 	}
 	wrongAll := 0.0
+	var mem arena[T]
+	mem.reserve(max(w.Size(), cfg.maxBytes/int(unsafe.Sizeof(T(0)))))
 	for _, op := range cfg.ops {
 		for size := cfg.minBytes; size <= cfg.maxBytes; size *= cfg.factor {
-			r, err := measure[T](ctx, w.Comm, cfg, op, size)
+			r, err := measure(ctx, w.Comm, cfg, &mem, op, size)
 			if err != nil {
 				return fmt.Errorf("%s of %d bytes on rank %d: %w", op, size, w.Rank(), err)
 			}
@@ -110,7 +112,7 @@ func reduces(op string) bool {
 }
 
 // measure runs one size of one collective.
-func measure[T elem](ctx context.Context, c *spmd.Comm, cfg config, op string, size int) (result, error) {
+func measure[T elem](ctx context.Context, c *spmd.Comm, cfg config, mem *arena[T], op string, size int) (result, error) {
 	var zero T
 	esize := int(unsafe.Sizeof(zero))
 	p := c.Size()
@@ -130,7 +132,7 @@ func measure[T elem](ctx context.Context, c *spmd.Comm, cfg config, op string, s
 	} else if algo, err = topo.ParseAlgo(cfg.algo); err != nil {
 		return result{}, err
 	}
-	b := newBufs[T](op, c.Rank(), p, count, cfg.redop)
+	b := newBufs(mem, op, c.Rank(), p, count, cfg.redop)
 	call := caller(op, cfg.redop, algo, c, b)
 	r := result{op: op, typ: cfg.typ, redop: cfg.redop, np: p, bytes: count * esize, count: count, algo: algo}
 

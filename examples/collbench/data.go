@@ -9,21 +9,49 @@ type bufs[T elem] struct {
 	send, recv []T // for the in-place collectives both are the one buffer
 }
 
-func newBufs[T elem](op string, rank, p, count int, redop string) *bufs[T] {
+// newBufs lays out op's buffers in mem, which it grows as needed (nil:
+// fresh memory).
+func newBufs[T elem](mem *arena[T], op string, rank, p, count int, redop string) *bufs[T] {
+	if mem == nil {
+		mem = new(arena[T])
+	}
 	b := &bufs[T]{op: op, redop: redop, rank: rank, p: p, count: count, blk: count / p}
 	switch op {
 	case "allreduce", "broadcast", "reduce":
-		b.send = make([]T, count)
+		b.send = mem.first(count)
 		b.recv = b.send
 	case "allgather", "gather":
-		b.send, b.recv = make([]T, b.blk), make([]T, count)
+		b.send, b.recv = mem.first(b.blk), mem.second(count)
 	case "reducescatter", "scatter":
-		b.send, b.recv = make([]T, count), make([]T, b.blk)
+		b.send, b.recv = mem.first(count), mem.second(b.blk)
 	case "alltoall":
-		b.send, b.recv = make([]T, count), make([]T, count)
+		b.send, b.recv = mem.first(count), mem.second(count)
 	}
 	return b
 }
+
+// arena is the memory that the buffers of every size share, as
+// nccl-tests and bench/mpi/coll.c allocate theirs once, at the largest
+// size, and reuse it. Fresh buffers for each size made every size's
+// warm-up fault its pages in and gave the garbage collector the last
+// size's to free while the next one ran; a program that trains reuses
+// its buffers too.
+type arena[T elem] struct{ a, b []T }
+
+// first returns n elements of the first buffer, second of the second.
+func (m *arena[T]) first(n int) []T  { return grow(&m.a, n) }
+func (m *arena[T]) second(n int) []T { return grow(&m.b, n) }
+
+func grow[T elem](s *[]T, n int) []T {
+	if cap(*s) < n {
+		*s = make([]T, n)
+	}
+	return (*s)[:n]
+}
+
+// reserve allocates both buffers at n elements up front, so that a sweep
+// of growing sizes does not allocate again at each.
+func (m *arena[T]) reserve(n int) { m.a, m.b = make([]T, 0, n), make([]T, 0, n) }
 
 // input is the value rank r contributes at position i: small positive
 // integers, so that every reduction is exact in every type and in any

@@ -71,7 +71,7 @@ func testVerify[T elem](t *testing.T, op, redop string, p int) {
 	const count = 24
 	bs := make([]*bufs[T], p)
 	for r := range bs {
-		bs[r] = newBufs[T](op, r, p, count, redop)
+		bs[r] = newBufs[T](nil, op, r, p, count, redop)
 		bs[r].fill()
 	}
 	simulate(bs)
