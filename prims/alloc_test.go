@@ -14,8 +14,8 @@ import (
 	"github.com/gorun-hpc/gorun/topo"
 )
 
-// TestCollectivesAllocateNothing runs all-reduces, broadcasts and
-// all-gathers of 16 bytes and of 1 MiB with every algorithm over shared
+// TestCollectivesAllocateNothing runs all-reduces, broadcasts,
+// all-gathers, reduces and reduce-scatters of 16 bytes and of 1 MiB with every algorithm over shared
 // memory and counts the process's allocations (both ranks live in this
 // process): in steady state a call allocates nothing. Before the calls,
 // their requests and their request lists were pooled, a ring all-reduce of
@@ -42,6 +42,13 @@ func TestCollectivesAllocateNothing(t *testing.T) {
 		}},
 		{topo.AllGather, func(ctx context.Context, c *spmd.Comm, buf []float32, a topo.Algo) error {
 			return prims.AllGather(ctx, c, buf[:len(buf)/p], buf, prims.WithAlgo(a))
+		}},
+		{topo.Reduce, func(ctx context.Context, c *spmd.Comm, buf []float32, a topo.Algo) error {
+			return prims.Reduce(ctx, c, buf, buf, prims.Sum[float32](), 0, prims.WithAlgo(a))
+		}},
+		{topo.ReduceScatter, func(ctx context.Context, c *spmd.Comm, buf []float32, a topo.Algo) error {
+			lo, hi := prims.Block(len(buf), p, c.Rank())
+			return prims.ReduceScatter(ctx, c, buf, buf[lo:hi], prims.Sum[float32](), prims.WithAlgo(a))
 		}},
 	}
 	// 1 MiB: whole messages that large go by single copy, and land in a

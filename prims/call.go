@@ -149,7 +149,7 @@ func (k *call) sub(sc *spmd.Comm, coll topo.Collective, bytes int, fallback topo
 // until the top-level call ends.
 func borrow[T spmd.Number](k *call, n int) []T {
 	buf, l := scratch[T](k.st, n)
-	if l.st != nil {
+	if l.sp != nil {
 		k.root.releases = append(k.root.releases, l)
 	}
 	return buf

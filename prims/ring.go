@@ -99,16 +99,20 @@ func ringReduceScatter[T spmd.Number](k *call, buf []T, b []int, own int, op Op[
 		sends.isend(ctx, cc, right, tag, spmd.Bytes(buf[lo:hi]))
 	}
 	win := max(1, windowBytes/SegmentBytes)
-	if !pulledSegments[T](cc, left) {
-		for i := 0; i+1 < len(b); i++ {
-			win = max(win, min(maxWindowBytes/SegmentBytes, (b[i+1]-b[i]+seg-1)/seg))
-		}
+	longest := 0
+	for i := 0; i+1 < len(b); i++ {
+		longest = max(longest, b[i+1]-b[i])
 	}
-	slots := borrow[T](k, win*seg)
+	if !pulledSegments[T](cc, left) {
+		win = max(win, min(maxWindowBytes/SegmentBytes, (longest+seg-1)/seg))
+	}
+	// A slot holds a segment, or a whole block when blocks are smaller.
+	stride := min(seg, longest)
+	slots := borrow[T](k, win*stride)
 	post, take := newWalk(b, own-2, p-1, seg), newWalk(b, own-2, p-1, seg)
 	for i := 0; i < win; i++ {
 		if lo, hi, _, ok := post.next(); ok {
-			recvs.irecv(cc, left, tag, spmd.Bytes(slots[i*seg:i*seg+hi-lo]))
+			recvs.irecv(cc, left, tag, spmd.Bytes(slots[i*stride:i*stride+hi-lo]))
 		}
 	}
 	for i := 0; ; i++ {
@@ -119,7 +123,7 @@ func ringReduceScatter[T spmd.Number](k *call, buf []T, b []int, own int, op Op[
 		if err := recvs.wait(ctx, i); err != nil {
 			return err
 		}
-		slot := slots[(i%win)*seg:]
+		slot := slots[(i%win)*stride:]
 		op.reduce(buf[lo:hi], slot[:hi-lo])
 		if plo, phi, _, ok := post.next(); ok {
 			recvs.irecv(cc, left, tag, spmd.Bytes(slot[:phi-plo]))

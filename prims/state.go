@@ -50,10 +50,9 @@ type state struct {
 	// area is the Shared algorithms' memory, mapped on first use (under
 	// mu) and then read without the lock by every call.
 	area atomic.Pointer[area]
-	// lent says the scratch buffer is lent out; whoever set it owns
-	// scratch until it clears it.
-	lent    atomic.Bool
-	scratch []uint64 // 8-byte aligned, so that any element type fits
+	// The scratch buffers: a call may hold two at once (a reduce-scatter's
+	// work vector and its receive slots).
+	scratch [scratchBufs]spare
 
 	mu sync.Mutex
 	// protects following
@@ -236,37 +235,51 @@ func decodeNotice(cc *spmd.Comm, from int, msg []byte) error {
 	return &spmd.PeerError{Rank: int(lost), Err: fmt.Errorf("%w (seen by rank %d of comm %d)", spmd.ErrPeerLost, from, cc.ID())}
 }
 
+// scratchBufs is how many scratch buffers a state keeps.
+const scratchBufs = 2
+
+// spare is a scratch buffer: lent says it is lent out, and whoever set it
+// owns buf until it clears it.
+type spare struct {
+	lent atomic.Bool
+	buf  []uint64 // 8-byte aligned, so that any element type fits
+}
+
 // scratch lends a buffer of at least n elements of T from st, and the
-// lease that gives it back. Lending while it is out allocates a fresh one,
-// whose lease is empty.
+// lease that gives it back. Lending while every buffer is out allocates a
+// fresh one, whose lease is empty.
 func scratch[T spmd.Number](st *state, n int) ([]T, lease) {
 	var z T
 	words := (n*int(unsafe.Sizeof(z)) + 7) / 8
 	if n == 0 {
 		return nil, lease{}
 	}
-	if !st.lent.CompareAndSwap(false, true) {
-		return view[T](make([]uint64, words), n), lease{}
+	for i := range st.scratch {
+		sp := &st.scratch[i]
+		if !sp.lent.CompareAndSwap(false, true) {
+			continue
+		}
+		if len(sp.buf) < words {
+			sp.buf = make([]uint64, words)
+		}
+		return view[T](sp.buf, n), lease{sp}
 	}
-	if len(st.scratch) < words {
-		st.scratch = make([]uint64, words)
-	}
-	return view[T](st.scratch, n), lease{st}
+	return view[T](make([]uint64, words), n), lease{}
 }
 
 // lease is a loan of a state's scratch buffer.
-type lease struct{ st *state }
+type lease struct{ sp *spare }
 
 // release gives the buffer back; keep=false drops it instead, for a call
 // that failed and may have left receives pending into it.
 func (l lease) release(keep bool) {
-	if l.st == nil {
+	if l.sp == nil {
 		return
 	}
 	if !keep {
-		l.st.scratch = nil
+		l.sp.buf = nil
 	}
-	l.st.lent.Store(false)
+	l.sp.lent.Store(false)
 }
 
 func view[T spmd.Number](w []uint64, n int) []T {
