@@ -14,10 +14,10 @@ import (
 	"github.com/gorun-hpc/gorun/topo"
 )
 
-// TestCollectivesAllocateNothing runs all-reduces, broadcasts,
-// all-gathers, reduces and reduce-scatters of 16 bytes and of 1 MiB with every algorithm over shared
-// memory and counts the process's allocations (both ranks live in this
-// process): in steady state a call allocates nothing. Before the calls,
+// TestCollectivesAllocateNothing runs every collective, 16 bytes and 1
+// MiB of it, with every algorithm over shared memory and counts the
+// process's allocations (both ranks live in this process): in steady
+// state a call allocates nothing. Before the calls,
 // their requests and their request lists were pooled, a ring all-reduce of
 // 8 bytes made 20 allocations and a tree one 5, and the garbage
 // collector's pauses made the slow tail of small collectives; before large
@@ -49,6 +49,20 @@ func TestCollectivesAllocateNothing(t *testing.T) {
 		{topo.ReduceScatter, func(ctx context.Context, c *spmd.Comm, buf []float32, a topo.Algo) error {
 			lo, hi := prims.Block(len(buf), p, c.Rank())
 			return prims.ReduceScatter(ctx, c, buf, buf[lo:hi], prims.Sum[float32](), prims.WithAlgo(a))
+		}},
+		{topo.Gather, func(ctx context.Context, c *spmd.Comm, buf []float32, a topo.Algo) error {
+			k := len(buf) / p
+			return prims.Gather(ctx, c, buf[c.Rank()*k:(c.Rank()+1)*k], buf, 0, prims.WithAlgo(a))
+		}},
+		{topo.Scatter, func(ctx context.Context, c *spmd.Comm, buf []float32, a topo.Algo) error {
+			k := len(buf) / p
+			return prims.Scatter(ctx, c, buf, buf[c.Rank()*k:(c.Rank()+1)*k], 0, prims.WithAlgo(a))
+		}},
+		{topo.AllToAll, func(ctx context.Context, c *spmd.Comm, buf []float32, a topo.Algo) error {
+			return prims.AllToAll(ctx, c, buf[:len(buf)/2], buf[len(buf)/2:], prims.WithAlgo(a))
+		}},
+		{topo.Barrier, func(ctx context.Context, c *spmd.Comm, buf []float32, a topo.Algo) error {
+			return prims.Barrier(ctx, c, prims.WithAlgo(a))
 		}},
 	}
 	// 1 MiB: whole messages that large go by single copy, and land in a
