@@ -34,9 +34,10 @@
 //	              AllToAll
 //	shared        ranks of one host, through memory they share instead of
 //	              messages: every rank publishes its part and reads the
-//	              others': AllReduce, Broadcast, AllGather, Barrier (on
-//	              ranks that cannot share memory it runs recdbl, or tree
-//	              for Broadcast, instead)
+//	              others': AllReduce, Broadcast, AllGather, ReduceScatter,
+//	              Barrier (on ranks that cannot share memory it runs
+//	              recdbl, tree for Broadcast or ring for ReduceScatter,
+//	              instead)
 //
 // Rank counts that are not powers of two are folded in the standard way:
 // the first 2r ranks (r = p - 2^floor(lg p)) pair up and one of each pair

@@ -42,6 +42,8 @@ func ReduceScatter[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv 
 		return rabenseifnerReduceScatter(k, send, recv, b, op)
 	case topo.Linear:
 		return linearReduceScatter(k, send, recv, b, op)
+	case topo.Shared:
+		return sharedReduceScatter(k, send, recv, b, op)
 	}
 	return algoError(k.coll, k.algo)
 }

@@ -465,3 +465,52 @@ func sharedAllGather[T spmd.Number](k *call, buf []T, b []int) error {
 	}
 	return nil
 }
+
+// sharedReduceScatter reduces send into every rank's block of b, a piece
+// of every block a round: every rank writes the round's piece of each
+// block into its slot, block q's at q*m, and folds its own block's piece
+// of every slot, in rank order, into recv. A round is half a scatter
+// round of the all-reduce: no reduced block goes back.
+func sharedReduceScatter[T spmd.Number](k *call, send, recv []T, b []int, op Op[T]) error {
+	a, err := areaOf(k)
+	if a == nil || err != nil {
+		if err == nil {
+			work := workFor(k, send, nil)
+			me := k.cc.Rank()
+			if err = ringReduceScatter(k, work, b, me, op, tag(k.coll, phaseMain)); err == nil {
+				copy(recv, work[b[me]:b[me+1]])
+			}
+		}
+		return err
+	}
+	p, me := a.p, k.cc.Rank()
+	m := max(1, topo.SharedChunk/sizeOf[T]()/p) // elements of each block a round
+	longest := b[1] - b[0]                      // Block puts the longer blocks first
+	for lo := 0; lo < longest; lo += m {
+		// A rank whose block is shorter may have no piece in the last
+		// round: it reads nothing then, and so does not see every rank
+		// store the round, and the next round that writes waits for them.
+		n := max(0, min(m, b[me+1]-b[me]-lo))
+		round := a.next()
+		if err := a.claim(k, round, readAfter, n > 0, true); err != nil {
+			return err
+		}
+		slot := data[T](a, me, round, p*m)
+		for q := range p {
+			if c := min(m, b[q+1]-b[q]-lo); c > 0 {
+				copy(slot[q*m:q*m+c], send[b[q]+lo:b[q]+lo+c])
+			}
+		}
+		a.publish(me, round)
+		if n == 0 {
+			continue
+		}
+		if me == 0 { // foldParts starts from this rank's own piece
+			copy(recv[lo:lo+n], slot[:n])
+		}
+		if err := foldParts(k, a, round, p*m, me*m, me*m+n, op, recv[lo:lo+n]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -102,7 +102,7 @@ var applicable = [...][]Algo{
 	Gather:        {Linear, Tree},
 	Scatter:       {Linear, Tree},
 	AllGather:     {Ring, RecursiveDoubling, Linear, Hierarchical, Shared},
-	ReduceScatter: {Ring, Rabenseifner, Linear},
+	ReduceScatter: {Ring, Rabenseifner, Linear, Shared},
 	AllToAll:      {Linear},
 	Barrier:       {RecursiveDoubling, Tree, Shared},
 }

@@ -56,7 +56,16 @@ func (m Model) cost(coll Collective, algo Algo, p int, n float64, lay Layout) fl
 	case AllGather:
 		return m.allGather(algo, s, n)
 	case ReduceScatter:
-		return m.reduceScatter(algo, s, n)
+		// Ring and Rabenseifner reduce into a copy of the whole vector,
+		// which every rank makes at once: a copy costs about what a
+		// reduction does (memory's speed; less than Local.Beta over TCP).
+		// (Reduce's own work copy is left out of its model, which the
+		// hierarchical all-reduce's choice rests on.)
+		work := 0.0
+		if algo == Ring || algo == Rabenseifner {
+			work = n * m.gamma(s.perHost)
+		}
+		return work + m.reduceScatter(algo, s, n)
 	case AllToAll:
 		return m.burst(s, n/float64(s.p), 0) // every block posted at once
 	case Barrier:

@@ -29,7 +29,8 @@ func TestCostClosedForms(t *testing.T) {
 			{Broadcast, Tree, lgp * (a + n*b)},
 			{AllGather, Ring, (P - 1) * (a + n/P*b)},
 			{AllGather, RecursiveDoubling, lgp*a + n*(P-1)/P*b},
-			{ReduceScatter, Rabenseifner, lgp*a + n*(P-1)/P*(b+g)},
+			// Reducing into a copy of the vector: n g more.
+			{ReduceScatter, Rabenseifner, n*g + lgp*a + n*(P-1)/P*(b+g)},
 			{Gather, Tree, lgp*a + n*(P-1)/P*b},
 			// Everything posted at once: one latency, a quarter of one
 			// for each further message, the bytes of p-1 blocks.

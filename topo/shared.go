@@ -74,6 +74,10 @@ func (m Model) shared(coll Collective, s shape, n float64) float64 {
 	case AllGather:
 		// Every rank copies its block's piece in and the p-1 others' out.
 		return rounds(n/p, func(c float64) float64 { return wait + p*c*copyIn })
+	case ReduceScatter:
+		// Every rank copies its part in and folds its block of the p.
+		g := m.gamma(s.perHost)
+		return rounds(n, func(c float64) float64 { return wait + c*copyIn + (p-1)/p*c*g })
 	}
 	return rounds(n, func(c float64) float64 { return m.sharedRound(s, c, wait) })
 }
