@@ -1,0 +1,263 @@
+package prims
+
+import (
+	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/topo"
+)
+
+// The Shared algorithms, round by round in the area that shared.go lays
+// out.
+
+// sharedAllReduce reduces buf in rounds of up to topo.SharedChunk bytes:
+// folds below topo.SharedScatter bytes, where a round's latency counts
+// most, and scatters from there, where the reductions do.
+func sharedAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
+	a, err := areaOf(k)
+	if a == nil || err != nil {
+		if err == nil {
+			err = recdblAllReduce(k, buf, op)
+		}
+		return err
+	}
+	per := topo.SharedChunk / sizeOf[T]()
+	for lo := 0; lo < len(buf); lo += per {
+		out := buf[lo:min(lo+per, len(buf))]
+		if len(out)*sizeOf[T]() < topo.SharedScatter {
+			err = sharedFold(k, a, out, op)
+		} else {
+			err = sharedScatter(k, a, out, op)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// put starts an all-reduce round: it waits until this rank's slot is
+// free, copies its part in and says so.
+func put[T spmd.Number](k *call, a *area, part []T) (uint32, error) {
+	me := k.cc.Rank()
+	round := a.next()
+	if err := a.claim(k, round, readAfter, true, true); err != nil {
+		return 0, err
+	}
+	copy(data[T](a, me, round, len(part)), part)
+	a.publish(me, round)
+	return round, nil
+}
+
+// foldParts folds elements lo to hi of every rank's part of round, n
+// elements each, into acc as they come, in rank order, (p0 op p1) op p2
+// ..., so that every rank that folds them gets the same bits whatever the
+// op. acc holds this rank's own elements on entry.
+func foldParts[T spmd.Number](k *call, a *area, round uint32, n, lo, hi int, op Op[T], acc []T) error {
+	me := k.cc.Rank()
+	for r := range k.cc.Size() {
+		if r != me {
+			if err := a.await(k, r, round); err != nil {
+				return err
+			}
+		}
+		src := data[T](a, r, round, n)[lo:hi]
+		switch {
+		case r == 0 && me != 0:
+			copy(acc, src)
+		case r != 0:
+			op.reduce(acc, src)
+		}
+	}
+	return nil
+}
+
+// sharedFold is a round in which every rank folds all the parts: one wait
+// per rank, (p-1)n elements reduced by each.
+func sharedFold[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
+	round, err := put(k, a, out)
+	if err != nil {
+		return err
+	}
+	return foldParts(k, a, round, len(out), 0, len(out), op, out)
+}
+
+// sharedScatter is a round in which rank r folds only block r of the parts
+// (Block's cut) and leaves it in its own slot in place of its part, where
+// every rank copies it from: two waits per rank, n elements reduced by
+// each rank in all.
+func sharedScatter[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
+	p, me := k.cc.Size(), k.cc.Rank()
+	round, err := put(k, a, out)
+	if err != nil {
+		return err
+	}
+	n := len(out)
+	lo, hi := Block(n, p, me)
+	acc := out[lo:hi]
+	if err := foldParts(k, a, round, n, lo, hi, op, acc); err != nil {
+		return err
+	}
+	copy(data[T](a, me, round, n)[lo:hi], acc)
+	a.head(me, round).reduced.store(round)
+	return a.asReady(k, round,
+		func(r int) *signal { return &a.head(r, round).reduced },
+		func(r int) {
+			rlo, rhi := Block(n, p, r)
+			copy(out[rlo:rhi], data[T](a, r, round, n)[rlo:rhi])
+		})
+}
+
+// sharedBarrier is one round without data.
+func sharedBarrier(k *call) error {
+	a, err := areaOf(k)
+	if a == nil || err != nil {
+		if err == nil {
+			err = dissemination(k)
+		}
+		return err
+	}
+	me := k.cc.Rank()
+	round := a.next()
+	a.claim(k, round, noData, true, false) // writes nothing: no wait
+	a.publish(me, round)
+	for r := range k.cc.Size() {
+		if r != me {
+			if err := a.await(k, r, round); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// sharedBcast copies root's buf into every rank's through the cells, when
+// it fits one, or else topo.SharedChunk bytes at a time through the
+// streams (castPiece).
+func sharedBcast[T spmd.Number](k *call, buf []T, root int) error {
+	a, err := areaOf(k)
+	if a == nil || err != nil {
+		if err == nil {
+			err = treeBcast(k, buf, root, phaseMain)
+		}
+		return err
+	}
+	if len(buf)*sizeOf[T]() <= topo.SharedCell {
+		a.casts++
+		return castPiece(k, a, a.cells, a.casts, buf, root)
+	}
+	per := topo.SharedChunk / sizeOf[T]()
+	for lo := 0; lo < len(buf); lo += per {
+		a.chunks++
+		if err := castPiece(k, a, a.streams, a.chunks, buf[lo:min(lo+per, len(buf))], root); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// castPiece broadcasts piece s of ring g, buf: the root waits until every
+// rank is done with the piece that last used the buffer (at once unless
+// one lags g.n pieces behind), writes it and goes on; the others copy it
+// out. Every rank then counts the piece done.
+func castPiece[T spmd.Number](k *call, a *area, g castRing, s uint32, buf []T, root int) error {
+	me := k.cc.Rank()
+	if me == root {
+		// Before the first g.n pieces the count wraps below zero, which
+		// every rank has reached.
+		for r := range a.p {
+			if r != me {
+				if err := g.doneBy(a, r).wait(k, r, s-g.n); err != nil {
+					return err
+				}
+			}
+		}
+		copy(castData[T](a, g, s, len(buf)), buf)
+		g.head(a, s).part.store(s)
+	} else {
+		if err := g.head(a, s).part.wait(k, root, s); err != nil {
+			return err
+		}
+		copy(buf, castData[T](a, g, s, len(buf)))
+	}
+	g.doneBy(a, me).store(s)
+	return nil
+}
+
+// sharedAllGather gathers the blocks of b into every rank's buf,
+// topo.SharedChunk bytes of each block a round: every rank writes its
+// block's piece and copies the others' out.
+func sharedAllGather[T spmd.Number](k *call, buf []T, b []int) error {
+	a, err := areaOf(k)
+	if a == nil || err != nil {
+		if err == nil {
+			err = recdblAllGather(k, buf, b)
+		}
+		return err
+	}
+	me := k.cc.Rank()
+	per := topo.SharedChunk / sizeOf[T]()
+	for lo := 0; lo < b[1]-b[0]; lo += per {
+		n := min(per, b[1]-b[0]-lo)
+		round := a.next()
+		if err := a.claim(k, round, readAfter, true, true); err != nil {
+			return err
+		}
+		copy(data[T](a, me, round, n), buf[b[me]+lo:b[me]+lo+n])
+		a.publish(me, round)
+		err := a.asReady(k, round,
+			func(r int) *signal { return &a.head(r, round).part },
+			func(r int) { copy(buf[b[r]+lo:b[r]+lo+n], data[T](a, r, round, n)) })
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sharedReduceScatter reduces send into every rank's block of b, a piece
+// of every block a round: every rank writes the round's piece of each
+// block into its slot, block q's at q*m, and folds its own block's piece
+// of every slot, in rank order, into recv. A round is half a scatter
+// round of the all-reduce: no reduced block goes back.
+func sharedReduceScatter[T spmd.Number](k *call, send, recv []T, b []int, op Op[T]) error {
+	a, err := areaOf(k)
+	if a == nil || err != nil {
+		if err == nil {
+			work := workFor(k, send, nil)
+			me := k.cc.Rank()
+			if err = ringReduceScatter(k, work, b, me, op, tag(k.coll, phaseMain)); err == nil {
+				copy(recv, work[b[me]:b[me+1]])
+			}
+		}
+		return err
+	}
+	p, me := a.p, k.cc.Rank()
+	m := max(1, topo.SharedChunk/sizeOf[T]()/p) // elements of each block a round
+	longest := b[1] - b[0]                      // Block puts the longer blocks first
+	for lo := 0; lo < longest; lo += m {
+		// A rank whose block is shorter may have no piece in the last
+		// round: it reads nothing then, and so does not see every rank
+		// store the round, and the next round that writes waits for them.
+		n := max(0, min(m, b[me+1]-b[me]-lo))
+		round := a.next()
+		if err := a.claim(k, round, readAfter, n > 0, true); err != nil {
+			return err
+		}
+		slot := data[T](a, me, round, p*m)
+		for q := range p {
+			if c := min(m, b[q+1]-b[q]-lo); c > 0 {
+				copy(slot[q*m:q*m+c], send[b[q]+lo:b[q]+lo+c])
+			}
+		}
+		a.publish(me, round)
+		if n == 0 {
+			continue
+		}
+		if me == 0 { // foldParts starts from this rank's own piece
+			copy(recv[lo:lo+n], slot[:n])
+		}
+		if err := foldParts(k, a, round, p*m, me*m, me*m+n, op, recv[lo:lo+n]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
