@@ -32,12 +32,7 @@ func ReduceScatter[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv 
 	b := bounds(n, p)
 	switch k.algo {
 	case topo.Ring:
-		work := workFor(k, send, nil)
-		if err := ringReduceScatter(k, work, b, r, op, tag(k.coll, phaseMain)); err != nil {
-			return err
-		}
-		copy(recv, work[lo:hi])
-		return nil
+		return ringReduceScatterTo(k, send, recv, b, op)
 	case topo.Rabenseifner:
 		return rabenseifnerReduceScatter(k, send, recv, b, op)
 	case topo.Linear:
@@ -46,6 +41,17 @@ func ReduceScatter[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv 
 		return sharedReduceScatter(k, send, recv, b, op)
 	}
 	return algoError(k.coll, k.algo)
+}
+
+// ringReduceScatterTo runs the ring reduce-scatter on a copy of send and
+// leaves this rank's block in recv.
+func ringReduceScatterTo[T spmd.Number](k *call, send, recv []T, b []int, op Op[T]) error {
+	work, r := workFor(k, send, nil), k.cc.Rank()
+	if err := ringReduceScatter(k, work, b, r, op, tag(k.coll, phaseMain)); err != nil {
+		return err
+	}
+	copy(recv, work[b[r]:b[r+1]])
+	return nil
 }
 
 // rabenseifnerReduceScatter folds the extra ranks in, halves over the

@@ -222,11 +222,7 @@ func sharedReduceScatter[T spmd.Number](k *call, send, recv []T, b []int, op Op[
 	a, err := areaOf(k)
 	if a == nil || err != nil {
 		if err == nil {
-			work := workFor(k, send, nil)
-			me := k.cc.Rank()
-			if err = ringReduceScatter(k, work, b, me, op, tag(k.coll, phaseMain)); err == nil {
-				copy(recv, work[b[me]:b[me+1]])
-			}
+			err = ringReduceScatterTo(k, send, recv, b, op)
 		}
 		return err
 	}
