@@ -80,23 +80,36 @@ func sharedFold[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
 	return foldParts(k, a, round, len(out), 0, len(out), op, out)
 }
 
-// sharedScatter is a round in which rank r folds only block r of the parts
-// (Block's cut) and leaves it in its own slot in place of its part, where
-// every rank copies it from: two waits per rank, n elements reduced by
-// each rank in all.
+// sharedScatter is a round in which rank r reduces only block r (Block's
+// cut): every rank writes the other blocks of its part into its slot,
+// reduces theirs into its own block of out, leaves the result in its
+// slot in place of the block it did not write, and copies the others'
+// results from theirs. Two waits per rank, n elements reduced by each
+// rank in all. Each block is reduced by one rank only, so every rank gets
+// the same bits whatever the order of the fold.
 func sharedScatter[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
 	p, me := k.cc.Size(), k.cc.Rank()
-	round, err := put(k, a, out)
-	if err != nil {
-		return err
-	}
 	n := len(out)
 	lo, hi := Block(n, p, me)
-	acc := out[lo:hi]
-	if err := foldParts(k, a, round, n, lo, hi, op, acc); err != nil {
+	round := a.next()
+	if err := a.claim(k, round, readAfter, true, true); err != nil {
 		return err
 	}
-	copy(data[T](a, me, round, n)[lo:hi], acc)
+	slot := data[T](a, me, round, n)
+	copy(slot[:lo], out[:lo])
+	copy(slot[hi:], out[hi:])
+	a.publish(me, round)
+	acc := out[lo:hi]
+	for r := range p {
+		if r == me {
+			continue
+		}
+		if err := a.await(k, r, round); err != nil {
+			return err
+		}
+		op.reduce(acc, data[T](a, r, round, n)[lo:hi])
+	}
+	copy(slot[lo:hi], acc)
 	a.head(me, round).reduced.store(round)
 	return a.asReady(k, round,
 		func(r int) *signal { return &a.head(r, round).reduced },

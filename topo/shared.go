@@ -83,13 +83,14 @@ func (m Model) shared(coll Collective, s shape, n float64) float64 {
 }
 
 // sharedRound is one round of c bytes of a Shared all-reduce, in which
-// every rank at once copies its part in and either reduces the other p-1
-// parts (a fold) or reduces one block of every part and copies the other
-// blocks out (a scatter, two waits).
+// every rank at once either copies its part in and reduces the other p-1
+// parts (a fold), or copies in the blocks of its part that the others
+// reduce, reduces its own block of every part, copies the result in and
+// the other blocks' results out (a scatter, two waits).
 func (m Model) sharedRound(s shape, c, wait float64) float64 {
 	b, g, p := m.Local.Beta*m.share(s.perHost), m.gamma(s.perHost), float64(s.p)
 	if c < SharedScatter {
 		return wait + c*b + (p-1)*c*g
 	}
-	return 2*wait + 2*c*b + (p-1)/p*c*g
+	return 2*wait + (2*p-1)/p*c*b + (p-1)/p*c*g
 }
