@@ -47,37 +47,31 @@ func put[T spmd.Number](k *call, a *area, part []T) (uint32, error) {
 	return round, nil
 }
 
-// foldParts folds elements lo to hi of every rank's part of round, n
-// elements each, into acc as they come, in rank order, (p0 op p1) op p2
-// ..., so that every rank that folds them gets the same bits whatever the
-// op. acc holds this rank's own elements on entry.
-func foldParts[T spmd.Number](k *call, a *area, round uint32, n, lo, hi int, op Op[T], acc []T) error {
-	me := k.cc.Rank()
+// sharedFold is a round in which every rank folds all the parts, as they
+// come, in rank order, (p0 op p1) op p2 ..., so that every rank gets the
+// same bits whatever the op: one wait per rank, (p-1)n elements reduced by
+// each.
+func sharedFold[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
+	round, err := put(k, a, out)
+	if err != nil {
+		return err
+	}
+	me, n := k.cc.Rank(), len(out)
 	for r := range k.cc.Size() {
 		if r != me {
 			if err := a.await(k, r, round); err != nil {
 				return err
 			}
 		}
-		src := data[T](a, r, round, n)[lo:hi]
+		src := data[T](a, r, round, n)
 		switch {
 		case r == 0 && me != 0:
-			copy(acc, src)
+			copy(out, src)
 		case r != 0:
-			op.reduce(acc, src)
+			op.reduce(out, src)
 		}
 	}
 	return nil
-}
-
-// sharedFold is a round in which every rank folds all the parts: one wait
-// per rank, (p-1)n elements reduced by each.
-func sharedFold[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
-	round, err := put(k, a, out)
-	if err != nil {
-		return err
-	}
-	return foldParts(k, a, round, len(out), 0, len(out), op, out)
 }
 
 // sharedScatter is a round in which rank r reduces only block r (Block's
@@ -228,9 +222,9 @@ func sharedAllGather[T spmd.Number](k *call, buf []T, b []int) error {
 
 // sharedReduceScatter reduces send into every rank's block of b, a piece
 // of every block a round: every rank writes the round's piece of each
-// block into its slot, block q's at q*m, and folds its own block's piece
-// of every slot, in rank order, into recv. A round is half a scatter
-// round of the all-reduce: no reduced block goes back.
+// other block into its slot, block q's at q*m, and reduces the others'
+// pieces of its own block into its own, in recv. A round is half a
+// scatter round of the all-reduce: no reduced block goes back.
 func sharedReduceScatter[T spmd.Number](k *call, send, recv []T, b []int, op Op[T]) error {
 	a, err := areaOf(k)
 	if a == nil || err != nil {
@@ -253,7 +247,7 @@ func sharedReduceScatter[T spmd.Number](k *call, send, recv []T, b []int, op Op[
 		}
 		slot := data[T](a, me, round, p*m)
 		for q := range p {
-			if c := min(m, b[q+1]-b[q]-lo); c > 0 {
+			if c := min(m, b[q+1]-b[q]-lo); c > 0 && q != me {
 				copy(slot[q*m:q*m+c], send[b[q]+lo:b[q]+lo+c])
 			}
 		}
@@ -261,11 +255,16 @@ func sharedReduceScatter[T spmd.Number](k *call, send, recv []T, b []int, op Op[
 		if n == 0 {
 			continue
 		}
-		if me == 0 { // foldParts starts from this rank's own piece
-			copy(recv[lo:lo+n], slot[:n])
-		}
-		if err := foldParts(k, a, round, p*m, me*m, me*m+n, op, recv[lo:lo+n]); err != nil {
-			return err
+		acc := recv[lo : lo+n]
+		copy(acc, send[b[me]+lo:b[me]+lo+n]) // recv may be this very block
+		for r := range p {
+			if r == me {
+				continue
+			}
+			if err := a.await(k, r, round); err != nil {
+				return err
+			}
+			op.reduce(acc, data[T](a, r, round, p*m)[me*m:me*m+n])
 		}
 	}
 	return nil
