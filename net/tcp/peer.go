@@ -202,14 +202,13 @@ func (p *peer) upLocked(c *net.TCPConn) bool {
 	// Published before the reader goroutine starts: it may leave data to
 	// the pollers at once, and EndPoll's drain must then find r.
 	p.rd.Store(r)
-	if !p.t.spawn(r.run) {
+	// Both goroutines or neither: a reader goroutine left running on a
+	// link that never came up would report the loss that fail reports
+	// too, when Close came between the two (Lost twice). The reader ends
+	// the writer (closing r.gone) once the connection is closed.
+	if !p.t.spawn(r.run, func() { p.writeLoop(r) }) {
 		r.retire()
 		p.rd.Store(nil)
-		return false
-	}
-	// Started after the reader, which ends it (closing r.gone) once the
-	// connection is closed, as the caller does if we fail.
-	if !p.t.spawn(func() { p.writeLoop(r) }) {
 		return false
 	}
 	p.conn.Store(c)

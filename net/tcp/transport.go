@@ -172,19 +172,21 @@ func (t *Transport) peer(r int) (*peer, error) {
 	return t.peers[r], nil
 }
 
-// spawn runs f in a goroutine that Close waits for; it reports false, and
-// runs nothing, once Close has begun.
-func (t *Transport) spawn(f func()) bool {
+// spawn runs each of fs in a goroutine that Close waits for; it reports
+// false, and runs none of them, once Close has begun.
+func (t *Transport) spawn(fs ...func()) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.stopping {
 		return false
 	}
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		f()
-	}()
+	t.wg.Add(len(fs))
+	for _, f := range fs {
+		go func() {
+			defer t.wg.Done()
+			f()
+		}()
+	}
 	return true
 }
 
