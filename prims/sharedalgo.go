@@ -74,6 +74,22 @@ func sharedFold[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
 	return nil
 }
 
+// reduceOthers reduces len(acc) elements from lo of every other rank's
+// part of round, n elements each, into acc, in rank order.
+func reduceOthers[T spmd.Number](k *call, a *area, round uint32, n, lo int, op Op[T], acc []T) error {
+	me := k.cc.Rank()
+	for r := range k.cc.Size() {
+		if r == me {
+			continue
+		}
+		if err := a.await(k, r, round); err != nil {
+			return err
+		}
+		op.reduce(acc, data[T](a, r, round, n)[lo:lo+len(acc)])
+	}
+	return nil
+}
+
 // sharedScatter is a round in which rank r reduces only block r (Block's
 // cut): every rank writes the other blocks of its part into its slot,
 // reduces theirs into its own block of out, leaves the result in its
@@ -94,14 +110,8 @@ func sharedScatter[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
 	copy(slot[hi:], out[hi:])
 	a.publish(me, round)
 	acc := out[lo:hi]
-	for r := range p {
-		if r == me {
-			continue
-		}
-		if err := a.await(k, r, round); err != nil {
-			return err
-		}
-		op.reduce(acc, data[T](a, r, round, n)[lo:hi])
+	if err := reduceOthers(k, a, round, n, lo, op, acc); err != nil {
+		return err
 	}
 	copy(slot[lo:hi], acc)
 	a.head(me, round).reduced.store(round)
@@ -257,14 +267,8 @@ func sharedReduceScatter[T spmd.Number](k *call, send, recv []T, b []int, op Op[
 		}
 		acc := recv[lo : lo+n]
 		copy(acc, send[b[me]+lo:b[me]+lo+n]) // recv may be this very block
-		for r := range p {
-			if r == me {
-				continue
-			}
-			if err := a.await(k, r, round); err != nil {
-				return err
-			}
-			op.reduce(acc, data[T](a, r, round, p*m)[me*m:me*m+n])
+		if err := reduceOthers(k, a, round, p*m, me*m, op, acc); err != nil {
+			return err
 		}
 	}
 	return nil
