@@ -75,7 +75,8 @@ func (m Model) shared(coll Collective, s shape, n float64) float64 {
 		// Every rank copies its block's piece in and the p-1 others' out.
 		return rounds(n/p, func(c float64) float64 { return wait + p*c*copyIn })
 	case ReduceScatter:
-		// Every rank copies its part in and folds its block of the p.
+		// Every rank copies the other blocks' pieces of its part in and
+		// its own into place, and reduces the p-1 others' into it.
 		g := m.gamma(s.perHost)
 		return rounds(n, func(c float64) float64 { return wait + c*copyIn + (p-1)/p*c*g })
 	}
