@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -45,7 +46,11 @@ const header = "# op            np        bytes        count    type  redop     
 
 func runType[T elem](ctx context.Context, w *spmd.World, cfg config, out io.Writer) error {
 	if w.Rank() == 0 {
-		fmt.Fprintf(out, "# collbench: %d ranks, %d iterations after %d warm-up, check %v\n", w.Size(), cfg.iters, cfg.warmup, cfg.check)
+		fmt.Fprintf(out, "# collbench: %d ranks, %d iterations after %d warm-up, check %v", w.Size(), cfg.iters, cfg.warmup, cfg.check)
+		if cfg.rounds > 1 {
+			fmt.Fprintf(out, ", median of %d rounds", cfg.rounds)
+		}
+		fmt.Fprintln(out)
 		fmt.Fprintln(out, header)
 	}
 	wrongAll := 0.0
@@ -53,14 +58,16 @@ func runType[T elem](ctx context.Context, w *spmd.World, cfg config, out io.Writ
 	mem.reserve(max(w.Size(), cfg.maxBytes/int(unsafe.Sizeof(T(0)))))
 	for _, op := range cfg.ops {
 		for size := cfg.minBytes; size <= cfg.maxBytes; size *= cfg.factor {
-			r, err := measure(ctx, w.Comm, cfg, &mem, op, size)
+			rs, err := measure(ctx, w.Comm, cfg, &mem, op, size)
 			if err != nil {
 				return fmt.Errorf("%s of %d bytes on rank %d: %w", op, size, w.Rank(), err)
 			}
-			if w.Rank() == 0 {
-				r.print(out, cfg)
+			for _, r := range rs {
+				if w.Rank() == 0 {
+					r.print(out, cfg)
+				}
+				wrongAll += r.wrong
 			}
-			wrongAll += r.wrong
 			if size == 0 {
 				break
 			}
@@ -78,7 +85,7 @@ type result struct {
 	np             int
 	bytes, count   int
 	algo           topo.Algo
-	seconds        float64 // mean time of one call on the slowest rank
+	seconds        float64 // mean time of one call on the slowest rank (the median over rounds)
 	wrong          float64 // over all ranks; on rank 0 only
 }
 
@@ -111,8 +118,11 @@ func reduces(op string) bool {
 	return op == "allreduce" || op == "reduce" || op == "reducescatter"
 }
 
-// measure runs one size of one collective.
-func measure[T elem](ctx context.Context, c *spmd.Comm, cfg config, mem *arena[T], op string, size int) (result, error) {
+// measure runs one size of one collective with each algorithm of
+// cfg.algos: warm-up (and check) for each, then cfg.rounds rounds in which
+// each algorithm in turn times cfg.iters calls, starting each round with
+// the next algorithm so that none always runs first.
+func measure[T elem](ctx context.Context, c *spmd.Comm, cfg config, mem *arena[T], op string, size int) ([]result, error) {
 	var zero T
 	esize := int(unsafe.Sizeof(zero))
 	p := c.Size()
@@ -122,47 +132,77 @@ func measure[T elem](ctx context.Context, c *spmd.Comm, cfg config, mem *arena[T
 	}
 	coll, err := topo.ParseCollective(op)
 	if err != nil {
-		return result{}, err
-	}
-	algo := topo.Algo(cfg.algo)
-	if algo == "" {
-		if algo, err = topo.Choose(ctx, c, coll, count*esize); err != nil {
-			return result{}, err
-		}
-	} else if algo, err = topo.ParseAlgo(cfg.algo); err != nil {
-		return result{}, err
+		return nil, err
 	}
 	b := newBufs(mem, op, c.Rank(), p, count, cfg.redop)
-	call := caller(op, cfg.redop, algo, c, b)
-	r := result{op: op, typ: cfg.typ, redop: cfg.redop, np: p, bytes: count * esize, count: count, algo: algo}
-
-	b.fill()
-	for range cfg.warmup {
-		if err := call(ctx); err != nil {
-			return r, err
+	k := len(cfg.algos)
+	results := make([]result, k)
+	calls := make([]func(context.Context) error, k)
+	for i, name := range cfg.algos {
+		algo := topo.Algo(name)
+		if name == "" {
+			algo, err = topo.Choose(ctx, c, coll, count*esize)
+		} else {
+			algo, err = topo.ParseAlgo(name)
 		}
+		if err != nil {
+			return nil, err
+		}
+		results[i] = result{op: op, typ: cfg.typ, redop: cfg.redop, np: p, bytes: count * esize, count: count, algo: algo}
+		calls[i] = caller(op, cfg.redop, algo, c, b)
 	}
-	wrong := 0
-	if cfg.check {
+	// stats holds this rank's figures, sent to rank 0 at the end: the
+	// wrong elements of each algorithm, then its time in each round.
+	stats := make([]float64, k*(1+cfg.rounds))
+	for i, call := range calls {
 		b.fill()
-		if err := call(ctx); err != nil {
-			return r, err
+		for range cfg.warmup {
+			if err := call(ctx); err != nil {
+				return nil, results[i].fail(err)
+			}
 		}
-		wrong = b.verify()
-	}
-	b.fill()
-	if err := c.Barrier(ctx); err != nil {
-		return r, err
-	}
-	start := time.Now()
-	for range cfg.iters {
-		if err := call(ctx); err != nil {
-			return r, err
+		if cfg.check {
+			b.fill()
+			if err := call(ctx); err != nil {
+				return nil, results[i].fail(err)
+			}
+			stats[i] = float64(b.verify())
 		}
 	}
-	mean := time.Since(start).Seconds() / float64(cfg.iters)
-	r.seconds, r.wrong, err = toRoot(ctx, c, mean, float64(wrong))
-	return r, err
+	for round := range cfg.rounds {
+		for j := range k {
+			i := (round + j) % k
+			b.fill()
+			if err := c.Barrier(ctx); err != nil {
+				return nil, err
+			}
+			start := time.Now()
+			for range cfg.iters {
+				if err := calls[i](ctx); err != nil {
+					return nil, results[i].fail(err)
+				}
+			}
+			stats[k+i*cfg.rounds+round] = time.Since(start).Seconds() / float64(cfg.iters)
+		}
+	}
+	if err := toRoot(ctx, c, stats, k); err != nil {
+		return nil, err
+	}
+	for i := range results {
+		results[i].wrong = stats[i]
+		results[i].seconds = median(stats[k+i*cfg.rounds : k+(i+1)*cfg.rounds])
+	}
+	return results, nil
+}
+
+// fail says which algorithm failed, when the list has several.
+func (r result) fail(err error) error { return fmt.Errorf("%s: %w", r.algo, err) }
+
+// median returns the middle of xs (the lower one of an even count), which
+// it sorts.
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	return xs[(len(xs)-1)/2]
 }
 
 // blocked reports whether op's buffer is p blocks, one per rank.
@@ -177,22 +217,30 @@ func blocked(op string) bool {
 // statsTag is the point-to-point tag on which ranks report to rank 0.
 const statsTag = 7
 
-// toRoot returns, on rank 0, the largest of the ranks' times and the sum
-// of their wrong counts, by point-to-point messages so that the figures
-// never depend on the collectives under test.
-func toRoot(ctx context.Context, c *spmd.Comm, seconds, wrong float64) (float64, float64, error) {
-	msg := make([]byte, 16)
+// toRoot combines the ranks' figures on rank 0, by point-to-point
+// messages so that they never depend on the collectives under test: the
+// first wrong of them are counts of wrong elements, which it sums; the
+// rest are times, of which it keeps the largest (the slowest rank's).
+func toRoot(ctx context.Context, c *spmd.Comm, stats []float64, wrong int) error {
+	msg := make([]byte, 8*len(stats))
 	if c.Rank() != 0 {
-		binary.LittleEndian.PutUint64(msg, math.Float64bits(seconds))
-		binary.LittleEndian.PutUint64(msg[8:], math.Float64bits(wrong))
-		return 0, 0, c.Send(ctx, 0, statsTag, msg)
+		for i, v := range stats {
+			binary.LittleEndian.PutUint64(msg[8*i:], math.Float64bits(v))
+		}
+		return c.Send(ctx, 0, statsTag, msg)
 	}
 	for src := 1; src < c.Size(); src++ {
 		if _, err := c.Recv(ctx, src, statsTag, msg); err != nil {
-			return 0, 0, err
+			return err
 		}
-		seconds = max(seconds, math.Float64frombits(binary.LittleEndian.Uint64(msg)))
-		wrong += math.Float64frombits(binary.LittleEndian.Uint64(msg[8:]))
+		for i := range stats {
+			v := math.Float64frombits(binary.LittleEndian.Uint64(msg[8*i:]))
+			if i < wrong {
+				stats[i] += v
+			} else {
+				stats[i] = max(stats[i], v)
+			}
+		}
 	}
-	return seconds, wrong, nil
+	return nil
 }

@@ -13,9 +13,19 @@
 // rank's time. -c 1 checks every result against a reference computed
 // locally from deterministic per-rank inputs and counts the wrong elements
 // over all ranks; collbench then exits 1 if any was wrong.
+//
+// --algo takes a list to compare algorithms: each size then runs every
+// algorithm of the list in turn, -r times (each time -n calls), and prints
+// a line per algorithm with the median of its -r times. On a shared or
+// noisy machine that compares the algorithms under the same conditions,
+// where separate runs of each can catch the machine fast for one and slow
+// for the next:
+//
+//	gorun -np 4 ./examples/collbench --op allreduce --algo ring,shared,auto -r 5
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -25,6 +35,7 @@ import (
 	"syscall"
 
 	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/topo"
 )
 
 func main() {
@@ -47,7 +58,8 @@ type config struct {
 	iters, warmup      int
 	check              bool
 	ops                []string
-	algo               string // "" for topo.Choose
+	algos              []string // "" for topo.Choose
+	rounds             int
 	typ                string
 	redop              string
 }
@@ -64,7 +76,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&cfg.warmup, "w", 5, "warm-up iterations per size")
 	checkN := fs.Int("c", 0, "1: check every result and count the wrong elements")
 	op := fs.String("op", "allreduce", "collective: "+strings.Join(opNames, ", ")+", or all")
-	fs.StringVar(&cfg.algo, "algo", "", "force an algorithm (ring, tree, recdbl, rabenseifner, hier, linear, shared); default: topo's choice")
+	algo := fs.String("algo", "", "force an algorithm (ring, tree, recdbl, rabenseifner, hier, linear, shared), or compare several: a comma-separated list, auto for topo's choice; default: topo's choice")
+	fs.IntVar(&cfg.rounds, "r", 1, "rounds: times each size runs every algorithm in turn, -n calls each; the median counts")
 	fs.StringVar(&cfg.typ, "type", "float32", "element type: float32, float64, int32, int64, uint8")
 	fs.StringVar(&cfg.redop, "redop", "sum", "reduction: sum, prod, max, min")
 	if err := fs.Parse(args); err != nil {
@@ -84,6 +97,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		return cfg, fmt.Errorf("-f %d: want 2 or more", cfg.factor)
 	case cfg.iters < 1 || cfg.warmup < 0:
 		return cfg, fmt.Errorf("-n %d -w %d: want at least one iteration and no negative warm-up", cfg.iters, cfg.warmup)
+	case cfg.rounds < 1:
+		return cfg, fmt.Errorf("-r %d: want at least one round", cfg.rounds)
 	case *checkN != 0 && *checkN != 1:
 		return cfg, fmt.Errorf("-c %d: want 0 or 1", *checkN)
 	}
@@ -98,6 +113,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 			cfg.ops = append(cfg.ops, o)
 		}
 	}
+	if cfg.algos, err = parseAlgos(*algo); err != nil {
+		return cfg, err
+	}
 	if !contains([]string{"float32", "float64", "int32", "int64", "uint8"}, cfg.typ) {
 		return cfg, fmt.Errorf("--type %q: want float32, float64, int32, int64 or uint8", cfg.typ)
 	}
@@ -105,6 +123,27 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		return cfg, fmt.Errorf("--redop %q: want sum, prod, max or min", cfg.redop)
 	}
 	return cfg, nil
+}
+
+// parseAlgos parses --algo: one algorithm, or a list of them, each named
+// as topo names it or auto (topo's choice, also the empty list).
+func parseAlgos(v string) ([]string, error) {
+	if v == "" {
+		return []string{""}, nil
+	}
+	var algos []string
+	for _, a := range strings.Split(v, ",") {
+		if a == "auto" {
+			a = ""
+		} else if _, err := topo.ParseAlgo(a); err != nil {
+			return nil, fmt.Errorf("--algo %q: %w", v, err)
+		}
+		if contains(algos, a) {
+			return nil, fmt.Errorf("--algo %q: %s is listed twice", v, cmp.Or(a, "auto"))
+		}
+		algos = append(algos, a)
+	}
+	return algos, nil
 }
 
 func contains(list []string, s string) bool {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -21,6 +22,10 @@ func TestParseFlags(t *testing.T) {
 		{"min above max", "-b 1M -e 1K", "is larger than"},
 		{"bad check", "-c 2", "-c 2"},
 		{"bad factor", "-f 1", "-f 1"},
+		{"algo list", "--algo ring,shared,auto -r 3", ""},
+		{"bad algo", "--algo ring,rnig", `--algo "ring,rnig"`},
+		{"algo twice", "--algo auto,shared,auto", "auto is listed twice"},
+		{"bad rounds", "-r 0", "-r 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -29,6 +34,12 @@ func TestParseFlags(t *testing.T) {
 				t.Fatalf("parseFlags(%s) error %v, want %q", tt.args, err, tt.err)
 			}
 			if tt.name == "defaults" && (cfg.minBytes != 8 || cfg.maxBytes != 64<<20 || cfg.factor != 2 || cfg.typ != "float32" || cfg.redop != "sum" || cfg.ops[0] != "allreduce") {
+				t.Errorf("defaults: %+v", cfg)
+			}
+			if tt.name == "algo list" && (!slices.Equal(cfg.algos, []string{"ring", "shared", ""}) || cfg.rounds != 3) {
+				t.Errorf("algo list: %+v", cfg)
+			}
+			if tt.name == "defaults" && (!slices.Equal(cfg.algos, []string{""}) || cfg.rounds != 1) {
 				t.Errorf("defaults: %+v", cfg)
 			}
 			if tt.name == "all" && (len(cfg.ops) != len(opNames) || !cfg.check || cfg.minBytes != 1024) {

@@ -25,13 +25,21 @@ func TestProcesses(t *testing.T) {
 			t.Fatalf("building %s: %v\n%s", pkg, err, out)
 		}
 	}
-	runs := [][]string{
-		{"--op", "all"},
-		{"--op", "allreduce,broadcast,allgather", "--algo", "shared"},
-		{"--op", "allreduce", "--algo", "shared", "--type", "int64", "--redop", "max"},
+	runs := []struct {
+		extra []string
+		algos []string // the algorithms the lines may name; nil: any
+		lines int      // lines per size and op
+	}{
+		{[]string{"--op", "all"}, nil, 1},
+		{[]string{"--op", "allreduce,broadcast,allgather", "--algo", "shared"}, []string{"shared"}, 1},
+		{[]string{"--op", "allreduce", "--algo", "shared", "--type", "int64", "--redop", "max"}, []string{"shared"}, 1},
+		// A list of algorithms, taking turns over two rounds.
+		{[]string{"--op", "allreduce,allgather", "--algo", "ring,shared,auto", "-r", "2"}, nil, 3},
 	}
+	const sizes = 4 // -b 8 -e 1M -f 32: 8 B, 256 B, 8 KiB, 256 KiB
 	for _, np := range []int{2, 3, 4} {
-		for _, extra := range runs {
+		for _, run := range runs {
+			extra := run.extra
 			args := append([]string{"-np", fmt.Sprint(np), "--timeout", "2m", benchBin,
 				"-c", "1", "-b", "8", "-e", "1M", "-f", "32", "-n", "2", "-w", "1"}, extra...)
 			t.Run(fmt.Sprintf("np=%d/%s", np, strings.Join(extra, " ")), func(t *testing.T) {
@@ -53,12 +61,15 @@ func TestProcesses(t *testing.T) {
 					if f[10] != "0" {
 						t.Errorf("wrong elements: %s", l)
 					}
-					if len(extra) > 2 && f[6] != "shared" {
-						t.Errorf("ran %s, want the forced shared: %s", f[6], l)
+					if run.algos != nil && !slices.Contains(run.algos, f[6]) {
+						t.Errorf("ran %s, want one of %v: %s", f[6], run.algos, l)
 					}
 				}
 				if rows == 0 {
 					t.Fatalf("no results:\n%s", out)
+				}
+				if len(extra) > 2 && rows != sizes*len(strings.Split(extra[1], ","))*run.lines {
+					t.Errorf("%d result lines, want %d per size and op:\n%s", rows, run.lines, out)
 				}
 			})
 		}
