@@ -1,4 +1,4 @@
-package prims
+package kernel
 
 import "golang.org/x/sys/cpu"
 
