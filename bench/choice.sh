@@ -1,13 +1,17 @@
 #!/bin/sh
 # choice.sh checks topo's algorithm choice by measurement: for each rank
-# count in NPS and each collective in OPS it runs collbench once per
+# count in NPS and each collective in OPS it runs collbench with every
 # algorithm (forced with --algo) and once with topo's choice, and counts the
 # sizes at which the chosen algorithm's time is within 15% of the fastest
 # algorithm's (both taken from the forced runs, so that one set of
-# measurements judges every choice). The forced runs repeat REPS times (3),
-# the algorithms taking turns, and each (size, algorithm) counts with its
-# median time: single runs of one algorithm differed by up to 2x on small
-# messages, as much as the algorithms differ.
+# measurements judges every choice). The forced runs time every algorithm
+# in one collbench run per size range (--algo a,b,c), REPS rounds (5) in
+# which the algorithms take turns at each size, and each (size, algorithm)
+# counts with its median time: single runs of one algorithm differed by up
+# to 2x on small messages, as much as the algorithms differ, and on a
+# noisy host whole runs are fast or slow by 2-5x for minutes, which runs
+# of one algorithm after another caught for one algorithm and not the
+# next.
 #
 #   bench/choice.sh                  # np 4 and 8; allreduce, broadcast, allgather; 8 B to 64 MiB
 #   NPS=4 OPS=allreduce bench/choice.sh
@@ -22,7 +26,7 @@ cd "$(dirname "$0")/.."
 NPS=${NPS:-"4 8"}
 OPS=${OPS:-"allreduce broadcast allgather"}
 TOL=${TOL:-1.15}
-REPS=${REPS:-3}
+REPS=${REPS:-5}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/gorun-choice.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 go build -o "$dir/gorun" ./cmd/gorun
@@ -45,7 +49,7 @@ bench() {
 	np=$1
 	shift
 	"$dir/gorun" -np "$np" "$dir/collbench" -b 8 -e 512K -n 100 -w 10 "$@" | grep -v '^#'
-	"$dir/gorun" -np "$np" "$dir/collbench" -b 1M -e 64M -n 4 -w 1 "$@" | grep -v '^#'
+	"$dir/gorun" -np "$np" "$dir/collbench" -b 1M -e 64M -n 10 -w 3 "$@" | grep -v '^#'
 }
 
 # cpu prints the steal and total jiffies of all CPUs so far (/proc/stat).
@@ -54,13 +58,8 @@ cpu() { awk '/^cpu / { print $9, $2+$3+$4+$5+$6+$7+$8+$9; exit }' /proc/stat 2>/
 for np in $NPS; do
 	for op in $OPS; do
 		before=$(cpu)
-		: >"$dir/runs"
-		for rep in $(seq "$REPS"); do
-			for a in $(algos "$op"); do
-				bench "$np" --op "$op" --algo "$a" >>"$dir/runs"
-			done
-		done
-		bench "$np" --op "$op" >"$dir/auto"
+		bench "$np" --op "$op" --algo "$(algos "$op" | tr ' ' ,)" -r "$REPS" >"$dir/runs"
+		bench "$np" --op "$op" -r 1 >"$dir/auto"
 		if [ -n "${OUT:-}" ]; then
 			mkdir -p "$OUT"
 			cp "$dir/runs" "$OUT/$op.$np.runs"

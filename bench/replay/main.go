@@ -141,7 +141,7 @@ func hindsight(a, b map[int]map[string]float64) (good, n int) {
 
 var (
 	ops = []string{"allreduce", "broadcast", "allgather"}
-	nps = []int{4, 8}
+	nps = []int{2, 4, 8}
 )
 
 func main() {
@@ -149,7 +149,11 @@ func main() {
 	total, n := 0, 0
 	for _, dir := range dirs {
 		for _, np := range nps {
-			m, err := constants(fmt.Sprintf("%s/topo.%d.txt", dir, np))
+			path := fmt.Sprintf("%s/topo.%d.txt", dir, np)
+			if _, err := os.Stat(path); err != nil {
+				continue // the run did not measure np ranks
+			}
+			m, err := constants(path)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "replay: %s np %d: %v\n", dir, np, err)
 				continue
