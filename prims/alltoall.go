@@ -34,6 +34,8 @@ func AllToAll[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T, 
 	switch k.algo {
 	case topo.Linear:
 		return pairwiseAllToAll(k, send, recv, kk)
+	case topo.Shared:
+		return sharedAllToAll(k, send, recv, kk)
 	}
 	return algoError(k.coll, k.algo)
 }

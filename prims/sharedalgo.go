@@ -273,3 +273,42 @@ func sharedReduceScatter[T spmd.Number](k *call, send, recv []T, b []int, op Op[
 	}
 	return nil
 }
+
+// sharedAllToAll moves block j of every rank's send into block i of rank
+// j's recv (i the sender), a piece of every block a round, as the
+// reduce-scatter's rounds lay them out: every rank writes the round's
+// piece of each block for another rank into its slot, block q's at q*m,
+// and copies the pieces meant for it out of the others' slots as they
+// come. Its own block is already in place.
+func sharedAllToAll[T spmd.Number](k *call, send, recv []T, kk int) error {
+	a, err := areaOf(k)
+	if a == nil || err != nil {
+		if err == nil {
+			err = pairwiseAllToAll(k, send, recv, kk)
+		}
+		return err
+	}
+	p, me := a.p, k.cc.Rank()
+	m := max(1, topo.SharedChunk/sizeOf[T]()/p) // elements of each block a round
+	for lo := 0; lo < kk; lo += m {
+		c := min(m, kk-lo)
+		round := a.next()
+		if err := a.claim(k, round, readAfter, true, true); err != nil {
+			return err
+		}
+		slot := data[T](a, me, round, p*m)
+		for q := range p {
+			if q != me {
+				copy(slot[q*m:q*m+c], send[q*kk+lo:q*kk+lo+c])
+			}
+		}
+		a.publish(me, round)
+		err := a.asReady(k, round,
+			func(r int) *signal { return &a.head(r, round).part },
+			func(r int) { copy(recv[r*kk+lo:r*kk+lo+c], data[T](a, r, round, p*m)[me*m:me*m+c]) })
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

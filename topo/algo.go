@@ -103,7 +103,7 @@ var applicable = [...][]Algo{
 	Scatter:       {Linear, Tree},
 	AllGather:     {Ring, RecursiveDoubling, Linear, Hierarchical, Shared},
 	ReduceScatter: {Ring, Rabenseifner, Linear, Shared},
-	AllToAll:      {Linear},
+	AllToAll:      {Linear, Shared},
 	Barrier:       {RecursiveDoubling, Tree, Shared},
 }
 

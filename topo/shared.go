@@ -74,6 +74,11 @@ func (m Model) shared(coll Collective, s shape, n float64) float64 {
 	case AllGather:
 		// Every rank copies its block's piece in and the p-1 others' out.
 		return rounds(n/p, func(c float64) float64 { return wait + p*c*copyIn })
+	case AllToAll:
+		// n is one rank's send buffer: a round takes a piece of each of
+		// its blocks for the others, which every rank copies in, and the
+		// pieces meant for it, which it copies out.
+		return rounds(n, func(c float64) float64 { return wait + 2*(p-1)/p*c*copyIn })
 	case ReduceScatter:
 		// Every rank copies the other blocks' pieces of its part in and
 		// its own into place, and reduces the p-1 others' into it.

@@ -1,7 +1,7 @@
 /*
  * coll: Open MPI's side of gorun's side-by-side benchmarks. It times
- * MPI_Allreduce (float32 sum, in place), MPI_Bcast (root 0) or
- * MPI_Allgather (float32) over a range of sizes and prints them in the
+ * MPI_Allreduce (float32 sum, in place), MPI_Bcast (root 0),
+ * MPI_Allgather or MPI_Alltoall (float32) over a range of sizes and prints them in the
  * columns of gorun's examples/collbench, with algo "ompi", so that
  * bench/compare can put the two side by side.
  *
@@ -9,7 +9,8 @@
  *   mpirun -np 4 ./coll -op allreduce -b 8 -e 64M -n 20 -w 5
  *
  * Sizes count bytes as nccl-tests does: the whole buffer of all-reduce and
- * broadcast, the gathered result (all ranks' blocks) of all-gather. The
+ * broadcast, the gathered result (all ranks' blocks) of all-gather, one
+ * rank's send buffer (a block for every rank) of all-to-all. The
  * time of one size is the mean over the iterations of the slowest rank.
  */
 #include <mpi.h>
@@ -28,10 +29,10 @@ static long parse_size(const char *s) {
 	return n;
 }
 
-enum op { ALLREDUCE, BROADCAST, ALLGATHER };
+enum op { ALLREDUCE, BROADCAST, ALLGATHER, ALLTOALL };
 
 /* run calls the collective once on count float32 elements (per rank for
- * all-gather). */
+ * all-gather, per block for all-to-all). */
 static void run(enum op op, float *buf, float *out, long count) {
 	switch (op) {
 	case ALLREDUCE:
@@ -42,6 +43,9 @@ static void run(enum op op, float *buf, float *out, long count) {
 		break;
 	case ALLGATHER:
 		MPI_Allgather(buf, (int)count, MPI_FLOAT, out, (int)count, MPI_FLOAT, MPI_COMM_WORLD);
+		break;
+	case ALLTOALL:
+		MPI_Alltoall(buf, (int)count, MPI_FLOAT, out, (int)count, MPI_FLOAT, MPI_COMM_WORLD);
 		break;
 	}
 }
@@ -63,8 +67,9 @@ int main(int argc, char **argv) {
 	if (!strcmp(opname, "allreduce")) op = ALLREDUCE;
 	else if (!strcmp(opname, "broadcast")) op = BROADCAST;
 	else if (!strcmp(opname, "allgather")) op = ALLGATHER;
+	else if (!strcmp(opname, "alltoall")) op = ALLTOALL;
 	else {
-		fprintf(stderr, "coll: -op %s: want allreduce, broadcast or allgather\n", opname);
+		fprintf(stderr, "coll: -op %s: want allreduce, broadcast, allgather or alltoall\n", opname);
 		MPI_Abort(MPI_COMM_WORLD, 2);
 		return 2;
 	}
@@ -72,18 +77,19 @@ int main(int argc, char **argv) {
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &np);
 	float *buf = malloc(maxb > 4 ? maxb : 4);
-	float *out = op == ALLGATHER ? malloc(maxb > 4 ? maxb : 4) : NULL;
+	int blocked = op == ALLGATHER || op == ALLTOALL; /* the buffer is a block per rank */
+	float *out = blocked ? malloc(maxb > 4 ? maxb : 4) : NULL;
 	if (rank == 0) {
 		printf("# %s (Open MPI): %d ranks, %d iterations after %d warm-up\n", opname, np, iters, warm);
 		printf("# op            np        bytes        count    type  redop          algo      time_us  algbw_GBps  busbw_GBps   wrong\n");
 	}
-	double factor_bus = op == ALLREDUCE ? 2.0 * (np - 1) / np : op == ALLGATHER ? (double)(np - 1) / np : 1.0;
+	double factor_bus = op == ALLREDUCE ? 2.0 * (np - 1) / np : blocked ? (double)(np - 1) / np : 1.0;
 	for (long size = minb; size <= maxb; size *= factor) {
 		long count = size / 4 > 0 ? size / 4 : 1; /* elements of the whole buffer */
-		long each = op == ALLGATHER ? count / np : count;
+		long each = blocked ? count / np : count;
 		if (each < 1) continue;
-		count = op == ALLGATHER ? each * np : count;
-		for (long i = 0; i < each; i++) buf[i] = (float)((rank * 131 + i * 7) % 13 + 1);
+		count = blocked ? each * np : count;
+		for (long i = 0; i < (op == ALLTOALL ? count : each); i++) buf[i] = (float)((rank * 131 + i * 7) % 13 + 1);
 		for (int i = 0; i < warm; i++) run(op, buf, out, each);
 		MPI_Barrier(MPI_COMM_WORLD);
 		double start = MPI_Wtime();
