@@ -39,7 +39,8 @@ algos() {
 	broadcast) echo tree ring linear shared ;;
 	allgather) echo ring recdbl linear shared ;;
 	reduce) echo tree ring rabenseifner linear ;;
-	reducescatter) echo ring rabenseifner linear ;;
+	reducescatter) echo ring rabenseifner linear shared ;;
+	alltoall) echo linear shared ;;
 	esac
 }
 
