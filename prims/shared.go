@@ -135,7 +135,7 @@ const (
 // that GORUN_ALGO=shared serves a job of several hosts too. Every rank of
 // the communicator gets the same answer. The area takes 2 slots of
 // topo.SharedChunk bytes per rank, the cells and the streams (areaSize):
-// 6.5 MiB for 8 ranks, of which a call touches only the pages it uses.
+// 8 MiB for 8 ranks, of which a call touches only the pages it uses.
 func areaOf(k *call) (*area, error) {
 	st := k.st
 	a := st.area.Load()
