@@ -46,3 +46,6 @@ func maxI32x(dst, src *byte, n int)
 
 //go:noescape
 func minI32x(dst, src *byte, n int)
+
+//go:noescape
+func streamx(dst, src *byte, n int)

@@ -19,3 +19,5 @@ func mulF64x(dst, src *byte, n int) { panic("kernel: no vector kernel") }
 func mulI32x(dst, src *byte, n int) { panic("kernel: no vector kernel") }
 func maxI32x(dst, src *byte, n int) { panic("kernel: no vector kernel") }
 func minI32x(dst, src *byte, n int) { panic("kernel: no vector kernel") }
+
+func streamx(dst, src *byte, n int) { panic("kernel: no vector kernel") }
