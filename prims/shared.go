@@ -117,6 +117,7 @@ type area struct {
 	casts, chunks  uint32
 	p              int
 	todo           []int // the other ranks, for asReady
+	in             slotWriter
 }
 
 // roundKind is how the ranks read a round's data, which says when they are

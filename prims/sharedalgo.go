@@ -42,7 +42,7 @@ func put[T spmd.Number](k *call, a *area, part []T) (uint32, error) {
 	if err := a.claim(k, round, readAfter, true, true); err != nil {
 		return 0, err
 	}
-	copy(data[T](a, me, round, len(part)), part)
+	toSlot(&a.in, data[T](a, me, round, len(part)), part)
 	a.publish(me, round)
 	return round, nil
 }
@@ -106,14 +106,14 @@ func sharedScatter[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
 		return err
 	}
 	slot := data[T](a, me, round, n)
-	copy(slot[:lo], out[:lo])
-	copy(slot[hi:], out[hi:])
+	toSlot(&a.in, slot[:lo], out[:lo])
+	toSlot(&a.in, slot[hi:], out[hi:])
 	a.publish(me, round)
 	acc := out[lo:hi]
 	if err := reduceOthers(k, a, round, n, lo, op, acc); err != nil {
 		return err
 	}
-	copy(slot[lo:hi], acc)
+	toSlot(&a.in, slot[lo:hi], acc)
 	a.head(me, round).reduced.store(round)
 	return a.asReady(k, round,
 		func(r int) *signal { return &a.head(r, round).reduced },
@@ -187,7 +187,7 @@ func castPiece[T spmd.Number](k *call, a *area, g castRing, s uint32, buf []T, r
 				}
 			}
 		}
-		copy(castData[T](a, g, s, len(buf)), buf)
+		toSlot(&a.in, castData[T](a, g, s, len(buf)), buf)
 		g.head(a, s).part.store(s)
 	} else {
 		if err := g.head(a, s).part.wait(k, root, s); err != nil {
@@ -218,7 +218,7 @@ func sharedAllGather[T spmd.Number](k *call, buf []T, b []int) error {
 		if err := a.claim(k, round, readAfter, true, true); err != nil {
 			return err
 		}
-		copy(data[T](a, me, round, n), buf[b[me]+lo:b[me]+lo+n])
+		toSlot(&a.in, data[T](a, me, round, n), buf[b[me]+lo:b[me]+lo+n])
 		a.publish(me, round)
 		err := a.asReady(k, round,
 			func(r int) *signal { return &a.head(r, round).part },
@@ -258,7 +258,7 @@ func sharedReduceScatter[T spmd.Number](k *call, send, recv []T, b []int, op Op[
 		slot := data[T](a, me, round, p*m)
 		for q := range p {
 			if c := min(m, b[q+1]-b[q]-lo); c > 0 && q != me {
-				copy(slot[q*m:q*m+c], send[b[q]+lo:b[q]+lo+c])
+				toSlot(&a.in, slot[q*m:q*m+c], send[b[q]+lo:b[q]+lo+c])
 			}
 		}
 		a.publish(me, round)
@@ -299,7 +299,7 @@ func sharedAllToAll[T spmd.Number](k *call, send, recv []T, kk int) error {
 		slot := data[T](a, me, round, p*m)
 		for q := range p {
 			if q != me {
-				copy(slot[q*m:q*m+c], send[q*kk+lo:q*kk+lo+c])
+				toSlot(&a.in, slot[q*m:q*m+c], send[q*kk+lo:q*kk+lo+c])
 			}
 		}
 		a.publish(me, round)
