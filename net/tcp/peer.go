@@ -202,6 +202,7 @@ func (p *peer) upLocked(c *net.TCPConn) bool {
 	// Published before the reader goroutine starts: it may leave data to
 	// the pollers at once, and EndPoll's drain must then find r.
 	p.rd.Store(r)
+	p.t.ready.add(r, p.rank)
 	// Both goroutines or neither: a reader goroutine left running on a
 	// link that never came up would report the loss that fail reports
 	// too, when Close came between the two (Lost twice). The reader ends

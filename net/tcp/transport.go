@@ -64,6 +64,7 @@ type Transport struct {
 	started atomic.Bool
 	closed  atomic.Bool
 	pollers atomic.Int32 // goroutines between BeginPoll and EndPoll
+	ready   *readySet    // made by Start
 
 	mu       sync.Mutex // protects following
 	stopping bool       // no new goroutines once set
@@ -122,6 +123,7 @@ func (t *Transport) Start(h transport.Handler) error {
 		return errors.New("tcp: Start called twice")
 	}
 	t.handler = h
+	t.ready = newReadySet(len(t.peers))
 	if !t.spawn(t.acceptLoop) {
 		return fmt.Errorf("tcp: start: %w", transport.ErrClosed)
 	}
@@ -161,6 +163,9 @@ func (t *Transport) close() {
 		}
 	}
 	t.wg.Wait()
+	if t.ready != nil {
+		t.ready.close()
+	}
 	t.logf("rank %d closed", t.rank)
 }
 
