@@ -18,8 +18,8 @@ func (t *Transport) BeginPoll() {
 // that has something to read (it asks the ready set, from minReady
 // connections on, and else tries each) and that no other goroutine is
 // reading, delivers the frames that completes on the calling goroutine,
-// writes what is queued for every peer that no
-// other goroutine is writing to, and reports whether any byte moved or a
+// writes what is queued for every peer that no other goroutine is writing
+// to, and reports whether any byte moved or a
 // peer was found lost. Nothing waits: a frame that arrived in part stays
 // in its connection's decoder for the next Poll, or for the reader
 // goroutine, and what the socket does not take stays queued.
@@ -28,27 +28,16 @@ func (t *Transport) BeginPoll() {
 // waits for a large message keeps reading it, and writing the segments
 // that follow, on one thread for as long as bytes flow (see outq.go).
 func (t *Transport) Poll() bool {
-	if evs, ok := t.ready.wait(); ok {
-		moved := false
+	moved := false
+	evs, asked := t.ready.wait()
+	if asked {
 		for _, ev := range evs {
 			if r := t.peers[ev.Fd].rd.Load(); r != nil && r.poll() {
 				moved = true
 			}
 		}
 		t.ready.done()
-		for _, p := range t.peers {
-			if p != nil && p.queued() && p.sendMu.TryLock() {
-				if r := p.rd.Load(); r != nil {
-					if w, _ := p.flushMoved(r); w {
-						moved = true
-					}
-				}
-				p.unlockSend()
-			}
-		}
-		return moved
 	}
-	moved := false
 	for _, p := range t.peers {
 		if p == nil {
 			continue
@@ -57,7 +46,7 @@ func (t *Transport) Poll() bool {
 		if r == nil {
 			continue
 		}
-		if r.poll() {
+		if !asked && r.poll() {
 			moved = true
 		}
 		if p.queued() && p.sendMu.TryLock() {
