@@ -72,9 +72,11 @@ const pollLimit = 64 << 10
 
 // EndPoll implements transport.Poller. The last poller to leave writes
 // what is queued and hands the rest to the writer goroutines, and drains
-// every connection: a reader goroutine that found pollers at work waits for
-// readiness, which the netpoller signals only for data that arrives later,
-// so what is in the sockets now is the drain's to read (see reader).
+// the connections that a reader goroutine left to the pollers: one that
+// found pollers at work waits for readiness, which the netpoller signals
+// only for data that arrives later, so what it left in the socket is the
+// drain's to read. It drains too where the pollers' last read filled its
+// buffer (see reader).
 func (t *Transport) EndPoll() {
 	if t.pollers.Add(-1) > 0 {
 		return
@@ -84,7 +86,7 @@ func (t *Transport) EndPoll() {
 			continue
 		}
 		if r := p.rd.Load(); r != nil {
-			r.drain()
+			r.settle()
 			if p.queued() {
 				p.sendMu.Lock()
 				p.flush(r)

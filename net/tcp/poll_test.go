@@ -301,25 +301,81 @@ func TestPollFrameInPieces(t *testing.T) {
 	t.Logf("%d pieces, %d polls", len(cuts), polls)
 }
 
+// TestEndPollDrains checks what the last EndPoll reads: what the reader
+// goroutine left to the pollers, and the rest of a stream whose last read
+// filled the read buffer, but not bytes that nobody has looked at, which
+// are the reader goroutine's (the netpoller wakes it for them).
 func TestEndPollDrains(t *testing.T) {
 	const n = 50
-	tr, h, raw := pollOnly(t)
-	var stream []byte
-	for seq := range n {
-		stream = append(stream, frame(2, seqPayload(1, 2, seq, 12+seq))...)
+	stream := func(size int) []byte {
+		var b []byte
+		for seq := range n {
+			b = append(b, frame(2, seqPayload(1, 2, seq, size+seq))...)
+		}
+		return b
 	}
-	tr.BeginPoll()
-	if _, err := raw.Write(stream); err != nil {
-		t.Fatal(err)
+	check := func(t *testing.T, h *tracer) {
+		t.Helper()
+		for seq, m := range h.Msgs() {
+			checkSeqPayload(t, m, 2, seq)
+		}
 	}
-	waitQueued(t, tr, 1, len(stream))
-	tr.EndPoll()
-	if got := h.delivered(viaDrain); got != n {
-		t.Fatalf("EndPoll delivered %d of the %d messages waiting in the socket", got, n)
-	}
-	for seq, m := range h.Msgs() {
-		checkSeqPayload(t, m, 2, seq)
-	}
+
+	t.Run("left by the reader goroutine", func(t *testing.T) {
+		tr, h, raw := pollOnly(t)
+		b := stream(12)
+		tr.BeginPoll()
+		if _, err := raw.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		waitQueued(t, tr, 1, len(b))
+		// The reader goroutine wakes for the bytes, finds a poller at
+		// work and leaves them to it.
+		if tr.peers[1].rd.Load().serve(0) {
+			t.Fatal("serve reported the link lost")
+		}
+		tr.EndPoll()
+		if got := h.delivered(viaDrain); got != n {
+			t.Fatalf("EndPoll delivered %d of the %d messages left to the pollers", got, n)
+		}
+		check(t, h)
+	})
+
+	t.Run("rest of a full read", func(t *testing.T) {
+		tr, h, raw := pollOnly(t)
+		b := stream(4 << 10) // 200 KiB: more than a read buffer
+		tr.BeginPoll()
+		go raw.Write(b) // what the socket does not take waits for reads
+		// A read buffer and two frames: Poll's one read fills its buffer
+		// and leaves at least one whole frame behind.
+		waitQueued(t, tr, 1, readBufferSize+8<<10)
+		if !tr.Poll() {
+			t.Fatal("Poll read nothing")
+		}
+		polled := h.Count()
+		tr.EndPoll()
+		if h.delivered(viaDrain) == 0 {
+			t.Fatalf("EndPoll delivered nothing after a Poll that filled its buffer (%d messages by Poll, %d bytes in the socket)", polled, queued(t, tr, 1))
+		}
+		check(t, h)
+	})
+
+	t.Run("nobody looked", func(t *testing.T) {
+		tr, h, raw := pollOnly(t)
+		b := stream(12)
+		tr.BeginPoll()
+		if _, err := raw.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		waitQueued(t, tr, 1, len(b))
+		tr.EndPoll()
+		if got := h.Count(); got != 0 {
+			t.Fatalf("EndPoll read %d messages that only arrived, with no read of its poller ahead of them full", got)
+		}
+		if q := queued(t, tr, 1); q != len(b) {
+			t.Fatalf("%d of %d bytes left in the socket", q, len(b))
+		}
+	})
 }
 
 func TestPollFindsLoss(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/gorun-hpc/gorun/spmd/transport"
@@ -32,18 +33,33 @@ import (
 //
 //  1. The reader goroutine waits for readiness only after it exhausted the
 //     socket (a read returned EAGAIN), or after it saw pollers > 0 once its
-//     last read was done.
+//     last read was done. Before every look at pollers it sets left, and
+//     it clears left only once it has exhausted the socket.
 //  2. EndPoll decrements pollers first and then, when the count reached
-//     zero, drains every connection until it is exhausted.
+//     zero, drains every connection whose left it finds set (clearing it).
 //
-// Take data D that nobody has read. If the reader goroutine waits after
-// exhausting the socket, D arrived later and its arrival wakes it (the
-// netpoller keeps a readiness that comes while nobody waits for the next
-// wait). If it waits after seeing pollers > 0, D arrived before it looked,
-// and the decrement that brings pollers back to zero comes after it looked,
-// so the drain that follows that decrement reads D. Hence no data is
-// stranded, and a reader goroutine that wakes while pollers are active
-// only looks at the count and waits again.
+// Take data D that nobody has read. If D arrived after the reader
+// goroutine's last look at pollers, its arrival makes the goroutine look
+// again (the netpoller keeps a readiness that comes while nobody waits for
+// the next wait), and it reads D or leaves it under rule 1. If D arrived
+// before, and the goroutine waits after exhausting the socket, it read D.
+// If it waits after seeing pollers > 0, it set left before that look, and
+// the look came before the decrement that brings pollers back to zero; both
+// are sequentially consistent atomics, so the EndPoll that follows that
+// decrement finds left set and reads D. Hence no data is stranded, and a
+// reader goroutine that wakes while pollers are active only looks at the
+// count and waits again.
+//
+// EndPoll reads nothing else: the rest is the reader goroutine's, which
+// the netpoller wakes for it. Only when the pollers' last read of a
+// connection filled its buffer (full), a sign that a large message goes
+// on, does EndPoll read that connection too, rather than leave the rest
+// waiting for the netpoller's next look. It used to read every connection
+// until exhausted: an empty read for each connection after every Wait that
+// polled. Alternating runs of an 8-byte all-reduce over TCP at np 4 on 2
+// cores, 20000 calls, means of 10 rounds: 61.4 us reading every
+// connection, 58.2 asking the ready set which to read, 54.6 reading only
+// what the rule needs.
 //
 // A terminal error (end of stream, reset, malformed frame) is reported
 // through Handler.Lost by whoever meets it, under mu, once (done); the
@@ -61,12 +77,24 @@ type reader struct {
 
 	gone chan struct{} // closed when the reader goroutine ends: the writer goroutine ends too
 
+	// left is set by the reader goroutine before it looks at the pollers
+	// count, and cleared once it has exhausted the socket; EndPoll drains
+	// the connection if it finds left set (see the rule above).
+	left atomic.Bool
+	// full is whether the last read filled the space it was given, so
+	// that more may wait in the socket: EndPoll drains the connection
+	// then too, rather than leave the rest to the netpoller's next look.
+	full atomic.Bool
+
 	mu    sync.Mutex // held by the goroutine that reads c; protects following
 	dec   decoder
 	fd    int   // the descriptor inside the current rc callback
 	moved bool  // results of the last pump inside rc.Control:
 	cause error // whether it read anything, why the stream ended
 	done  bool  // the loss is reported; nothing more is read or delivered
+	// stopped is whether the reader goroutine's last pump stopped because
+	// someone polls, not because the socket was exhausted.
+	stopped bool
 }
 
 func newReader(p *peer, c *net.TCPConn) (*reader, error) {
@@ -79,7 +107,11 @@ func newReader(p *peer, c *net.TCPConn) (*reader, error) {
 	r.serveFn = r.serve
 	r.pollFn = func(fd uintptr) { r.pump(fd, 1) }
 	r.drainFn = func(fd uintptr) { r.pump(fd, -1) }
-	r.stopFn = func() bool { return p.t.pollers.Load() > 0 }
+	r.stopFn = func() bool {
+		r.left.Store(true)
+		r.stopped = p.t.pollers.Load() > 0
+		return r.stopped
+	}
 	return r, nil
 }
 
@@ -108,6 +140,7 @@ func (r *reader) retire() {
 // the socket is exhausted or someone polls, and returns false to wait for
 // readiness or true once the loss is reported.
 func (r *reader) serve(fd uintptr) bool {
+	r.left.Store(true)
 	if r.p.t.pollers.Load() > 0 {
 		return false
 	}
@@ -115,8 +148,13 @@ func (r *reader) serve(fd uintptr) bool {
 	defer r.mu.Unlock()
 	if !r.done {
 		r.fd = int(fd)
+		r.stopped = false
 		if _, err := r.dec.pump(r, -1, r.stopFn); err != nil {
 			r.lose(err) // run closes c once rc.Read returns
+		} else if !r.stopped {
+			// Exhausted: what arrives from now on wakes this goroutine
+			// again, which sets left before it looks at the pollers.
+			r.left.Store(false)
 		}
 	}
 	return r.done
@@ -138,6 +176,15 @@ func (r *reader) poll() bool {
 		return false
 	}
 	return r.control(r.pollFn)
+}
+
+// settle drains c if something may be left in it for the pollers: the
+// reader goroutine left it to them, or the last read filled its buffer.
+// EndPoll calls it once the pollers count is zero.
+func (r *reader) settle() {
+	if r.left.Swap(false) || r.full.Load() {
+		r.drain()
+	}
 }
 
 // drain reads until c is exhausted, waiting for whoever reads it now.
@@ -186,6 +233,7 @@ func (r *reader) lose(cause error) {
 func (r *reader) Read(p []byte) (int, error) {
 	for {
 		n, err := rawRead(r.fd, p)
+		r.full.Store(err == 0 && n == len(p))
 		switch err {
 		case 0:
 			return n, nil
