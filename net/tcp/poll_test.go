@@ -321,7 +321,9 @@ func TestEndPollDrains(t *testing.T) {
 		}
 	}
 
-	t.Run("left by the reader goroutine", func(t *testing.T) {
+	// polling starts a poller and puts n small messages in the socket.
+	polling := func(t *testing.T) (*Transport, *tracer, []byte) {
+		t.Helper()
 		tr, h, raw := pollOnly(t)
 		b := stream(12)
 		tr.BeginPoll()
@@ -329,6 +331,11 @@ func TestEndPollDrains(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitQueued(t, tr, 1, len(b))
+		return tr, h, b
+	}
+
+	t.Run("left by the reader goroutine", func(t *testing.T) {
+		tr, h, _ := polling(t)
 		// The reader goroutine wakes for the bytes, finds a poller at
 		// work and leaves them to it.
 		if tr.peers[1].rd.Load().serve(0) {
@@ -361,13 +368,7 @@ func TestEndPollDrains(t *testing.T) {
 	})
 
 	t.Run("nobody looked", func(t *testing.T) {
-		tr, h, raw := pollOnly(t)
-		b := stream(12)
-		tr.BeginPoll()
-		if _, err := raw.Write(b); err != nil {
-			t.Fatal(err)
-		}
-		waitQueued(t, tr, 1, len(b))
+		tr, h, b := polling(t)
 		tr.EndPoll()
 		if got := h.Count(); got != 0 {
 			t.Fatalf("EndPoll read %d messages that only arrived, with no read of its poller ahead of them full", got)
