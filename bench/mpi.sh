@@ -13,7 +13,14 @@
 # WARM_SMALL warm-up ones (1000), as the OSU micro-benchmarks run small
 # messages: one iteration takes microseconds, and a series of 1000 timed
 # one scheduler pause of a millisecond or two as much as the calls
-# themselves. The rest run ITERS after WARM. Each side runs REPS times
+# themselves. Sizes from SPLIT to below LARGE (1M) run ITERS_MID (500)
+# after WARM_MID (50), as OSU runs its large messages with 1000 after 100:
+# at 64-512 KiB a call takes 0.1-1 ms, so 20 calls lasted 2-20 ms, and
+# with more ranks than cores one stretch of a rank waiting for a core
+# decided the figure. All-reduce over TCP at np 4, 7 runs of 20 calls
+# after 5: 64 KiB took 120-1407 us for gorun and 210-377 for Open MPI;
+# with 500 after 50 (5 runs), 123-172 against 186-240. LARGE and up run
+# ITERS after WARM. Each side runs REPS times
 # (5), alternating, and each size counts with its median: on 2 cores with
 # more ranks than cores a whole run is fast or slow by up to 3x (on both
 # sides), as the ranks happen to share the cores, and a median of 3 runs
@@ -39,6 +46,9 @@ MAX=${MAX:-64M}
 ITERS=${ITERS:-20}
 ITERS_SMALL=${ITERS_SMALL:-10000}
 SPLIT=${SPLIT:-64K}
+LARGE=${LARGE:-1M}
+ITERS_MID=${ITERS_MID:-500}
+WARM_MID=${WARM_MID:-50}
 REPS=${REPS:-5}
 WARM=${WARM:-5}
 WARM_SMALL=${WARM_SMALL:-1000}
@@ -58,12 +68,19 @@ go build -o "$dir/collbench" ./examples/collbench
 go build -o "$dir/compare" ./bench/compare
 mpicc -O2 -o "$dir/coll" bench/mpi/coll.c
 
-# bytes K|M|G -> a count; below SPLIT the small pass runs MIN..SPLIT/2.
+# bytes K|M|G -> a count. The passes: MIN..SPLIT/2 small, SPLIT..LARGE/2
+# middle, LARGE..MAX large, each clipped to MIN..MAX.
 bytes() { numfmt --from=iec "$1"; }
-split=$(bytes "$SPLIT") min=$(bytes "$MIN") max=$(bytes "$MAX")
+split=$(bytes "$SPLIT") large=$(bytes "$LARGE") min=$(bytes "$MIN") max=$(bytes "$MAX")
 passes=""
-[ "$min" -lt "$split" ] && passes="$min:$(( (max < split ? max : split / 2) )):$ITERS_SMALL:$WARM_SMALL"
-[ "$max" -ge "$split" ] && passes="$passes $(( min > split ? min : split )):$max:$ITERS:$WARM"
+addpass() { # lo hi iters warm-up
+	lo=$(( $1 > min ? $1 : min )) hi=$(( $2 < max ? $2 : max ))
+	[ "$lo" -le "$hi" ] && passes="$passes $lo:$hi:$3:$4"
+	return 0
+}
+addpass "$min" $((split / 2)) "$ITERS_SMALL" "$WARM_SMALL"
+addpass "$split" $((large / 2)) "$ITERS_MID" "$WARM_MID"
+addpass "$large" "$max" "$ITERS" "$WARM"
 
 # cpu prints the steal and total jiffies of all CPUs so far (/proc/stat):
 # time the hypervisor gave this machine's CPUs to others, which lands on
