@@ -16,6 +16,7 @@
 #   bench/choice.sh                  # np 4 and 8; allreduce, broadcast, allgather; 8 B to 64 MiB
 #   NPS=4 OPS=allreduce bench/choice.sh
 #   OUT=/tmp/choice bench/choice.sh  # also keep every run and the topo report (for bench/replay)
+#   GORUN_TRANSPORT=tcp NPS=4 OPS=allreduce bench/choice.sh   # over TCP only
 #
 # Each cell ends with the share of CPU time the hypervisor stole while it
 # ran (/proc/stat), as bench/mpi.sh's tables do: forced runs taken
@@ -32,8 +33,14 @@ trap 'rm -rf "$dir"' EXIT
 go build -o "$dir/gorun" ./cmd/gorun
 go build -o "$dir/collbench" ./examples/collbench
 
-# algos lists the one-host algorithms of a collective (topo.Algos without hier).
+# algos lists the one-host algorithms of a collective (topo.Algos without
+# hier); over TCP only (GORUN_TRANSPORT=tcp) without shared, which needs
+# shared memory.
 algos() {
+	if [ "${GORUN_TRANSPORT:-}" = tcp ]; then
+		GORUN_TRANSPORT= algos "$1" | sed 's/ *shared//'
+		return
+	fi
 	case $1 in
 	allreduce) echo ring tree recdbl rabenseifner shared ;;
 	broadcast) echo tree ring linear shared ;;

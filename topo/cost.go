@@ -252,6 +252,12 @@ const Overlap = 64 << 10
 // false, reduce when true): in the round at distance d, the ranks
 // r%(2d)==0 exchange size(d) bytes with r+d.
 func (m Model) binomial(s shape, size func(d int) float64, reduce bool) float64 {
+	return m.binomialTree(s, size, reduce, false)
+}
+
+// binomialTree is binomial, with crowdedWhole charged for every round when
+// whole is set.
+func (m Model) binomialTree(s shape, size func(d int) float64, reduce, whole bool) float64 {
 	t := 0.0
 	for k := 0; 1<<k < s.p; k++ {
 		d := 1 << k
@@ -261,10 +267,42 @@ func (m Model) binomial(s shape, size func(d int) float64, reduce bool) float64 
 		if reduce {
 			red = size(d)
 		}
-		t += m.step(s, s.lay.addCross[k], size(d), red, 2*perHost, perHost)
+		b, cross := size(d), s.lay.addCross[k]
+		t += m.step(s, cross, b, red, 2*perHost, perHost)
+		if whole {
+			t += m.crowdedWhole(s, cross, b, 2*perHost)
+		}
 	}
 	return t
 }
+
+// crowdedWhole is the extra cost, in the tree all-reduce on a host with
+// more ranks than cores, of each whole message of b bytes its reduction
+// tree moves: past WholeOverlap bytes its bytes cost beta once more,
+// unless the receiver copies it straight out of the sender's memory
+// (Link.Pull). Measured with bench/choice.sh over TCP only
+// (GORUN_TRANSPORT=tcp) at 4 ranks on 2 cores, two runs: the tree
+// all-reduce took 1.2-1.5x the time of Rabenseifner or the ring at 1-4
+// MiB, and was the fastest, or within 15% of it, at 16-512 KiB, where the
+// model chose it too; priced without this, it was chosen up to 4 MiB. Why
+// is not known: the tree reduce alone (collbench --op reduce, same host,
+// 5 rounds) was the fastest at 1-16 MiB, ahead of the ring by 10-33%, so
+// Reduce's trees are not charged it.
+func (m Model) crowdedWhole(s shape, cross bool, b float64, busy int) float64 {
+	if s.perHost <= m.Cores || m.pulls(cross, b) {
+		return 0
+	}
+	return max(0, b-WholeOverlap) * m.beta(s, cross, busy)
+}
+
+// WholeOverlap is how much of a whole message crowdedWhole leaves at one
+// beta per byte. Replayed (bench/replay) against kept runs of
+// bench/choice.sh over TCP (all-reduce at np 4 twice and np 8, broadcast
+// at np 4 and 8) and over shared memory (all-reduce, broadcast and
+// all-gather at np 4 and 8): all-reduce over TCP at np 4 within 15% of
+// the fastest at 38 of 48 sizes without it, 42 with it from 512 KiB (40
+// from 256 KiB, 41 from 1 MiB); nothing else moved.
+const WholeOverlap = 512 << 10
 
 // treeLatency is ceil(lg p) rounds of empty messages.
 func (m Model) treeLatency(s shape) float64 {
@@ -291,7 +329,7 @@ func (m Model) allReduce(algo Algo, s shape, n float64) float64 {
 		return m.fold(s, n, n, true) + m.halving(s, n, true) + m.halving(s, n, false)
 	case Tree:
 		whole := func(int) float64 { return n }
-		return m.binomial(s, whole, true) + m.binomial(s, whole, false)
+		return m.binomialTree(s, whole, true, true) + m.binomial(s, whole, false)
 	}
 	return math.Inf(1)
 }
@@ -320,7 +358,17 @@ func (m Model) broadcast(algo Algo, s shape, n float64) float64 {
 		if k := m.Local; s.hosts == 1 && k.Pull > 0 && n >= k.Pull {
 			return m.pulled(s, n)
 		}
-		return float64(s.p-1) * m.step(s, s.hosts > 1, n, 0, 2, 0)
+		// The root sends to one rank after another while all p wait:
+		// the first message pays the wake-up of the ranks beyond the
+		// cores, as pulled's offers do. Without it the model chose
+		// linear at every size over TCP with 4 and 8 ranks on 2 cores,
+		// where the tree or the chain took 0.5-0.8x its time below
+		// 1 MiB: replayed against bench/choice.sh over TCP, broadcast
+		// within 15% of the fastest at 8 and 10 of 24 sizes (np 4, 8)
+		// without it, 22 and 16 with it; over shared memory unchanged.
+		cross := s.hosts > 1
+		wake := m.alphaBusy(s, cross, s.p) - m.link(cross).Alpha
+		return wake + float64(s.p-1)*m.step(s, cross, n, 0, 2, 0)
 	}
 	return math.Inf(1)
 }

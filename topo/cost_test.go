@@ -64,6 +64,65 @@ func TestCostUnsegmented(t *testing.T) {
 	}
 }
 
+// TestCostCrowded: on a host with more ranks than cores, the tree
+// all-reduce pays beta once more for the bytes of each of its reduction
+// rounds past WholeOverlap, except over a link that pulls them; nothing
+// else does. And a linear broadcast that does not pull pays the wake-up of
+// the ranks beyond the cores once.
+func TestCostCrowded(t *testing.T) {
+	const p = 4
+	lay := Uniform(1, p)
+	tree := func(m Model, n float64) float64 {
+		whole := func(int) float64 { return n }
+		s := shape{p: p, hosts: 1, perHost: p, lay: lay}
+		return m.binomial(s, whole, true) + m.binomial(s, whole, false)
+	}
+	m := oversubscribed()
+	b := m.Local.Beta * CrowdedCopy
+	for _, tt := range []struct {
+		name  string
+		m     Model
+		n     float64
+		extra float64
+	}{
+		// Reduction rounds at np 4: two ranks send at once (4 busy
+		// endpoints on 2 cores: beta twice over), then one (2: once).
+		{"crowded, 1 MiB", m, 1 << 20, (1<<20 - WholeOverlap) * b * (2 + 1)},
+		{"crowded, 4 MiB", m, 4 << 20, (4<<20 - WholeOverlap) * b * (2 + 1)},
+		{"crowded, at WholeOverlap", m, WholeOverlap, 0},
+		{"cores to spare", goldenModel, 4 << 20, 0},
+		{"pulled", pulling(), 4 << 20, 0},
+	} {
+		want := tree(tt.m, tt.n) + tt.extra
+		if got := tt.m.Cost(AllReduce, Tree, p, int(tt.n), lay); math.Abs(got-want) > 1e-9*want {
+			t.Errorf("%s: tree all-reduce costs %g, want %g", tt.name, got, want)
+		}
+	}
+	// Reduce and broadcast trees pay nothing more.
+	n := float64(4 << 20)
+	s := shape{p: p, hosts: 1, perHost: p, lay: lay}
+	whole := func(int) float64 { return n }
+	if got, want := m.Cost(Reduce, Tree, p, int(n), lay), m.binomial(s, whole, true); got != want {
+		t.Errorf("crowded tree reduce costs %g, want %g", got, want)
+	}
+	if got, want := m.Cost(Broadcast, Tree, p, int(n), lay), m.binomial(s, whole, false); got != want {
+		t.Errorf("crowded tree broadcast costs %g, want %g", got, want)
+	}
+	// Linear broadcast: p-1 messages one after another, and one wake-up of
+	// the p-Cores ranks beyond the cores.
+	for _, mm := range []Model{m, goldenModel} {
+		a := mm.Local.Alpha
+		beta := mm.Local.Beta
+		if mm.Cores < p {
+			beta *= CrowdedCopy
+		}
+		want := float64(p-1)*(a+n*beta) + mm.Wake*float64(max(0, p-mm.Cores))
+		if got := mm.Cost(Broadcast, Linear, p, int(n), lay); math.Abs(got-want) > 1e-9*want {
+			t.Errorf("cores %d: linear broadcast costs %g, want %g", mm.Cores, got, want)
+		}
+	}
+}
+
 func TestCostRules(t *testing.T) {
 	m := goldenModel
 	if c := m.Cost(AllReduce, Hierarchical, 8, 1<<20, Uniform(1, 8)); !math.IsInf(c, 1) {
