@@ -296,10 +296,11 @@ func (m Model) crowdedWhole(s shape, cross bool, b float64, busy int) float64 {
 }
 
 // WholeOverlap is how much of a whole message crowdedWhole leaves at one
-// beta per byte. Replayed (bench/replay) against kept runs of
-// bench/choice.sh over TCP (all-reduce at np 4 twice and np 8, broadcast
-// at np 4 and 8) and over shared memory (all-reduce, broadcast and
-// all-gather at np 4 and 8): all-reduce over TCP at np 4 within 15% of
+// beta per byte. Replayed (bench/replay) against the kept runs of
+// bench/choice.sh in bench/results/choice, tcp-a and tcp-b over TCP
+// (all-reduce at np 4 twice and np 8, broadcast at np 4 and 8) and shm-a
+// over shared memory (all-reduce, broadcast and all-gather at np 4 and
+// 8): all-reduce over TCP at np 4 within 15% of
 // the fastest at 38 of 48 sizes without it, 42 with it from 512 KiB (40
 // from 256 KiB, 41 from 1 MiB); nothing else moved.
 const WholeOverlap = 512 << 10
@@ -363,9 +364,9 @@ func (m Model) broadcast(algo Algo, s shape, n float64) float64 {
 		// cores, as pulled's offers do. Without it the model chose
 		// linear at every size over TCP with 4 and 8 ranks on 2 cores,
 		// where the tree or the chain took 0.5-0.8x its time below
-		// 1 MiB: replayed against bench/choice.sh over TCP, broadcast
+		// 1 MiB: replayed against bench/results/choice/tcp-b, broadcast
 		// within 15% of the fastest at 8 and 10 of 24 sizes (np 4, 8)
-		// without it, 22 and 16 with it; over shared memory unchanged.
+		// without it, 22 and 16 with it; shm-a unchanged.
 		cross := s.hosts > 1
 		wake := m.alphaBusy(s, cross, s.p) - m.link(cross).Alpha
 		return wake + float64(s.p-1)*m.step(s, cross, n, 0, 2, 0)
