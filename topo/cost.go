@@ -256,8 +256,8 @@ func (m Model) binomial(s shape, size func(d int) float64, reduce bool) float64 
 }
 
 // binomialTree is binomial, with crowdedWhole charged for every round when
-// whole is set.
-func (m Model) binomialTree(s shape, size func(d int) float64, reduce, whole bool) float64 {
+// chargeWhole is set.
+func (m Model) binomialTree(s shape, size func(d int) float64, reduce, chargeWhole bool) float64 {
 	t := 0.0
 	for k := 0; 1<<k < s.p; k++ {
 		d := 1 << k
@@ -269,7 +269,7 @@ func (m Model) binomialTree(s shape, size func(d int) float64, reduce, whole boo
 		}
 		b, cross := size(d), s.lay.addCross[k]
 		t += m.step(s, cross, b, red, 2*perHost, perHost)
-		if whole {
+		if chargeWhole {
 			t += m.crowdedWhole(s, cross, b, 2*perHost)
 		}
 	}
@@ -300,9 +300,9 @@ func (m Model) crowdedWhole(s shape, cross bool, b float64, busy int) float64 {
 // bench/choice.sh in bench/results/choice, tcp-a and tcp-b over TCP
 // (all-reduce at np 4 twice and np 8, broadcast at np 4 and 8) and shm-a
 // over shared memory (all-reduce, broadcast and all-gather at np 4 and
-// 8): all-reduce over TCP at np 4 within 15% of
-// the fastest at 38 of 48 sizes without it, 42 with it from 512 KiB (40
-// from 256 KiB, 41 from 1 MiB); nothing else moved.
+// 8): all-reduce over TCP at np 4 within 15% of the fastest at 38 of 48
+// sizes without it, 42 with it from 512 KiB (40 from 256 KiB, 41 from
+// 1 MiB); nothing else moved.
 const WholeOverlap = 512 << 10
 
 // treeLatency is ceil(lg p) rounds of empty messages.
