@@ -1,6 +1,8 @@
 // Command replay scores topo's model, as built, against runs that
-// bench/choice.sh kept (OUT=dir): for each directory, rank count (4, 8)
-// and collective it reads the constants the run's gorun --topo printed
+// bench/choice.sh kept (OUT=dir): for each directory, rank count (2, 4,
+// 8) and collective that the run measured (all-reduce, broadcast,
+// all-gather, reduce-scatter, reduce, all-to-all) it reads the constants
+// the run's gorun --topo printed
 // (topo.NP.txt), asks the model for its choice at every measured size, and
 // counts the sizes at which that choice's median time is within 15% of the
 // fastest algorithm's. A change to the cost formulas can so be judged
@@ -140,7 +142,7 @@ func hindsight(a, b map[int]map[string]float64) (good, n int) {
 }
 
 var (
-	ops = []string{"allreduce", "broadcast", "allgather"}
+	ops = []string{"allreduce", "broadcast", "allgather", "reducescatter", "reduce", "alltoall"}
 	nps = []int{2, 4, 8}
 )
 
