@@ -123,6 +123,79 @@ func TestCostCrowded(t *testing.T) {
 	}
 }
 
+// TestCostCrowdedWork: on one host with more ranks than cores, no
+// collective costs less than its messages times two alphas over the
+// cores; with cores to spare, on several hosts, and for the Shared
+// algorithms, the rounds alone count.
+func TestCostCrowdedWork(t *testing.T) {
+	m := oversubscribed()
+	a := m.Local.Alpha
+	floor := func(msgs float64) float64 { return msgs * 2 * a / float64(m.Cores) }
+	for _, tt := range []struct {
+		coll Collective
+		algo Algo
+		p    int
+		msgs float64
+	}{
+		{AllGather, Linear, 8, 56},
+		{AllGather, RecursiveDoubling, 8, 24},
+		{AllGather, Ring, 4, 12},
+		{ReduceScatter, Rabenseifner, 8, 24},
+		{AllReduce, Ring, 4, 24},
+		{AllReduce, Tree, 8, 14},
+		{AllReduce, RecursiveDoubling, 6, 4*2 + 4}, // 4 ranks double, 2 fold in and out
+		{AllReduce, Rabenseifner, 8, 48},
+		{Broadcast, Linear, 8, 7},
+		{Barrier, RecursiveDoubling, 8, 24},
+		{AllToAll, Linear, 4, 12},
+	} {
+		if got := messages(tt.coll, tt.algo, tt.p); got != tt.msgs {
+			t.Errorf("%s %s p=%d: %g messages, want %g", tt.coll, tt.algo, tt.p, got, tt.msgs)
+		}
+		lay := Uniform(1, tt.p)
+		s := shape{p: tt.p, hosts: 1, perHost: tt.p, lay: fit(tt.p, lay)}
+		rounds := m.rounds(tt.coll, tt.algo, s, 8)
+		want := max(rounds, floor(tt.msgs))
+		if got := m.Cost(tt.coll, tt.algo, tt.p, 8, lay); math.Abs(got-want) > 1e-9*want {
+			t.Errorf("%s %s p=%d, 8 B: cost %g, want %g (rounds %g)", tt.coll, tt.algo, tt.p, got, want, rounds)
+		}
+	}
+	for _, algo := range []Algo{Shared, Hierarchical} {
+		if got := messages(AllReduce, algo, 8); got != 0 {
+			t.Errorf("%s all-reduce: %g messages, want none counted", algo, got)
+		}
+	}
+	// The bound decides where the rounds price a burst too low: 56
+	// messages of the linear all-gather at np 8 against 24 of doubling.
+	lay := Uniform(1, 8)
+	if lin, dbl := m.Cost(AllGather, Linear, 8, 64, lay), m.Cost(AllGather, RecursiveDoubling, 8, 64, lay); lin < floor(56) || lin <= dbl {
+		t.Errorf("crowded all-gather of 64 B at np 8: linear %g, doubling %g; want linear >= %g and above doubling", lin, dbl, floor(56))
+	}
+	// Nowhere else.
+	for _, tt := range []struct {
+		name string
+		m    Model
+		lay  Layout
+		algo Algo
+	}{
+		{"cores to spare", goldenModel, Uniform(1, 8), Linear},
+		{"two hosts", m, Uniform(2, 4), Linear},
+		{"shared", m, sharedLayout(Uniform(1, 8)), Shared},
+	} {
+		p := len(tt.lay.Hosts) * len(tt.lay.Hosts[0])
+		l := fit(p, tt.lay)
+		s := shape{p: p, hosts: len(l.Hosts), perHost: l.MaxPerHost(), lay: l}
+		if got, want := tt.m.Cost(AllGather, tt.algo, p, 64, tt.lay), tt.m.rounds(AllGather, tt.algo, s, 64); got != want {
+			t.Errorf("%s: all-gather of 64 B costs %g, want its rounds' %g", tt.name, got, want)
+		}
+	}
+}
+
+func sharedLayout(l Layout) Layout {
+	l.Shared = true
+	return l
+}
+
 func TestCostRules(t *testing.T) {
 	m := goldenModel
 	if c := m.Cost(AllReduce, Hierarchical, 8, 1<<20, Uniform(1, 8)); !math.IsInf(c, 1) {
