@@ -34,8 +34,13 @@ func (m Model) cost(coll Collective, algo Algo, p int, n float64, lay Layout) fl
 	if p <= 1 {
 		return 0
 	}
-	s := shape{p: p, hosts: len(lay.Hosts), perHost: lay.MaxPerHost(), lay: lay}
+	s := shapeOf(p, lay)
 	return max(m.rounds(coll, algo, s, n), m.crowdedWork(coll, algo, s))
+}
+
+// shapeOf is the shape of p ranks laid out as lay (fitted to p).
+func shapeOf(p int, lay Layout) shape {
+	return shape{p: p, hosts: len(lay.Hosts), perHost: lay.MaxPerHost(), lay: lay}
 }
 
 // rounds is the cost of a collective as its rounds add up.

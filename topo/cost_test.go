@@ -74,7 +74,7 @@ func TestCostCrowded(t *testing.T) {
 	lay := Uniform(1, p)
 	tree := func(m Model, n float64) float64 {
 		whole := func(int) float64 { return n }
-		s := shape{p: p, hosts: 1, perHost: p, lay: lay}
+		s := shapeOf(p, lay)
 		return m.binomial(s, whole, true) + m.binomial(s, whole, false)
 	}
 	m := oversubscribed()
@@ -100,7 +100,7 @@ func TestCostCrowded(t *testing.T) {
 	}
 	// Reduce and broadcast trees pay nothing more.
 	n := float64(4 << 20)
-	s := shape{p: p, hosts: 1, perHost: p, lay: lay}
+	s := shapeOf(p, lay)
 	whole := func(int) float64 { return n }
 	if got, want := m.Cost(Reduce, Tree, p, int(n), lay), m.binomial(s, whole, true); got != want {
 		t.Errorf("crowded tree reduce costs %g, want %g", got, want)
@@ -153,7 +153,7 @@ func TestCostCrowdedWork(t *testing.T) {
 			t.Errorf("%s %s p=%d: %g messages, want %g", tt.coll, tt.algo, tt.p, got, tt.msgs)
 		}
 		lay := Uniform(1, tt.p)
-		s := shape{p: tt.p, hosts: 1, perHost: tt.p, lay: fit(tt.p, lay)}
+		s := shapeOf(tt.p, fit(tt.p, lay))
 		rounds := m.rounds(tt.coll, tt.algo, s, 8)
 		want := max(rounds, floor(tt.msgs))
 		if got := m.Cost(tt.coll, tt.algo, tt.p, 8, lay); math.Abs(got-want) > 1e-9*want {
@@ -183,8 +183,7 @@ func TestCostCrowdedWork(t *testing.T) {
 		{"shared", m, sharedLayout(Uniform(1, 8)), Shared},
 	} {
 		p := len(tt.lay.Hosts) * len(tt.lay.Hosts[0])
-		l := fit(p, tt.lay)
-		s := shape{p: p, hosts: len(l.Hosts), perHost: l.MaxPerHost(), lay: l}
+		s := shapeOf(p, fit(p, tt.lay))
 		if got, want := tt.m.Cost(AllGather, tt.algo, p, 64, tt.lay), tt.m.rounds(AllGather, tt.algo, s, 64); got != want {
 			t.Errorf("%s: all-gather of 64 B costs %g, want its rounds' %g", tt.name, got, want)
 		}

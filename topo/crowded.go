@@ -8,7 +8,7 @@ package topo
 // crowdedWork is the least time the messages of a collective take on one
 // host with more ranks than cores: each message costs its sender and its
 // receiver about alpha of a core, and the host's cores do Cores of that at
-// once. The rounds (below) price latency and bytes as if the messages of a
+// once. The rounds (cost.go) price latency and bytes as if the messages of a
 // round overlapped, which on such a host they cannot all do: over TCP with
 // 4 and 8 ranks on 2 cores, 8-byte to 8 KiB calls took about messages x
 // 2 alpha / cores (all-gather at np 8: recursive doubling's 24 messages
