@@ -29,7 +29,7 @@ func newApp(sigs <-chan os.Signal) *cli.App {
 		HideVersion:               true,
 		DisableSliceFlagSeparator: true,
 		OnUsageError: func(cliCtx *cli.Context, err error, _ bool) error {
-			return usageError{fmt.Errorf("%v: see gorun --help", err)}
+			return usageError{flagMistake(err, cliCtx.App.Flags)}
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // only main exits
 		Action: func(cliCtx *cli.Context) error {

@@ -37,8 +37,9 @@ const (
 	flagNet            = "net"
 	flagPorts          = "ports"
 	flagTopo           = "topo"
-	flagAgent          = "agent"     // hidden: run as a host's agent
-	flagTopoRank       = "topo-rank" // hidden: run as a rank of --topo
+	flagAgent          = "agent"             // hidden: run as a host's agent
+	flagTopoRank       = "topo-rank"         // hidden: run as a rank of --topo
+	flagAllowRoot      = "allow-run-as-root" // hidden: mpirun's, accepted and ignored
 )
 
 func flags() []cli.Flag {
@@ -59,6 +60,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: flagPorts, Usage: "keep every listener (seed, gossip, data plane) in ports `LOW-HIGH` (sets GORUN_PORTS)"},
 		&cli.BoolFlag{Name: flagTopo, Usage: "print the hosts, the ranks on each, the fitted link constants and the algorithm chosen per collective and size, then exit (no PROGRAM)"},
 		&cli.BoolFlag{Name: flagTopoRank, Hidden: true, Usage: "run as a rank of gorun --topo"},
+		&cli.BoolFlag{Name: flagAllowRoot, Hidden: true, Usage: "accepted from mpirun command lines: gorun runs as root without it"},
 		&cli.BoolFlag{Name: flagAgent, Hidden: true, Usage: "run as the agent of a host (started by gorun over ssh or srun)"},
 		&cli.StringSliceFlag{Name: flagExport, Usage: "export `VAR` or VAR=VALUE to every rank (repeatable)"},
 		&cli.StringFlag{Name: flagConfig, Usage: "read defaults from the TOML `FILE` (default $XDG_CONFIG_HOME/gorun/config.toml when present)"},

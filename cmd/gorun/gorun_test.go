@@ -302,10 +302,13 @@ func TestBadInput(t *testing.T) {
 		code int
 		want string // a regexp the one stderr line must match
 	}{
-		{"unknown flag", []string{"--bogus", "-np", "2", "true"}, 2, `flag provided but not defined: -bogus`},
+		{"unknown flag", []string{"--bogus", "-np", "2", "true"}, 2, `unknown flag --bogus: see gorun --help`},
+		{"misspelt flag", []string{"--tag-ouput", "-np", "2", "true"}, 2, `unknown flag --tag-ouput: did you mean --tag-output\?`},
+		{"mpirun flag", []string{"--mca", "btl", "tcp,self", "-np", "2", "true"}, 2, `unknown flag --mca: gorun has no MCA parameters; GORUN_TRANSPORT=tcp`},
+		{"bad duration", []string{"-np", "2", "--timeout", "1x", "true"}, 2, `--timeout "1x": want a duration such as 30s`},
 		{"np 0", []string{"-np", "0", "true"}, 2, `-np 0: want at least 1 rank`},
 		{"np missing", []string{"true"}, 2, `give -np N`},
-		{"np not a number", []string{"-np", "two", "true"}, 2, `invalid value "two"`},
+		{"np not a number", []string{"-np", "two", "true"}, 2, `-np "two": want a whole number`},
 		{"no program", []string{"-np", "2"}, 2, `no program to run`},
 		{"nothing", nil, 2, `no program to run: usage is gorun \[flags\] PROGRAM`},
 		{"bad stdin", []string{"-np", "2", "--stdin", "5", "true"}, 2, `--stdin 5: there are only 2 ranks`},
@@ -436,4 +439,13 @@ func alive(pid int) bool {
 	}
 	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
+
+// TestAllowRunAsRoot: mpirun's --allow-run-as-root, typed from habit, is
+// accepted and changes nothing.
+func TestAllowRunAsRoot(t *testing.T) {
+	r := gorun(t, "", "--allow-run-as-root", "-np", "1", "true")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("want status 0 and no message\n%v", r)
+	}
 }

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// flagMistake turns the flag parser's message about a command line into
+// gorun's: the flag as the user wrote it, what was wrong, and what to write
+// instead. "flag provided but not defined: -bind-too" becomes "unknown
+// flag --bind-too: did you mean --bind-to?"; "invalid value "1x" for flag
+// -timeout: parse error" becomes "--timeout "1x": want a duration such as
+// 30s, 10m or 1h30m". Other messages pass through.
+func flagMistake(err error, fs []cli.Flag) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		name = strings.TrimPrefix(name, "-")
+		if hint, ok := foreignFlags[name]; ok {
+			return fmt.Errorf("unknown flag %s: %s", dashed(name), hint)
+		}
+		if s := closest(name, fs); s != "" {
+			return fmt.Errorf("unknown flag %s: did you mean %s? (see gorun --help)", dashed(name), dashed(s))
+		}
+		return fmt.Errorf("unknown flag %s: see gorun --help", dashed(name))
+	}
+	if m := invalidValue.FindStringSubmatch(msg); m != nil {
+		value, name := m[1], m[2]
+		var want string
+		switch lookupFlag(name, fs).(type) {
+		case *cli.DurationFlag:
+			want = "want a duration such as 30s, 10m or 1h30m"
+		case *cli.IntFlag:
+			want = "want a whole number"
+		case *cli.BoolFlag:
+			want = "want true or false"
+		}
+		if want != "" {
+			return fmt.Errorf("%s %q: %s (see gorun --help)", dashed(name), value, want)
+		}
+	}
+	return fmt.Errorf("%v: see gorun --help", err)
+}
+
+var invalidValue = regexp.MustCompile(`^invalid value "(.*)" for flag -([\w-]+): `)
+
+// foreignFlags are flags of mpirun and torchrun that gorun does without,
+// with what to do instead.
+var foreignFlags = map[string]string{
+	"mca":            "gorun has no MCA parameters; GORUN_TRANSPORT=tcp makes all ranks talk over TCP (see gorun(1), ENVIRONMENT)",
+	"nproc_per_node": "give -np N for one host, or --npernode N with a host list",
+	"nproc-per-node": "give -np N for one host, or --npernode N with a host list",
+	"nnodes":         "give the hosts with -H or --hostfile; gorun starts them itself",
+	"rdzv_endpoint":  "gorun starts every rank itself and needs no rendezvous endpoint; give the hosts with -H or --hostfile",
+	"rdzv-endpoint":  "gorun starts every rank itself and needs no rendezvous endpoint; give the hosts with -H or --hostfile",
+}
+
+// lookupFlag returns the flag named name (or aliased so), or nil.
+func lookupFlag(name string, fs []cli.Flag) cli.Flag {
+	for _, f := range fs {
+		for _, n := range f.Names() {
+			if n == name {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+// closest returns the visible flag name nearest to name, if one is within
+// two edits (one for names of up to four letters), else "".
+func closest(name string, fs []cli.Flag) string {
+	best, bestD := "", 3
+	if len(name) <= 4 {
+		bestD = 2
+	}
+	for _, f := range fs {
+		if vf, ok := f.(cli.VisibleFlag); ok && !vf.IsVisible() {
+			continue
+		}
+		for _, n := range f.Names() {
+			if d := editDistance(name, n); d < bestD {
+				best, bestD = n, d
+			}
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// dashed writes a flag as gorun's help does: -np and one-letter flags with
+// one dash, the rest with two.
+func dashed(name string) string {
+	if len(name) == 1 || name == flagNP {
+		return "-" + name
+	}
+	return "--" + name
+}
