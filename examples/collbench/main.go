@@ -67,6 +67,25 @@ type config struct {
 // opNames lists the collectives collbench runs, in the order --op all runs them.
 var opNames = []string{"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall", "gather", "scatter"}
 
+// bareCheck lets -c stand alone, as in collbench -c, meaning -c 1; -c 0
+// and -c 1 (nccl-tests' spelling) keep their value.
+func bareCheck(args []string) []string {
+	out := make([]string, 0, len(args)+1)
+	for i, a := range args {
+		out = append(out, a)
+		if a == "--" {
+			return append(out, args[i+1:]...)
+		}
+		if a != "-c" && a != "--c" {
+			continue
+		}
+		if i+1 == len(args) || strings.HasPrefix(args[i+1], "-") {
+			out = append(out, "1")
+		}
+	}
+	return out
+}
+
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	var cfg config
 	minB := fs.String("b", "8", "smallest size in bytes (K, M, G suffixes: 1K = 1024)")
@@ -74,14 +93,17 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&cfg.factor, "f", 2, "factor between sizes")
 	fs.IntVar(&cfg.iters, "n", 20, "timed iterations per size")
 	fs.IntVar(&cfg.warmup, "w", 5, "warm-up iterations per size")
-	checkN := fs.Int("c", 0, "1: check every result and count the wrong elements")
+	checkN := fs.Int("c", 0, "1 (or -c alone): check every result and count the wrong elements")
 	op := fs.String("op", "allreduce", "collective: "+strings.Join(opNames, ", ")+", or all")
 	algo := fs.String("algo", "", "force an algorithm (ring, tree, recdbl, rabenseifner, hier, linear, shared), or compare several: a comma-separated list, auto for topo's choice; default: topo's choice")
 	fs.IntVar(&cfg.rounds, "r", 1, "rounds: times each size runs every algorithm in turn, -n calls each; the median counts")
 	fs.StringVar(&cfg.typ, "type", "float32", "element type: float32, float64, int32, int64, uint8")
 	fs.StringVar(&cfg.redop, "redop", "sum", "reduction: sum, prod, max, min")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(bareCheck(args)); err != nil {
 		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected argument %q: collbench takes only flags (see -h)", fs.Arg(0))
 	}
 	var err error
 	if cfg.minBytes, err = spmd.ParseSize(*minB); err != nil {

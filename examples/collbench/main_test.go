@@ -21,6 +21,10 @@ func TestParseFlags(t *testing.T) {
 		{"bad redop", "--redop avg", `--redop "avg"`},
 		{"min above max", "-b 1M -e 1K", "is larger than"},
 		{"bad check", "-c 2", "-c 2"},
+		{"bare check", "--op all -c", ""},
+		{"bare check then flag", "-c -b 1K", ""},
+		{"check off", "-c 0 -b 1K", ""},
+		{"stray argument", "-b 1K 2K", `unexpected argument "2K"`},
 		{"bad factor", "-f 1", "-f 1"},
 		{"algo list", "--algo ring,shared,auto -r 3", ""},
 		{"bad algo", "--algo ring,rnig", `--algo "ring,rnig"`},
@@ -41,6 +45,12 @@ func TestParseFlags(t *testing.T) {
 			}
 			if tt.name == "defaults" && (!slices.Equal(cfg.algos, []string{""}) || cfg.rounds != 1) {
 				t.Errorf("defaults: %+v", cfg)
+			}
+			if strings.HasPrefix(tt.name, "bare check") && !cfg.check || tt.name == "check off" && cfg.check {
+				t.Errorf("%s: check %v", tt.name, cfg.check)
+			}
+			if tt.name == "bare check then flag" && cfg.minBytes != 1024 {
+				t.Errorf("-c -b 1K: -b %d", cfg.minBytes)
 			}
 			if tt.name == "all" && (len(cfg.ops) != len(opNames) || !cfg.check || cfg.minBytes != 1024) {
 				t.Errorf("all: %+v", cfg)
