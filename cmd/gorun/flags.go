@@ -28,6 +28,8 @@ const (
 	flagMapBy          = "map-by"
 	flagNPerNode       = "npernode"
 	flagOversubscribe  = "oversubscribe"
+	flagBindTo         = "bind-to"
+	flagReportBindings = "report-bindings"
 	flagSSHArgs        = "ssh-args"
 	flagLaunchAgent    = "launch-agent"
 	flagConnectTimeout = "connect-timeout"
@@ -50,6 +52,8 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: flagMapBy, Value: "slot", Usage: "place ranks by `POLICY`: slot fills each host's slots in turn, node deals ranks round-robin over hosts"},
 		&cli.IntFlag{Name: flagNPerNode, Usage: "place exactly `N` ranks on each host"},
 		&cli.BoolFlag{Name: flagOversubscribe, Usage: "allow more ranks than slots on a host (up to its max_slots)"},
+		&cli.StringFlag{Name: flagBindTo, Value: "none", Usage: "bind each rank to a `UNIT` of its host's CPUs, in local rank order: none, hwthread, core or socket (:overload-allowed lets ranks share one)"},
+		&cli.BoolFlag{Name: flagReportBindings, Usage: "print each rank's binding to standard error as it starts"},
 		&cli.StringFlag{Name: flagSSHArgs, Usage: "pass `ARGS` to ssh, split like a shell would, as in \"-F cfg -p 2222\""},
 		&cli.StringFlag{Name: flagLaunchAgent, Usage: "start agents with `CMD` HOST COMMAND instead of ssh (an rsh-like command)"},
 		&cli.DurationFlag{Name: flagConnectTimeout, Value: launch.DefaultConnectTimeout, Usage: "give up on a host whose agent is not reached within `DURATION`"},
@@ -84,7 +88,7 @@ func applyFlags(cliCtx *cli.Context, cfg *launch.Config) {
 	set := cliCtx.IsSet
 	for name, dst := range map[string]*string{
 		flagOutputDir: &cfg.OutputDir, flagStdin: &cfg.Stdin, flagWdir: &cfg.Wdir, flagProfile: &cfg.ProfileDir,
-		flagHosts: &cfg.Hosts, flagHostfile: &cfg.Hostfile, flagMapBy: &cfg.MapBy,
+		flagHosts: &cfg.Hosts, flagHostfile: &cfg.Hostfile, flagMapBy: &cfg.MapBy, flagBindTo: &cfg.BindTo,
 		flagSSHArgs: &cfg.SSHArgs, flagLaunchAgent: &cfg.LaunchAgent,
 		flagIface: &cfg.Iface, flagNet: &cfg.Net, flagPorts: &cfg.Ports,
 	} {
@@ -99,7 +103,7 @@ func applyFlags(cliCtx *cli.Context, cfg *launch.Config) {
 	}
 	for name, dst := range map[string]*bool{
 		flagTagOutput: &cfg.TagOutput, flagTimestamp: &cfg.TimestampOutput, flagVerbose: &cfg.Verbose,
-		flagOversubscribe: &cfg.Oversubscribe, flagPreload: &cfg.Preload,
+		flagOversubscribe: &cfg.Oversubscribe, flagPreload: &cfg.Preload, flagReportBindings: &cfg.ReportBindings,
 	} {
 		if set(name) {
 			*dst = cliCtx.Bool(name)

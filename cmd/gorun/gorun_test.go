@@ -305,6 +305,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown flag", []string{"--bogus", "-np", "2", "true"}, 2, `unknown flag --bogus: see gorun --help`},
 		{"misspelt flag", []string{"--tag-ouput", "-np", "2", "true"}, 2, `unknown flag --tag-ouput: did you mean --tag-output\?`},
 		{"mpirun flag", []string{"--mca", "btl", "tcp,self", "-np", "2", "true"}, 2, `unknown flag --mca: gorun has no MCA parameters; GORUN_TRANSPORT=tcp`},
+		{"bad bind", []string{"-np", "2", "--bind-to", "numa", "true"}, 2, `--bind-to "numa": want none, hwthread, core or socket`},
 		{"bad duration", []string{"-np", "2", "--timeout", "1x", "true"}, 2, `--timeout "1x": want a duration such as 30s`},
 		{"np 0", []string{"-np", "0", "true"}, 2, `-np 0: want at least 1 rank`},
 		{"np missing", []string{"true"}, 2, `give -np N`},
@@ -447,5 +448,32 @@ func TestAllowRunAsRoot(t *testing.T) {
 	r := gorun(t, "", "--allow-run-as-root", "-np", "1", "true")
 	if r.code != 0 || r.stderr != "" {
 		t.Fatalf("want status 0 and no message\n%v", r)
+	}
+}
+
+// TestBindTo runs 2 ranks bound to a core each: each must be allowed one
+// CPU, not the same one, and --report-bindings must say which.
+func TestBindTo(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skipf("binding 2 ranks to cores needs 2 CPUs, this machine has %d", runtime.NumCPU())
+	}
+	r := gorun(t, "", "-np", "2", "--bind-to", "hwthread", "--report-bindings", "--tag-output",
+		"sh", "-c", `echo "$GORUN_BIND_TO $(grep Cpus_allowed_list /proc/self/status | cut -f2)"`)
+	if r.code != 0 {
+		t.Fatalf("status %d\n%v", r.code, r)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		rank, rest, _ := strings.Cut(line, " ")
+		got[rank] = rest
+	}
+	if len(got) != 2 || got["[0]"] == got["[1]"] || !regexpMatch(`^hwthread \d+$`, got["[0]"]) || !regexpMatch(`^hwthread \d+$`, got["[1]"]) {
+		t.Errorf("want each rank on one CPU of its own, got %q", r.stdout)
+	}
+	for rank, line := range got {
+		cpu := strings.TrimPrefix(line, "hwthread ")
+		if !strings.Contains(r.stderr, rank+" gorun: rank "+rank[1:2]+" on ") || !strings.Contains(r.stderr, "(cpu "+cpu+")") {
+			t.Errorf("no report of rank %s on cpu %s in\n%s", rank, cpu, r.stderr)
+		}
 	}
 }

@@ -62,6 +62,10 @@ type Config struct {
 	NPerNode      int    `toml:"npernode"`      // exactly N ranks per host
 	Oversubscribe bool   `toml:"oversubscribe"` // more ranks than slots
 
+	// Binding to CPUs.
+	BindTo         string `toml:"bind_to"`         // none (default), hwthread, core or socket[:overload-allowed]
+	ReportBindings bool   `toml:"report_bindings"` // print each rank's binding
+
 	// Remote start.
 	SSHArgs        string   `toml:"ssh_args"`        // extra ssh arguments, split like a shell
 	LaunchAgent    string   `toml:"launch_agent"`    // rsh-like command instead of ssh
@@ -173,6 +177,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := hosts.ParsePolicy(c.MapBy); c.MapBy != "" && err != nil {
 		return bad("--map-by %q: want slot or node", c.MapBy)
+	}
+	if _, err := ParseBindPolicy(c.BindTo); err != nil {
+		return bad("--bind-to %v", err)
 	}
 	if c.NPerNode < 0 {
 		return bad("--npernode %d: want a positive count", c.NPerNode)

@@ -163,7 +163,7 @@ func (hl *hostList) Map() string {
 	return b.String()
 }
 
-// rankRanges formats sorted ranks as "0-3,6".
+// rankRanges formats sorted numbers (ranks, CPUs) as "0-3,6".
 func rankRanges(rs []int) string {
 	var parts []string
 	for i := 0; i < len(rs); {

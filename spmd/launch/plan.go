@@ -114,6 +114,12 @@ func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
 			env[spmd.EnvInitTimeout] = time.Duration(cfg.InitTimeout).String()
 		}
 		setIf(env, spmd.EnvProfileDir, cfg.ProfileDir)
+		if b, _ := ParseBindPolicy(cfg.BindTo); b.Unit != "none" {
+			env[spmd.EnvBindTo] = b.String()
+		}
+		if cfg.ReportBindings {
+			env[spmd.EnvReportBindings] = "1"
+		}
 		if cfg.Verbose {
 			env[spmd.EnvVerbose] = "1"
 		}

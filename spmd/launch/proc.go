@@ -100,6 +100,11 @@ var _ Starter = Local{}
 
 // Start starts the rank described by spec.
 func (Local) Start(spec *Spec) (Proc, error) {
+	host, _ := os.Hostname()
+	bind, err := bindingFor(spec.Env, hostCPUs, host)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: %w", spec.Rank.Rank, err)
+	}
 	secretR, err := secretPipe(spec.Secret)
 	if err != nil {
 		return nil, err
@@ -127,10 +132,17 @@ func (Local) Start(spec *Spec) (Proc, error) {
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.ExtraFiles = []*os.File{secretR} // SecretFD
 	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
+	start := cmd.Start
+	if bind.cpus != nil {
+		start = func() error { return startBound(cmd, bind.cpus) }
+	}
+	if err := start(); err != nil {
 		outR.Close()
 		errR.Close()
 		return nil, fmt.Errorf("rank %d: start %s: %w", spec.Rank.Rank, spec.Path, err)
+	}
+	if bind.report {
+		fmt.Fprintf(errW, "gorun: rank %d on %s (pid %d): %s\n", spec.Rank.Rank, host, cmd.Process.Pid, bind.what)
 	}
 	p := &localProc{cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
 	p.drained.Add(2)

@@ -1,0 +1,179 @@
+package launch
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gorun-hpc/gorun/spmd"
+	"golang.org/x/sys/unix"
+)
+
+func TestParseBindPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		in, want, err string
+	}{
+		{"", "none", ""},
+		{"none", "none", ""},
+		{"core", "core", ""},
+		{"hwthread", "hwthread", ""},
+		{"socket", "socket", ""},
+		{"package", "socket", ""},
+		{"core:overload-allowed", "core:overload-allowed", ""},
+		{"numa", "", `"numa": want none, hwthread, core or socket`},
+		{"core:overload", "", "the one qualifier is :overload-allowed"},
+		{"none:overload-allowed", "", "the one qualifier"},
+	} {
+		p, err := ParseBindPolicy(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseBindPolicy(%q) error %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || p.String() != tc.want {
+			t.Errorf("ParseBindPolicy(%q) = %v, %v; want %s", tc.in, p, err, tc.want)
+		}
+	}
+}
+
+// twoSockets is 2 sockets of 2 cores of 2 hardware threads, numbered as
+// Linux numbers them: cpus 0-3 are the first thread of each core, 4-7
+// their siblings.
+func twoSockets() ([]cpuInfo, error) {
+	var cpus []cpuInfo
+	for c := 0; c < 8; c++ {
+		core := c % 4
+		cpus = append(cpus, cpuInfo{cpu: c, core: core % 2, socket: core / 2})
+	}
+	return cpus, nil
+}
+
+func TestBindUnits(t *testing.T) {
+	cpus, _ := twoSockets()
+	for _, tc := range []struct {
+		unit  string
+		want  string
+		cores []int
+	}{
+		{"hwthread", "[[0] [1] [2] [3] [4] [5] [6] [7]]", []int{1, 1, 1, 1, 1, 1, 1, 1}},
+		{"core", "[[0 4] [1 5] [2 6] [3 7]]", []int{1, 1, 1, 1}},
+		{"socket", "[[0 1 4 5] [2 3 6 7]]", []int{2, 2}},
+	} {
+		units := bindUnits(slices.Clone(cpus), tc.unit)
+		var got [][]int
+		var cores []int
+		for _, u := range units {
+			got = append(got, u.cpus)
+			cores = append(cores, u.cores)
+		}
+		if fmt.Sprint(got) != tc.want || !slices.Equal(cores, tc.cores) {
+			t.Errorf("%s: units %v holding %v, want %s holding %v", tc.unit, got, cores, tc.want, tc.cores)
+		}
+	}
+}
+
+func bindEnv(policy string, local, size int, report bool) []string {
+	env := []string{
+		spmd.EnvLocalRank + "=0", // overridden below: the last setting wins
+		spmd.EnvBindTo + "=" + policy,
+		fmt.Sprintf("%s=%d", spmd.EnvLocalRank, local),
+		fmt.Sprintf("%s=%d", spmd.EnvLocalSize, size),
+	}
+	if report {
+		env = append(env, spmd.EnvReportBindings+"=1")
+	}
+	return env
+}
+
+func TestBindingFor(t *testing.T) {
+	for _, tc := range []struct {
+		policy      string
+		local, size int
+		cpus        []int
+		what, err   string
+	}{
+		{"none", 3, 4, nil, "not bound", ""},
+		{"", 3, 4, nil, "not bound", ""},
+		{"core", 0, 4, []int{0, 4}, "core 0 (cpus 0,4)", ""},
+		{"core", 3, 4, []int{3, 7}, "core 3 (cpus 3,7)", ""},
+		{"hwthread", 5, 8, []int{5}, "hwthread 5 (cpu 5)", ""},
+		{"socket", 1, 4, []int{2, 3, 6, 7}, "socket 1 (cpus 2-3,6-7)", ""},
+		{"socket", 0, 4, []int{0, 1, 4, 5}, "socket 0 (cpus 0-1,4-5)", ""},
+		{"core", 1, 5, nil, "", ""}, // core 1 holds rank 1 only
+		{"core", 0, 5, nil, "", "5 ranks on h would put 2 on core 0, which holds 1"},
+		{"socket", 0, 5, nil, "", "would put 3 on socket 0, which holds 2"},
+		{"core:overload-allowed", 4, 5, []int{0, 4}, "core 0 (cpus 0,4)", ""},
+		{"core", 4, 4, nil, "", "no valid GORUN_LOCAL_RANK"},
+		{"gpu", 0, 1, nil, "", `GORUN_BIND_TO "gpu"`},
+	} {
+		b, err := bindingFor(bindEnv(tc.policy, tc.local, tc.size, true), twoSockets, "h")
+		name := fmt.Sprintf("%s rank %d of %d", tc.policy, tc.local, tc.size)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: error %v, want %q", name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if tc.what != "" && (!slices.Equal(b.cpus, tc.cpus) || b.what != tc.what || !b.report) {
+			t.Errorf("%s: %v %q report %v, want %v %q", name, b.cpus, b.what, b.report, tc.cpus, tc.what)
+		}
+	}
+	if b, _ := bindingFor(bindEnv("core", 0, 1, false), twoSockets, "h"); b.report {
+		t.Errorf("report without %s", spmd.EnvReportBindings)
+	}
+}
+
+// TestStartBound starts a rank bound to the second CPU this process may
+// use: the kernel must show the rank's allowed CPUs as that one, and the
+// starting thread's own affinity must be back as it was.
+func TestStartBound(t *testing.T) {
+	cpus, err := hostCPUs()
+	if err != nil {
+		t.Skipf("no CPU affinity here: %v", err)
+	}
+	if len(cpus) < 2 {
+		t.Skipf("binding needs 2 CPUs, this process may use %d", len(cpus))
+	}
+	want := cpus[1].cpu
+	// Start on a thread of our own, to see its affinity before and after.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var before, after unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &before); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	env := append(os.Environ(), bindEnv("hwthread:overload-allowed", 1, 2, true)...)
+	p, err := Local{}.Start(&Spec{
+		Rank: RankPlan{Rank: 7}, Path: "/bin/sh", Args: []string{"-c", "grep Cpus_allowed_list /proc/self/status"},
+		Env: env, Stdout: nopCloser{&out}, Stderr: nopCloser{&errOut},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.SchedGetaffinity(0, &after); err != nil || after != before {
+		t.Errorf("the starting thread may run on %d cpus after starting a bound rank, %d before (%v)", after.Count(), before.Count(), err)
+	}
+	if st := p.Wait(); !st.Success() {
+		t.Fatalf("rank %v: %s", st, errOut.String())
+	}
+	if got := strings.TrimSpace(strings.TrimPrefix(out.String(), "Cpus_allowed_list:")); got != fmt.Sprint(want) {
+		t.Errorf("the rank may run on cpus %q, want %d", got, want)
+	}
+	if !strings.Contains(errOut.String(), "gorun: rank 7 on ") || !strings.Contains(errOut.String(), fmt.Sprintf(": hwthread 1 (cpu %d)\n", want)) {
+		t.Errorf("report %q", errOut.String())
+	}
+}
+
+type nopCloser struct{ *bytes.Buffer }
+
+func (nopCloser) Close() error { return nil }
