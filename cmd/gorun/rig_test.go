@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gorun-hpc/gorun/spmd/launch/netnstest"
+	"golang.org/x/sys/unix"
 )
 
 // Multi-host tests: gorun across the network-namespace hosts of a
@@ -123,6 +124,35 @@ func TestRig(t *testing.T) {
 		}
 		if b, err := os.ReadFile(filepath.Join(dir, "rank.1.out")); err != nil || string(b) != "1 read one two \n" {
 			t.Errorf("rank.1.out = %q, %v", b, err)
+		}
+	})
+	t.Run("bind-to through the agents", func(t *testing.T) {
+		// The rig's hosts share this machine's CPUs: 2 ranks on each of 2
+		// hosts, bound by their host's agent, take its first two hardware
+		// threads.
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &set); err != nil || set.Count() < 2 {
+			t.Skipf("binding needs 2 CPUs (%d, %v)", set.Count(), err)
+		}
+		var cpus []int
+		for c := 0; len(cpus) < 2; c++ {
+			if set.IsSet(c) {
+				cpus = append(cpus, c)
+			}
+		}
+		r := gorun(t, "", append(rigArgs(rig), "-H", "h1:2,h2:2", "--bind-to", "hwthread",
+			"--report-bindings", "-np", "4", "sh", "-c", `echo "$GORUN_RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2)"`)...)
+		if r.code != 0 {
+			t.Fatal(r)
+		}
+		got := lines(r.stdout)
+		sort.Strings(got)
+		want := fmt.Sprintf("0 %d,1 %d,2 %d,3 %d", cpus[0], cpus[1], cpus[0], cpus[1])
+		if strings.Join(got, ",") != want {
+			t.Errorf("ranks and their cpus %v, want %s\n%s", got, want, r)
+		}
+		if n := strings.Count(r.stderr, ": hwthread "); n != 4 {
+			t.Errorf("%d bindings reported, want 4\n%s", n, r.stderr)
 		}
 	})
 	t.Run("net and ports", func(t *testing.T) { testRigNetPorts(t, rig, base) })
