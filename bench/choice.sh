@@ -42,7 +42,7 @@ algos() {
 		return
 	fi
 	case $1 in
-	allreduce) echo ring tree recdbl rabenseifner shared ;;
+	allreduce) echo ring tree recdbl rabenseifner linear shared ;;
 	broadcast) echo tree ring linear shared ;;
 	allgather) echo ring recdbl linear shared ;;
 	reduce) echo tree ring rabenseifner linear ;;

@@ -31,7 +31,7 @@
 //	              Broadcast, Reduce, AllReduce, AllGather
 //	linear        the root talks to every rank, or every pair talks: Reduce,
 //	              Broadcast, Gather, Scatter, AllGather, ReduceScatter,
-//	              AllToAll
+//	              AllToAll, AllReduce (every rank to rank 0, and back)
 //	shared        ranks of one host, through memory they share instead of
 //	              messages: every rank publishes its part and reads the
 //	              others': AllReduce, Broadcast, AllGather, ReduceScatter,

@@ -91,7 +91,7 @@ func TestBadArguments(t *testing.T) {
 			err  error
 			want error
 		}{
-			{"linear allreduce", prims.AllReduce(ctx, c, buf, prims.Sum[float32](), prims.WithAlgo(topo.Linear)), prims.ErrAlgo},
+			{"ring gather", prims.Gather(ctx, c, buf[:2], buf, 0, prims.WithAlgo(topo.Ring)), prims.ErrAlgo},
 			{"ring alltoall", prims.AllToAll(ctx, c, buf, make([]float32, 6), prims.WithAlgo(topo.Ring)), prims.ErrAlgo},
 			{"zero op", prims.AllReduce(ctx, c, buf, prims.Op[float32]{}), prims.ErrOp},
 			{"short recv", prims.AllReduceTo(ctx, c, buf, buf[:5], prims.Sum[float32]()), prims.ErrCount},

@@ -98,7 +98,7 @@ func algoList(as []Algo) string {
 var applicable = [...][]Algo{
 	Broadcast:     {Tree, Ring, Linear, Hierarchical, Shared},
 	Reduce:        {Tree, Ring, Rabenseifner, Linear, Hierarchical},
-	AllReduce:     {Ring, Tree, RecursiveDoubling, Rabenseifner, Hierarchical, Shared},
+	AllReduce:     {Ring, Tree, RecursiveDoubling, Rabenseifner, Linear, Hierarchical, Shared},
 	Gather:        {Linear, Tree},
 	Scatter:       {Linear, Tree},
 	AllGather:     {Ring, RecursiveDoubling, Linear, Hierarchical, Shared},

@@ -316,6 +316,17 @@ func (m Model) allReduce(algo Algo, s shape, n float64) float64 {
 	case Tree:
 		whole := func(int) float64 { return n }
 		return m.binomialTree(s, whole, true, true) + m.binomial(s, whole, false)
+	case Linear:
+		// Every rank sends to the root at once and the root has posted
+		// its receives at once: a burst into one rank (one latency,
+		// BurstGap for each further message, the bytes in turn), the
+		// senders idle after, so no rank waits for a core; the root
+		// reduces each message as it comes (whole messages on a crowded
+		// host charged as the tree's), then broadcasts linearly.
+		cross := s.hosts > 1
+		a, k := m.link(cross).Alpha, float64(s.p-1)
+		each := n*m.beta(s, cross, m.copiers(cross, n, 2)) + n*m.gamma(1) + m.crowdedWhole(s, cross, n, 2)
+		return a + (k-1)*BurstGap*a + k*each + m.broadcast(Linear, s, n)
 	}
 	return math.Inf(1)
 }

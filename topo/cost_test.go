@@ -145,6 +145,7 @@ func TestCostCrowdedWork(t *testing.T) {
 		{AllReduce, Tree, 8, 14},
 		{AllReduce, RecursiveDoubling, 6, 4*2 + 4}, // 4 ranks double, 2 fold in and out
 		{AllReduce, Rabenseifner, 8, 48},
+		{AllReduce, Linear, 8, 14},
 		{Broadcast, Linear, 8, 7},
 		{Barrier, RecursiveDoubling, 8, 24},
 		{AllToAll, Linear, 4, 12},
@@ -279,5 +280,45 @@ func TestCostSharedCells(t *testing.T) {
 	chunk, more := m.Cost(Broadcast, Shared, 8, SharedChunk, lay), m.Cost(Broadcast, Shared, 8, SharedChunk+8, lay)
 	if more-chunk >= SharedLatency*m.Wake {
 		t.Errorf("a shared broadcast's second chunk costs %g, a crowded round's wait (one chunk: %g)", more-chunk, chunk)
+	}
+}
+
+// tcpCrowded is the model gorun --topo fitted over TCP with 4 ranks on 2
+// cores for bench/results/choice/tcp-e (topo.4.txt).
+func tcpCrowded() Model {
+	return Model{
+		Local:  Link{Alpha: 9.61e-6, Beta: 0.3031e-9},
+		Remote: Link{Alpha: 50e-6, Beta: 0.9091e-9},
+		Gamma:  0.0250e-9,
+		Cores:  2,
+		Wake:   16.96e-6,
+
+		LocalProbed: true,
+	}
+}
+
+// TestCostLinearAllReduce: with 4 or 8 ranks on 2 cores over TCP the
+// linear all-reduce, with the fewest messages in 2 rounds, is chosen for
+// small buffers, and its whole messages reduced at the root are charged
+// as the tree's are, so that it gives way to the ring from 1 MiB; with
+// cores to spare, recursive doubling's single round wins.
+func TestCostLinearAllReduce(t *testing.T) {
+	m := tcpCrowded()
+	for _, p := range []int{4, 8} {
+		lay := Uniform(1, p)
+		for _, tt := range []struct {
+			bytes int
+			want  Algo
+		}{{8, Linear}, {4 << 10, Linear}, {256 << 10, Linear}, {2 << 20, Ring}, {8 << 20, Ring}} {
+			if got := m.Choose(AllReduce, p, tt.bytes, lay); got != tt.want {
+				t.Errorf("np %d, %d B: chose %s, want %s (linear %.0f us, ring %.0f us)", p, tt.bytes, got, tt.want,
+					1e6*m.Cost(AllReduce, Linear, p, tt.bytes, lay), 1e6*m.Cost(AllReduce, Ring, p, tt.bytes, lay))
+			}
+		}
+	}
+	spare := m
+	spare.Cores = 8
+	if got := spare.Choose(AllReduce, 4, 8, Uniform(1, 4)); got != RecursiveDoubling {
+		t.Errorf("4 ranks on 8 cores, 8 B: chose %s, want recdbl", got)
 	}
 }

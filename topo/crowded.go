@@ -48,6 +48,8 @@ func messages(coll Collective, algo Algo, p int) float64 {
 		switch coll {
 		case AllGather, ReduceScatter, AllToAll:
 			return P * (P - 1)
+		case AllReduce:
+			return 2 * (P - 1) // to the root, and back
 		}
 		return P - 1
 	case Tree:
