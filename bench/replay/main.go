@@ -5,7 +5,8 @@
 // the run's gorun --topo printed
 // (topo.NP.txt), asks the model for its choice at every measured size, and
 // counts the sizes at which that choice's median time is within 15% of the
-// fastest algorithm's. A change to the cost formulas can so be judged
+// fastest algorithm's; a size whose choice the run did not time (an
+// algorithm added since) is left out and listed. A change to the cost formulas can so be judged
 // against several runs in seconds instead of re-measuring. Given several
 // runs it also scores hindsight: each run's fastest algorithms judged by
 // the other runs, the most that any choice can expect with the noise
@@ -166,8 +167,8 @@ func main() {
 				if run == nil {
 					continue
 				}
-				good := 0
-				var bad []string
+				good, judged := 0, 0
+				var bad, unjudged []string
 				// The ranks of a run shared memory if it measured the
 				// algorithm that needs it; runs kept from before it
 				// existed did not offer it.
@@ -179,15 +180,25 @@ func main() {
 				for _, b := range sizesOf(run) {
 					_, best := fastest(run[b])
 					c := m.Choose(coll, np, b, lay)
-					if t, ok := run[b][string(c)]; ok && t <= tolerance*best {
+					t, ok := run[b][string(c)]
+					switch {
+					case !ok: // the run did not time it: no judgement
+						unjudged = append(unjudged, fmt.Sprintf("%d:%s", b, c))
+						continue
+					case t <= tolerance*best:
 						good++
-					} else {
+					default:
 						bad = append(bad, fmt.Sprintf("%d:%s", b, c))
 					}
+					judged++
 				}
-				fmt.Printf("%-8s np %d %-10s %2d/%d  %s\n", dir, np, op, good, len(run), strings.Join(bad, " "))
+				line := fmt.Sprintf("%-8s np %d %-10s %2d/%d  %s", dir, np, op, good, judged, strings.Join(bad, " "))
+				if len(unjudged) > 0 {
+					line += fmt.Sprintf("  (%d not timed by the run: %s)", len(unjudged), strings.Join(unjudged, " "))
+				}
+				fmt.Println(line)
 				total += good
-				n += len(run)
+				n += judged
 			}
 		}
 	}
