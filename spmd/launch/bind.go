@@ -101,14 +101,13 @@ func bindUnits(cpus []cpuInfo, unit string) []bindUnit {
 			units = append(units, bindUnit{})
 		}
 		units[i].cpus = append(units[i].cpus, c.cpu)
-		if core := [2]int{c.socket, c.core}; unit == "hwthread" || !cores[core] {
+		core := [2]int{c.socket, c.core}
+		switch {
+		case unit != "socket":
+			units[i].cores = 1
+		case !cores[core]:
 			cores[core] = true
 			units[i].cores++
-		}
-	}
-	if unit != "socket" {
-		for i := range units {
-			units[i].cores = 1
 		}
 	}
 	return units
@@ -124,8 +123,9 @@ type binding struct {
 
 // bindingFor reads the rank's GORUN_BIND_TO, GORUN_REPORT_BINDINGS,
 // GORUN_LOCAL_RANK and GORUN_LOCAL_SIZE from env (the last setting of each
-// wins) and picks its unit among the CPUs hostCPUs lists. It fails when the host has fewer units than ranks and
-// the policy does not allow overload.
+// wins) and picks its unit among the CPUs hostCPUs lists. It fails when
+// the unit would hold more ranks than it has cores and the policy does not
+// allow overload.
 func bindingFor(env []string, hostCPUs func() ([]cpuInfo, error), host string) (binding, error) {
 	b := binding{what: "not bound"}
 	get := func(name string) string {
