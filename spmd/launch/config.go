@@ -176,6 +176,9 @@ func (c *Config) Validate() error {
 		return bad("-H and --hostfile both given: use one host list")
 	}
 	if _, err := hosts.ParsePolicy(c.MapBy); c.MapBy != "" && err != nil {
+		if m, _, _ := strings.Cut(c.MapBy, ":"); m == "core" || m == "hwthread" || m == "socket" || m == "package" || m == "numa" || m == "ppr" {
+			return bad("--map-by %q: want slot or node (gorun places ranks on hosts only; --bind-to core or socket binds each host's ranks in turn)", c.MapBy)
+		}
 		return bad("--map-by %q: want slot or node", c.MapBy)
 	}
 	if _, err := ParseBindPolicy(c.BindTo); err != nil {
