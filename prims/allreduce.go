@@ -124,44 +124,41 @@ func rabenseifnerAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 //
 // The root posts its p-1 receives at once, so that they land as they come
 // rather than wait behind a slower rank's, unless they would take more
-// than linearPrepost bytes of scratch; then it receives them in turn.
+// than linearPrepost bytes of scratch; then it receives them in turn, as
+// the linear Reduce does.
 func linearAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
-	cc, ctx := k.cc, k.ctx
-	up, down := tag(k.coll, phaseMain), tag(k.coll, phaseBcast)
-	p, n := cc.Size(), len(buf)
-	if cc.Rank() != 0 {
-		if err := sendTo(ctx, cc, 0, up, buf); err != nil {
-			return err
-		}
-		return recvFrom(ctx, cc, 0, down, buf)
+	p, n := k.cc.Size(), len(buf)
+	var err error
+	if k.cc.Rank() == 0 && (p-1)*n*sizeOf[T]() <= linearPrepost {
+		err = prepostedReduce(k, buf, op)
+	} else {
+		err = linearReduce(k, buf, buf, 0, op)
 	}
+	if err != nil {
+		return err
+	}
+	return linearBcast(k, buf, 0)
+}
+
+// prepostedReduce is linearReduce's root with its p-1 receives posted at
+// once, each into its own part of the scratch, reduced in rank order.
+func prepostedReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
+	cc, t := k.cc, tag(k.coll, phaseMain)
+	p, n := cc.Size(), len(buf)
+	tmp := borrow[T](k, (p-1)*n)
 	reqs := newPending()
 	defer reqs.free()
-	if (p-1)*n*sizeOf[T]() <= linearPrepost {
-		tmp := borrow[T](k, (p-1)*n)
-		for r := 1; r < p; r++ {
-			reqs.irecv(cc, r, up, spmd.Bytes(tmp[(r-1)*n:r*n]))
-		}
-		for r := 1; r < p; r++ {
-			if err := reqs.wait(ctx, r-1); err != nil {
-				return err
-			}
-			op.reduce(buf, tmp[(r-1)*n:r*n])
-		}
-		reqs.reset()
-	} else {
-		tmp := borrow[T](k, n)
-		for r := 1; r < p; r++ {
-			if err := recvFrom(ctx, cc, r, up, tmp); err != nil {
-				return err
-			}
-			op.reduce(buf, tmp)
-		}
+	for r := 1; r < p; r++ {
+		reqs.irecv(cc, r, t, spmd.Bytes(tmp[(r-1)*n:r*n]))
 	}
 	for r := 1; r < p; r++ {
-		reqs.isend(ctx, cc, r, down, spmd.Bytes(buf))
+		if err := reqs.wait(k.ctx, r-1); err != nil {
+			return err
+		}
+		op.reduce(buf, tmp[(r-1)*n:r*n])
 	}
-	return reqs.waitAll(ctx)
+	reqs.reset()
+	return nil
 }
 
 // linearPrepost is the most scratch, in bytes, that linearAllReduce's root

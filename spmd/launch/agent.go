@@ -326,12 +326,20 @@ func (w *frameWriter) Write(p []byte) (int, error) {
 func (w *frameWriter) Close() error { return nil }
 
 func hasVar(env []string, name string) bool {
+	_, ok := envValue(env, name)
+	return ok
+}
+
+// envValue is name's value in env ("NAME=VALUE" entries), the last setting
+// winning as it does for a process started with env.
+func envValue(env []string, name string) (string, bool) {
+	v, found := "", false
 	for _, kv := range env {
-		if strings.HasPrefix(kv, name+"=") {
-			return true
+		if val, ok := strings.CutPrefix(kv, name+"="); ok {
+			v, found = val, true
 		}
 	}
-	return false
+	return v, found
 }
 
 func hostname() string {

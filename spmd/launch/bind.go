@@ -129,12 +129,7 @@ type binding struct {
 func bindingFor(env []string, hostCPUs func() ([]cpuInfo, error), host string) (binding, error) {
 	b := binding{what: "not bound"}
 	get := func(name string) string {
-		v := ""
-		for _, kv := range env {
-			if k, val, ok := strings.Cut(kv, "="); ok && k == name {
-				v = val
-			}
-		}
+		v, _ := envValue(env, name)
 		return v
 	}
 	b.report = get(spmd.EnvReportBindings) == "1"

@@ -100,7 +100,7 @@ var _ Starter = Local{}
 
 // Start starts the rank described by spec.
 func (Local) Start(spec *Spec) (Proc, error) {
-	host, _ := os.Hostname()
+	host := hostname()
 	bind, err := bindingFor(spec.Env, hostCPUs, host)
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: %w", spec.Rank.Rank, err)
