@@ -1,0 +1,165 @@
+package nn
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/gorun-hpc/gorun/strategies/nn/safetensors"
+)
+
+// checkpointFormat names the layout of a checkpoint's tensors and
+// metadata; Load refuses another.
+const checkpointFormat = "gorun-checkpoint-1"
+
+// ErrCheckpoint is wrapped by every error for a checkpoint that does not
+// fit the model, the optimizer or the format.
+var ErrCheckpoint = errors.New("checkpoint does not match")
+
+// Checkpoint is what a training job saves to resume exactly: the
+// parameters, the optimizer's state, the random streams, and the number
+// of steps done. Meta carries the program's own strings (its flags, say).
+type Checkpoint struct {
+	Store     *Store
+	Optimizer Optimizer // nil: parameters only
+	Streams   map[string]*Stream
+	Step      int
+	Meta      map[string]string
+}
+
+// Save writes the checkpoint to path as a safetensors file, atomically: a
+// crash leaves the previous file or the new one, never half of one. Each
+// parameter is a tensor of its own name and shape; the optimizer's state
+// is "optim.<state>.<parameter>" for each parameter it covers, so that
+// Python's safetensors and Hugging Face tools read it as they read any
+// state dict.
+func (c *Checkpoint) Save(path string) error {
+	var ts []safetensors.Tensor
+	for _, p := range c.Store.Params {
+		ts = append(ts, safetensors.F32(p.Name, p.Shape, p.W))
+	}
+	if c.Optimizer != nil {
+		lo, hi := c.Optimizer.Range()
+		for _, s := range c.Optimizer.State() {
+			if s.I64 != nil {
+				ts = append(ts, i64Tensor("optim."+s.Name, s.I64))
+				continue
+			}
+			for _, p := range c.Store.Params {
+				a, b := max(p.Offset, lo), min(p.End(), hi)
+				if a >= b {
+					continue
+				}
+				shape := p.Shape
+				if a != p.Offset || b != p.End() {
+					shape = []int{b - a} // a shard's part of a parameter
+				}
+				ts = append(ts, safetensors.F32("optim."+s.Name+"."+p.Name, shape, s.F32[a-lo:b-lo]))
+			}
+		}
+	}
+	meta := map[string]string{"format": checkpointFormat, "step": strconv.Itoa(c.Step)}
+	for k, v := range c.Meta {
+		meta["user."+k] = v
+	}
+	for name, s := range c.Streams {
+		b, err := s.MarshalBinary()
+		if err != nil {
+			return fmt.Errorf("checkpoint %s: stream %s: %w", path, name, err)
+		}
+		meta["rng."+name] = base64.StdEncoding.EncodeToString(b)
+	}
+	return safetensors.WriteFile(path, ts, meta)
+}
+
+// Load reads the checkpoint at path into c's store, optimizer and streams,
+// which must be those of the model that saved it, and sets c.Step and
+// c.Meta. Every error names the file and what did not match.
+func (c *Checkpoint) Load(path string) error {
+	f, err := safetensors.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%s: %w: %s", path, ErrCheckpoint, fmt.Sprintf(format, args...))
+	}
+	if f.Metadata["format"] != checkpointFormat {
+		return bad("format %q, want %q: not a gorun checkpoint", f.Metadata["format"], checkpointFormat)
+	}
+	step, err := strconv.Atoi(f.Metadata["step"])
+	if err != nil || step < 0 {
+		return bad("step %q is not a step count", f.Metadata["step"])
+	}
+	for _, p := range c.Store.Params {
+		if err := loadF32(f, p.Name, p.W); err != nil {
+			return bad("%v", err)
+		}
+	}
+	if c.Optimizer != nil {
+		if err := c.loadOptimizer(f); err != nil {
+			return bad("%v", err)
+		}
+	}
+	for name, s := range c.Streams {
+		b, err := base64.StdEncoding.DecodeString(f.Metadata["rng."+name])
+		if err == nil {
+			err = s.UnmarshalBinary(b)
+		}
+		if err != nil {
+			return bad("random stream %s: %v", name, err)
+		}
+	}
+	c.Step, c.Meta = step, map[string]string{}
+	for k, v := range f.Metadata {
+		if len(k) > 5 && k[:5] == "user." {
+			c.Meta[k[5:]] = v
+		}
+	}
+	return nil
+}
+
+func (c *Checkpoint) loadOptimizer(f *safetensors.File) error {
+	lo, hi := c.Optimizer.Range()
+	for _, s := range c.Optimizer.State() {
+		if s.I64 != nil {
+			t, ok := f.Tensor("optim." + s.Name)
+			if !ok || t.DType != safetensors.Int64 || len(t.Data) != 8*len(s.I64) {
+				return fmt.Errorf("optimizer state optim.%s: missing, or not %d int64s", s.Name, len(s.I64))
+			}
+			for i := range s.I64 {
+				s.I64[i] = int64(binary.LittleEndian.Uint64(t.Data[8*i:]))
+			}
+			continue
+		}
+		for _, p := range c.Store.Params {
+			a, b := max(p.Offset, lo), min(p.End(), hi)
+			if a < b {
+				if err := loadF32(f, "optim."+s.Name+"."+p.Name, s.F32[a-lo:b-lo]); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func loadF32(f *safetensors.File, name string, dst []float32) error {
+	t, ok := f.Tensor(name)
+	if !ok {
+		return fmt.Errorf("no tensor %s", name)
+	}
+	if err := t.Float32sInto(dst); err != nil {
+		return fmt.Errorf("tensor %s: %v (the model has %d elements)", name, err, len(dst))
+	}
+	return nil
+}
+
+func i64Tensor(name string, v []int64) safetensors.Tensor {
+	data := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(data[8*i:], uint64(x))
+	}
+	return safetensors.Tensor{Name: name, DType: safetensors.Int64, Shape: []int{len(v)}, Data: data}
+}

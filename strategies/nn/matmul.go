@@ -1,0 +1,32 @@
+package nn
+
+import (
+	"sync"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+)
+
+// installGEMM puts gemm's fast Sgemm behind blas32 once, unless the
+// program has already chosen an implementation other than gonum's own.
+var installGEMM sync.Once
+
+// matmul computes C = op(A)·op(B) + beta·C through blas32, where op
+// transposes when its flag is set; A's rows and columns are m×k after
+// op, B's k×n, C's m×n, all row-major and dense.
+func matmul(transA, transB bool, m, n, k int, a, b []float32, beta float32, c []float32) {
+	installGEMM.Do(installFast)
+	ga := blas32.General{Rows: m, Cols: k, Stride: k, Data: a}
+	tA := blas.NoTrans
+	if transA {
+		ga = blas32.General{Rows: k, Cols: m, Stride: m, Data: a}
+		tA = blas.Trans
+	}
+	gb := blas32.General{Rows: k, Cols: n, Stride: n, Data: b}
+	tB := blas.NoTrans
+	if transB {
+		gb = blas32.General{Rows: n, Cols: k, Stride: k, Data: b}
+		tB = blas.Trans
+	}
+	blas32.Gemm(tA, tB, 1, ga, gb, beta, blas32.General{Rows: m, Cols: n, Stride: n, Data: c})
+}

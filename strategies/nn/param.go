@@ -1,0 +1,164 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Param is one named parameter tensor of a model: W and G are its views
+// into the model's flat parameter and gradient buffers, at Offset.
+type Param struct {
+	Name   string
+	Shape  []int
+	Offset int // first element in the flat buffers
+	W, G   []float32
+	// Decay says whether weight decay applies: matrices yes; biases,
+	// LayerNorm gains and offsets no (as in GPT-2 and nanoGPT).
+	Decay bool
+
+	init Init
+}
+
+// Len is the number of elements.
+func (p *Param) Len() int { return numel(p.Shape) }
+
+// End is one past the last element in the flat buffers.
+func (p *Param) End() int { return p.Offset + p.Len() }
+
+// Init fills a new parameter from a random stream of its own.
+type Init func(w []float32, r *Stream)
+
+// Zeros leaves a parameter at zero.
+func Zeros() Init { return func([]float32, *Stream) {} }
+
+// Ones sets a parameter to one (LayerNorm's gain).
+func Ones() Init {
+	return func(w []float32, _ *Stream) {
+		for i := range w {
+			w[i] = 1
+		}
+	}
+}
+
+// Normal draws from N(0, std²) (GPT-2's weights, std 0.02).
+func Normal(std float64) Init {
+	return func(w []float32, r *Stream) {
+		for i := range w {
+			w[i] = float32(r.NormFloat64() * std)
+		}
+	}
+}
+
+// Uniform draws from U(-bound, bound): PyTorch's Linear draws its weight
+// and bias with bound 1/sqrt(fan_in).
+func Uniform(bound float64) Init {
+	return func(w []float32, r *Stream) {
+		for i := range w {
+			w[i] = float32((2*r.Float64() - 1) * bound)
+		}
+	}
+}
+
+// FanIn is Uniform(1/sqrt(fanIn)).
+func FanIn(fanIn int) Init { return Uniform(1 / math.Sqrt(float64(fanIn))) }
+
+// Builder declares a model's parameters before its buffers exist. Layers
+// take one at construction and ask it for their parameters; Build then
+// lays them out in declaration order in one buffer. A Builder is not safe
+// for concurrent use.
+type Builder struct {
+	prefix string
+	decl   *[]*Param
+	names  map[string]bool
+}
+
+// NewBuilder returns an empty builder.
+func NewBuilder() *Builder {
+	return &Builder{decl: new([]*Param), names: map[string]bool{}}
+}
+
+// Scope returns a builder whose parameters' names start with name and a
+// dot; it declares into the same model.
+func (b *Builder) Scope(name string) *Builder {
+	return &Builder{prefix: b.prefix + name + ".", decl: b.decl, names: b.names}
+}
+
+// Param declares a parameter. Its views are set by Build.
+func (b *Builder) Param(name string, init Init, decay bool, shape ...int) *Param {
+	full := b.prefix + name
+	if b.names[full] {
+		panic(fmt.Sprintf("nn: parameter %q declared twice", full))
+	}
+	b.names[full] = true
+	p := &Param{Name: full, Shape: append([]int(nil), shape...), Decay: decay, init: init}
+	*b.decl = append(*b.decl, p)
+	return p
+}
+
+// Build allocates the flat buffers, points every parameter's views into
+// them and initialises each parameter from the stream named "init/" and
+// its name: a parameter's first values depend on the seed and its name
+// only, not on which other parameters exist.
+func (b *Builder) Build(seed uint64) *Store {
+	ps := *b.decl
+	n := 0
+	for _, p := range ps {
+		p.Offset = n
+		n += p.Len()
+	}
+	s := &Store{W: make([]float32, n), G: make([]float32, n), Params: ps}
+	for _, p := range ps {
+		p.W, p.G = s.W[p.Offset:p.End():p.End()], s.G[p.Offset:p.End():p.End()]
+		if p.init != nil {
+			p.init(p.W, NewStream(seed, "init/"+p.Name, 0))
+		}
+	}
+	return s
+}
+
+// Store is a model's two flat buffers and the parameters that are views
+// into them. The ready hook is called from the goroutine that runs
+// Backward.
+type Store struct {
+	W, G   []float32
+	Params []*Param
+	ready  func(*Param)
+}
+
+// OnReady sets the function that Backward calls for each parameter whose
+// gradient it has finished, in the order it finishes them; nil removes it.
+// A data-parallel driver starts reducing a bucket from here.
+func (s *Store) OnReady(f func(*Param)) { s.ready = f }
+
+// Ready reports ps as finished, in order. Models call it from Backward.
+func (s *Store) Ready(ps ...*Param) {
+	if s.ready == nil {
+		return
+	}
+	for _, p := range ps {
+		s.ready(p)
+	}
+}
+
+// ZeroGrads sets every gradient to zero; Backward accumulates.
+func (s *Store) ZeroGrads() { clear(s.G) }
+
+// Param returns the parameter of that name, or nil.
+func (s *Store) Param(name string) *Param {
+	for _, p := range s.Params {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// Names lists the parameters' names, in layout order, for messages.
+func (s *Store) Names() string {
+	names := make([]string, len(s.Params))
+	for i, p := range s.Params {
+		names[i] = p.Name
+	}
+	return strings.Join(names, ", ")
+}
