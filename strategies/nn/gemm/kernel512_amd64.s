@@ -1,0 +1,163 @@
+#include "textflag.h"
+
+// The AVX-512 micro-kernel: an 8×32 tile of C in Z0-Z15 (row r in Z(2r)
+// and Z(2r+1)), B's step in Z16-Z17, A's broadcasts in Z18-Z25.
+
+// STEP8x32 runs one step of the inner dimension: A's eight values at
+// ao(AX), B's thirty-two at bo(BX).
+#define STEP8x32(ao, bo) \
+	VMOVUPS      bo(BX), Z16 \
+	VMOVUPS      bo+64(BX), Z17 \
+	VBROADCASTSS ao(AX), Z18 \
+	VBROADCASTSS ao+4(AX), Z19 \
+	VBROADCASTSS ao+8(AX), Z20 \
+	VBROADCASTSS ao+12(AX), Z21 \
+	VFMADD231PS  Z16, Z18, Z0 \
+	VFMADD231PS  Z17, Z18, Z1 \
+	VFMADD231PS  Z16, Z19, Z2 \
+	VFMADD231PS  Z17, Z19, Z3 \
+	VBROADCASTSS ao+16(AX), Z22 \
+	VBROADCASTSS ao+20(AX), Z23 \
+	VFMADD231PS  Z16, Z20, Z4 \
+	VFMADD231PS  Z17, Z20, Z5 \
+	VFMADD231PS  Z16, Z21, Z6 \
+	VFMADD231PS  Z17, Z21, Z7 \
+	VBROADCASTSS ao+24(AX), Z24 \
+	VBROADCASTSS ao+28(AX), Z25 \
+	VFMADD231PS  Z16, Z22, Z8 \
+	VFMADD231PS  Z17, Z22, Z9 \
+	VFMADD231PS  Z16, Z23, Z10 \
+	VFMADD231PS  Z17, Z23, Z11 \
+	VFMADD231PS  Z16, Z24, Z12 \
+	VFMADD231PS  Z17, Z24, Z13 \
+	VFMADD231PS  Z16, Z25, Z14 \
+	VFMADD231PS  Z17, Z25, Z15
+
+// STORE32 writes row sums Za, Zb to the 32 floats at DI.
+#define STORE32(Za, Zb) \
+	VMOVUPS Za, (DI) \
+	VMOVUPS Zb, 64(DI) \
+	ADDQ    R8, DI
+
+// UPDATE32 writes Za, Zb plus beta (Z27) times the 32 floats at DI.
+#define UPDATE32(Za, Zb) \
+	VFMADD231PS (DI), Z27, Za \
+	VFMADD231PS 64(DI), Z27, Zb \
+	VMOVUPS     Za, (DI) \
+	VMOVUPS     Zb, 64(DI) \
+	ADDQ        R8, DI
+
+// PREFETCHROW fetches the 128 bytes of C's row at SI and moves to the next.
+#define PREFETCHROW \
+	PREFETCHT0 (SI) \
+	PREFETCHT0 64(SI) \
+	ADDQ       R8, SI
+
+// func kernel8x32(k int, a, b, c *float32, ldc int, alpha, beta float32)
+TEXT ·kernel8x32(SB), NOSPLIT, $0-48
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), AX
+	MOVQ b+16(FP), BX
+	MOVQ c+24(FP), DI
+	MOVQ ldc+32(FP), R8
+	SHLQ $2, R8
+
+	MOVQ DI, SI
+	PREFETCHROW
+	PREFETCHROW
+	PREFETCHROW
+	PREFETCHROW
+	PREFETCHROW
+	PREFETCHROW
+	PREFETCHROW
+	PREFETCHROW
+
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+	MOVQ CX, DX
+	SHRQ $2, CX
+	JZ   tail
+
+loop4:
+	STEP8x32(0, 0)
+	STEP8x32(32, 128)
+	STEP8x32(64, 256)
+	STEP8x32(96, 384)
+	ADDQ $128, AX
+	ADDQ $512, BX
+	DECQ CX
+	JNZ  loop4
+
+tail:
+	ANDQ $3, DX
+	JZ   sums
+
+loop1:
+	STEP8x32(0, 0)
+	ADDQ $32, AX
+	ADDQ $128, BX
+	DECQ DX
+	JNZ  loop1
+
+sums:
+	VBROADCASTSS alpha+40(FP), Z26
+	VMULPS       Z26, Z0, Z0
+	VMULPS       Z26, Z1, Z1
+	VMULPS       Z26, Z2, Z2
+	VMULPS       Z26, Z3, Z3
+	VMULPS       Z26, Z4, Z4
+	VMULPS       Z26, Z5, Z5
+	VMULPS       Z26, Z6, Z6
+	VMULPS       Z26, Z7, Z7
+	VMULPS       Z26, Z8, Z8
+	VMULPS       Z26, Z9, Z9
+	VMULPS       Z26, Z10, Z10
+	VMULPS       Z26, Z11, Z11
+	VMULPS       Z26, Z12, Z12
+	VMULPS       Z26, Z13, Z13
+	VMULPS       Z26, Z14, Z14
+	VMULPS       Z26, Z15, Z15
+
+	// A zero beta (either sign) writes C without reading it.
+	MOVL  beta+44(FP), SI
+	TESTL $0x7fffffff, SI
+	JNZ   update
+
+	STORE32(Z0, Z1)
+	STORE32(Z2, Z3)
+	STORE32(Z4, Z5)
+	STORE32(Z6, Z7)
+	STORE32(Z8, Z9)
+	STORE32(Z10, Z11)
+	STORE32(Z12, Z13)
+	STORE32(Z14, Z15)
+	VZEROUPPER
+	RET
+
+update:
+	VBROADCASTSS beta+44(FP), Z27
+	UPDATE32(Z0, Z1)
+	UPDATE32(Z2, Z3)
+	UPDATE32(Z4, Z5)
+	UPDATE32(Z6, Z7)
+	UPDATE32(Z8, Z9)
+	UPDATE32(Z10, Z11)
+	UPDATE32(Z12, Z13)
+	UPDATE32(Z14, Z15)
+	VZEROUPPER
+	RET
