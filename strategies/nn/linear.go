@@ -10,7 +10,19 @@ type Linear struct {
 
 	x     *Tensor // the input, kept for Backward
 	y, dx *Tensor
+	st    *Store // set by ReportTo: Backward reports W and B itself
 }
+
+// partElems is about how many elements of W's gradient Linear computes
+// and reports at a time when a driver listens for parts (256 Ki floats,
+// 1 MiB): a data-parallel driver then reduces the first rows of a large
+// layer's gradient while the rest are computed.
+const partElems = 256 << 10
+
+// ReportTo makes Backward report W and B ready to st itself, W row block
+// by row block when st listens for parts, instead of leaving it to the
+// model after the whole layer.
+func (l *Linear) ReportTo(st *Store) { l.st = st }
 
 // NewLinear declares W and, if bias, B under b, initialised as PyTorch's
 // Linear: U(-1/sqrt(in), 1/sqrt(in)).
@@ -59,11 +71,8 @@ func (l *Linear) Forward(x *Tensor, _ bool) *Tensor {
 // Backward adds dL/dW = xᵀ·dy and dL/db = Σ dy to the gradients and
 // returns dL/dx = dy·Wᵀ.
 func (l *Linear) Backward(dy *Tensor) *Tensor {
+	l.BackwardParams(dy)
 	rows := dy.Rows()
-	matmul(true, false, l.In, l.Out, rows, l.x.Data, dy.Data, 1, l.W.G)
-	if l.B != nil {
-		addRows(l.B.G, dy.Data, rows)
-	}
 	l.dx = reuse(l.dx, l.x.Shape...)
 	matmul(false, true, rows, l.In, l.Out, dy.Data, l.W.W, 0, l.dx.Data)
 	return l.dx
@@ -100,12 +109,32 @@ func (a *ReLU) Backward(dy *Tensor) *Tensor {
 }
 
 // BackwardParams is Backward without dL/dx, for the first layer of a
-// network, whose input needs no gradient.
+// network, whose input needs no gradient. The parameters' gradients come
+// first, so that a layer that reports them (ReportTo) does so before it
+// computes dL/dx.
 func (l *Linear) BackwardParams(dy *Tensor) {
 	rows := dy.Rows()
-	matmul(true, false, l.In, l.Out, rows, l.x.Data, dy.Data, 1, l.W.G)
+	if l.st != nil && l.st.Parts() && l.In*l.Out > partElems {
+		// dW's rows i0..i1 are x's columns i0..i1 (a strided block)
+		// times dy.
+		parts := (l.In*l.Out + partElems - 1) / partElems
+		step := (l.In + parts - 1) / parts
+		for i0 := 0; i0 < l.In; i0 += step {
+			i1 := min(l.In, i0+step)
+			matmulStrided(true, false, i1-i0, l.Out, rows, l.x.Data[i0:], l.In, dy.Data, l.Out, 1, l.W.G[i0*l.Out:], l.Out)
+			l.st.ReadyPart(l.W, i0*l.Out, i1*l.Out)
+		}
+	} else {
+		matmul(true, false, l.In, l.Out, rows, l.x.Data, dy.Data, 1, l.W.G)
+		if l.st != nil {
+			l.st.Ready(l.W)
+		}
+	}
 	if l.B != nil {
 		addRows(l.B.G, dy.Data, rows)
+		if l.st != nil {
+			l.st.Ready(l.B)
+		}
 	}
 }
 

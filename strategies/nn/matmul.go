@@ -15,18 +15,31 @@ var installGEMM sync.Once
 // transposes when its flag is set; A's rows and columns are m×k after
 // op, B's k×n, C's m×n, all row-major and dense.
 func matmul(transA, transB bool, m, n, k int, a, b []float32, beta float32, c []float32) {
+	lda, ldb := k, n
+	if transA {
+		lda = m
+	}
+	if transB {
+		ldb = k
+	}
+	matmulStrided(transA, transB, m, n, k, a, lda, b, ldb, beta, c, n)
+}
+
+// matmulStrided is matmul on row-major blocks with leading dimensions
+// (row strides) lda, ldb and ldc: parts of larger matrices.
+func matmulStrided(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	installGEMM.Do(installFast)
-	ga := blas32.General{Rows: m, Cols: k, Stride: k, Data: a}
+	ga := blas32.General{Rows: m, Cols: k, Stride: lda, Data: a}
 	tA := blas.NoTrans
 	if transA {
-		ga = blas32.General{Rows: k, Cols: m, Stride: m, Data: a}
+		ga = blas32.General{Rows: k, Cols: m, Stride: lda, Data: a}
 		tA = blas.Trans
 	}
-	gb := blas32.General{Rows: k, Cols: n, Stride: n, Data: b}
+	gb := blas32.General{Rows: k, Cols: n, Stride: ldb, Data: b}
 	tB := blas.NoTrans
 	if transB {
-		gb = blas32.General{Rows: n, Cols: k, Stride: k, Data: b}
+		gb = blas32.General{Rows: n, Cols: k, Stride: ldb, Data: b}
 		tB = blas.Trans
 	}
-	blas32.Gemm(tA, tB, 1, ga, gb, beta, blas32.General{Rows: m, Cols: n, Stride: n, Data: c})
+	blas32.Gemm(tA, tB, 1, ga, gb, beta, blas32.General{Rows: m, Cols: n, Stride: ldc, Data: c})
 }

@@ -43,9 +43,21 @@ type Sequential struct {
 	in     Tensor
 }
 
-// NewSequential wraps layers whose parameters are all in store.
+// NewSequential wraps layers whose parameters are all in store. Layers
+// that can report their own parameters ready (Linear) are told to.
 func NewSequential(store *Store, layers ...Layer) *Sequential {
+	for _, l := range layers {
+		if r, ok := l.(reporter); ok {
+			r.ReportTo(store)
+		}
+	}
 	return &Sequential{Layers: layers, store: store}
+}
+
+// reporter is a layer that reports its parameters ready during its
+// Backward, as it finishes each.
+type reporter interface {
+	ReportTo(st *Store)
 }
 
 // Store returns the model's parameters.
@@ -75,7 +87,9 @@ func (s *Sequential) Backward(scale float32) {
 		} else {
 			dy = l.Backward(dy)
 		}
-		s.store.Ready(l.Params()...)
+		if _, ok := l.(reporter); !ok {
+			s.store.Ready(l.Params()...)
+		}
 	}
 }
 

@@ -118,12 +118,36 @@ func (b *Builder) Build(seed uint64) *Store {
 }
 
 // Store is a model's two flat buffers and the parameters that are views
-// into them. The ready hook is called from the goroutine that runs
+// into them. The ready hooks are called from the goroutine that runs
 // Backward.
 type Store struct {
 	W, G   []float32
 	Params []*Param
 	ready  func(*Param)
+	ranges func(lo, hi int)
+}
+
+// OnReadyRange sets the function that Backward calls for each range
+// [lo, hi) of the flat gradient buffer it has finished: a whole parameter,
+// or a part of one from a layer that reports as it goes (Linear does,
+// row block by row block, when someone listens); nil removes it. The
+// ranges of one Backward cover each parameter once.
+func (s *Store) OnReadyRange(f func(lo, hi int)) { s.ranges = f }
+
+// Parts says whether anyone listens for ranges: a layer cuts its
+// gradient's computation into parts only then.
+func (s *Store) Parts() bool { return s.ranges != nil }
+
+// ReadyPart reports elements [lo, hi) of p's gradient finished. A layer
+// that reports a parameter by parts reports them in order, from 0 to
+// p.Len(); the last part completes the parameter for OnReady.
+func (s *Store) ReadyPart(p *Param, lo, hi int) {
+	if s.ranges != nil {
+		s.ranges(p.Offset+lo, p.Offset+hi)
+	}
+	if hi == p.Len() && s.ready != nil {
+		s.ready(p)
+	}
 }
 
 // OnReady sets the function that Backward calls for each parameter whose
@@ -133,11 +157,8 @@ func (s *Store) OnReady(f func(*Param)) { s.ready = f }
 
 // Ready reports ps as finished, in order. Models call it from Backward.
 func (s *Store) Ready(ps ...*Param) {
-	if s.ready == nil {
-		return
-	}
 	for _, p := range ps {
-		s.ready(p)
+		s.ReadyPart(p, 0, p.Len())
 	}
 }
 
