@@ -142,3 +142,34 @@ func allocsPerCall(t *testing.T, p, count int, f func(ctx context.Context, c *sp
 	}
 	return float64(best) / float64(calls*p)
 }
+
+// TestNonBlockingAllocateNothingBeyondTheRequest issues all-reduces one
+// at a time and waits for each, with every algorithm, over shared memory,
+// so that each issue starts the communicator's executor goroutine again:
+// an issue allocates its Request (the call and its arguments) and the
+// Request's done channel, and nothing else; the collective itself still
+// allocates nothing. (With the op made by Sum at every call, as here, the
+// generic kernel's func value was a third allocation, until Sum made it
+// only for the types without a fast kernel; go st.execute() was a fourth.)
+func TestNonBlockingAllocateNothingBeyondTheRequest(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts need the race detector off: go test -run AllocateNothing ./prims")
+	}
+	const p = 2
+	for _, count := range []int{2 * p, 1 << 18} {
+		for _, algo := range topo.Algos(topo.AllReduce) {
+			if algo == topo.Hierarchical {
+				continue
+			}
+			t.Run(fmt.Sprintf("%dB/%s", 4*count, algo), func(t *testing.T) {
+				per := allocsPerCall(t, p, count, func(ctx context.Context, c *spmd.Comm, buf []float32) error {
+					return prims.IAllReduce(ctx, c, buf, prims.Sum[float32](), prims.WithAlgo(algo)).Wait(ctx)
+				})
+				t.Logf("%.2f allocations per call and rank", per)
+				if per > 2.5 {
+					t.Errorf("%.2f allocations per call and rank; want 2: the Request and its channel", per)
+				}
+			})
+		}
+	}
+}

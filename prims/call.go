@@ -27,7 +27,8 @@ var ErrOp = errors.New("no reduction op")
 // options. An Option is a value, not a function, so that passing one
 // allocates nothing.
 type Option struct {
-	algo topo.Algo
+	algo   topo.Algo
+	queued bool // the call runs from its communicator's queue (IAllReduce, ...)
 }
 
 // WithAlgo forces the call's algorithm instead of letting topo.Choose pick
@@ -44,6 +45,7 @@ func apply(opts []Option) Option {
 		if x.algo != "" {
 			o.algo = x.algo
 		}
+		o.queued = o.queued || x.queued
 	}
 	return o
 }
@@ -72,7 +74,8 @@ var callPool = sync.Pool{New: func() any { return new(call) }}
 // start begins a call of coll of bytes bytes (the whole buffer of the
 // call, as topo.Choose counts them). trivial says that the call moves
 // nothing on any rank (one rank, or no elements), so no algorithm need be
-// chosen.
+// chosen. A blocking call on a communicator with non-blocking collectives
+// in flight waits for them first: calls run in the order they are made.
 func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, trivial bool, opts []Option) (*call, error) {
 	o := apply(opts)
 	k := callPool.Get().(*call)
@@ -83,16 +86,38 @@ func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, t
 		return nil, k.wrap(algoError(coll, o.algo))
 	}
 	k.st = stateOf(k.cc)
-	if o.algo == "" && !trivial {
-		a, err := k.st.choose(ctx, c, coll, bytes)
-		if err != nil {
+	if !o.queued && k.st.q.busy.Load() {
+		if err := k.st.q.drained(ctx); err != nil {
+			k.st.giveUp(k.cc, err) // the others would wait for this rank
 			return nil, k.wrap(err)
+		}
+	}
+	k.ctx = k.st.join(ctx)
+	if o.algo == "" && !trivial {
+		// The first choice on a communicator probes it, collectively:
+		// under k.ctx, so that a rank that gave up ends the probe too.
+		a, err := k.st.choose(k.ctx, c, coll, bytes)
+		if err != nil {
+			return nil, k.wrap(k.chooseFailed(err))
 		}
 		k.algo = a
 	}
-	k.ctx = k.st.join(ctx)
 	k.span = c.Trace().Span(trace.Collective, coll.String(), c.ID(), bytes)
 	return k, nil
+}
+
+// chooseFailed says why the choice of k's algorithm failed, and, unless
+// GORUN_ALGO was at fault (every rank fails the same way then), breaks
+// the communicator: the other ranks may be probing it with this one.
+func (k *call) chooseFailed(err error) error {
+	if _, ferr := topo.Forced(k.coll); ferr != nil {
+		return err
+	}
+	if cause := context.Cause(k.ctx); cause != nil && !errors.Is(err, spmd.ErrPeerLost) {
+		err = cause
+	}
+	k.st.giveUp(k.cc, err)
+	return err
 }
 
 // end finishes the call and wraps *err, if set, with the call's identity.

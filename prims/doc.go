@@ -6,8 +6,9 @@
 // Every function is a collective: every rank of the communicator calls it,
 // in the same order as its other collective calls on that communicator,
 // with matching arguments (the same root, element count, op and options).
-// Collectives on one communicator must not run concurrently from several
-// goroutines of a rank; collectives on different communicators may.
+// Collectives on one communicator must not be called concurrently from
+// several goroutines of a rank; collectives on different communicators
+// may.
 // Messages travel on the communicator's collective context
 // (spmd.Comm.Collective), so they never match the program's own
 // point-to-point receives.
@@ -55,6 +56,35 @@
 // (spmd.Bytes), without copies; the temporaries an algorithm needs come
 // from a scratch buffer cached per communicator.
 //
+// # Non-blocking collectives
+//
+// IAllReduce, IReduceScatter, IAllGather and IBroadcast take the
+// arguments and options of their blocking namesakes, queue the call and
+// return a Request at once; the collective runs in the background while
+// the caller computes, and Request.Wait, Test or Done say when it has
+// completed (MPI-3's MPI_Iallreduce and the like). Until then its buffers
+// belong to it: they are worked on in place, never copied.
+//
+// The calls on a communicator run in the order they are made, on every
+// rank: each communicator has an executor goroutine that runs its queue
+// one call after the other, through the blocking calls' own code (the
+// same algorithm choice, the same failures), and exits when the queue is
+// empty. A blocking collective on a communicator with non-blocking ones
+// in flight waits for them, then runs; with nothing queued it costs what
+// it did. One goroutine issues on a communicator (non-blocking and
+// blocking calls alike, in the order all ranks use); any goroutine may
+// wait. A call of no elements or on one rank completes at once. A failure
+// fails the request it happened in, which breaks the communicator as a
+// blocking call's does: the requests queued behind it fail at once with
+// the same reason.
+//
+// Communicators run their queues independently: a driver that overlaps
+// two streams of collectives gives each its own communicator
+// (spmd.Comm.Dup). spmd's own collectives on a communicator (Split, Dup,
+// Barrier) do not wait for its queue; a Split or Dup must not overlap a
+// queued call that makes the communicator's first hierarchical call,
+// which splits it too.
+//
 // # Failures
 //
 // Every call takes a context and returns an error that names the
@@ -71,5 +101,6 @@
 // The first hierarchical call on a communicator splits it (spmd.Comm.Split)
 // into one communicator per host and one of the host leaders, and caches
 // them. spmd runs one Split at a time per rank, so make that first call
-// before running collectives on several communicators concurrently.
+// before running collectives on several communicators concurrently,
+// from several goroutines or from the queues of non-blocking collectives.
 package prims

@@ -48,3 +48,53 @@ func ExampleAllReduce() {
 	wg.Wait()
 	// Output: [6 4 40]
 }
+
+// ExampleIAllReduce overlaps the all-reduces of two gradient buckets with
+// the computation of a third, as a data-parallel driver does during
+// backward, then waits for them.
+func ExampleIAllReduce() {
+	const ranks = 2
+	nw := mem.NewNetwork(ranks)
+	peers := make([]spmd.Peer, ranks)
+	for i := range peers {
+		peers[i] = spmd.Peer{Rank: i, HostID: "example"}
+	}
+	var wg sync.WaitGroup
+	for r := range ranks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w, err := spmd.New(nw.Transport(r), r, peers)
+			if err != nil {
+				panic(err)
+			}
+			defer w.Close()
+			ctx := context.Background()
+
+			sum := prims.Sum[float32]()
+			last := []float32{float32(r), 1}
+			// The buffers belong to the all-reduces until they complete.
+			reqs := []*prims.Request{prims.IAllReduce(ctx, w.Comm, last, sum)}
+			first := []float32{10, float32(r)}
+			reqs = append(reqs, prims.IAllReduce(ctx, w.Comm, first, sum))
+			third := []float32{float32(r) * 2} // computed meanwhile
+			for _, req := range reqs {
+				if err := req.Wait(ctx); err != nil {
+					panic(err)
+				}
+			}
+			// A blocking call runs after the non-blocking ones before it.
+			if err := prims.AllReduce(ctx, w.Comm, third, sum); err != nil {
+				panic(err)
+			}
+			if w.Rank() == 0 {
+				fmt.Println(last, first, third)
+			}
+			if err := prims.Barrier(ctx, w.Comm); err != nil {
+				panic(err)
+			}
+		}()
+	}
+	wg.Wait()
+	// Output: [1 2] [20 1] [2]
+}

@@ -21,36 +21,50 @@ func (op Op[T]) Name() string { return op.name }
 // kernels where the CPU has them (package kernel); elsewhere floats run
 // gonum's assembly kernels and uint8 adds eight bytes per 64-bit word.
 func Sum[T spmd.Number]() Op[T] {
-	return fastest("sum", kernel.Add[T], kernel.AddF32, kernel.AddF64, kernel.AddI32, kernel.AddI64, kernel.AddU8)
+	if k, ok := fastest[T](kernel.AddF32, kernel.AddF64, kernel.AddI32, kernel.AddI64, kernel.AddU8); ok {
+		return Op[T]{"sum", k}
+	}
+	return Op[T]{"sum", kernel.Add[T]}
 }
 
 // Prod multiplies. Floats and int32 run AVX2 kernels where the CPU has
 // them.
 func Prod[T spmd.Number]() Op[T] {
-	return fastest("prod", kernel.Mul[T], kernel.MulF32, kernel.MulF64, kernel.MulI32)
+	if k, ok := fastest[T](kernel.MulF32, kernel.MulF64, kernel.MulI32); ok {
+		return Op[T]{"prod", k}
+	}
+	return Op[T]{"prod", kernel.Mul[T]}
 }
 
 // Max keeps the larger element; a NaN wins over any number, whichever side
 // it is on, so that every rank computes the same result. Floats and int32
 // run AVX2 kernels where the CPU has them.
 func Max[T spmd.Number]() Op[T] {
-	return fastest("max", kernel.Max[T], kernel.MaxF32, kernel.MaxF64, kernel.MaxI32)
+	if k, ok := fastest[T](kernel.MaxF32, kernel.MaxF64, kernel.MaxI32); ok {
+		return Op[T]{"max", k}
+	}
+	return Op[T]{"max", kernel.Max[T]}
 }
 
 // Min keeps the smaller element; a NaN wins, as for Max.
 func Min[T spmd.Number]() Op[T] {
-	return fastest("min", kernel.Min[T], kernel.MinF32, kernel.MinF64, kernel.MinI32)
+	if k, ok := fastest[T](kernel.MinF32, kernel.MinF64, kernel.MinI32); ok {
+		return Op[T]{"min", k}
+	}
+	return Op[T]{"min", kernel.Min[T]}
 }
 
-// fastest makes the op name for T: the one of fast that takes []T, if
-// there is one, else generic.
-func fastest[T spmd.Number](name string, generic func(dst, src []T), fast ...any) Op[T] {
+// fastest returns the kernel of fast that takes []T, if there is one.
+// The callers make the generic kernel's func value only when none does:
+// it carries T's dictionary, and made on every call it was an allocation
+// wherever the Op escapes (the Op that a non-blocking call keeps).
+func fastest[T spmd.Number](fast ...any) (func(dst, src []T), bool) {
 	for _, f := range fast {
 		if k, ok := f.(func(dst, src []T)); ok {
-			return Op[T]{name, k}
+			return k, true
 		}
 	}
-	return Op[T]{name, generic}
+	return nil, false
 }
 
 // OpFunc makes a user-supplied reduction: f must set dst[i] to dst[i]

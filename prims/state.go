@@ -28,9 +28,10 @@ type stateKey struct{}
 const noticeTag = 1 << 30
 
 // state is what prims keeps per communicator on one rank: whether the
-// communicator is broken, a scratch buffer and the hierarchical
-// sub-communicators. Communicators made by Split inherit their parent's
-// values, so a state names its owner and a child builds its own.
+// communicator is broken, a scratch buffer, the hierarchical
+// sub-communicators and the queue of non-blocking collectives.
+// Communicators made by Split (and Dup) inherit their parent's values, so
+// a state names its owner and a child builds its own.
 type state struct {
 	owner uint32 // collective-context id of the communicator
 
@@ -53,6 +54,8 @@ type state struct {
 	// The scratch buffers: a call may hold two at once (a reduce-scatter's
 	// work vector and its receive slots).
 	scratch [scratchBufs]spare
+	// q is the non-blocking collectives issued on the communicator.
+	q queue
 
 	mu sync.Mutex
 	// protects following
@@ -144,6 +147,11 @@ func (st *state) join(ctx context.Context) context.Context {
 	c, cancel := context.WithCancelCause(ctx)
 	b := st.broken
 	stop := context.AfterFunc(b, func() { cancel(context.Cause(b)) })
+	if b.Err() != nil {
+		// Broken already: the call fails from its start, not once the
+		// AfterFunc's goroutine has run.
+		cancel(context.Cause(b))
+	}
 	st.merged.Store(&merged{user: ctx, ctx: c, cancel: cancel, stop: stop})
 	return c
 }

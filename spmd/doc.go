@@ -16,7 +16,8 @@
 // names the rank.
 //
 // Split makes communicators of some of a communicator's ranks (MPI's
-// MPI_Comm_split), whose traffic never mixes with any other's; Free lets
-// go of one, and of the shared memory and state that collectives keep on
-// it, once a rank is done with it.
+// MPI_Comm_split), whose traffic never mixes with any other's, and Dup one
+// of all of them (MPI_Comm_dup), for a library or a stream of collectives
+// of its own; Free lets go of one, and of the shared memory and state
+// that collectives keep on it, once a rank is done with it.
 package spmd

@@ -27,6 +27,11 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	if color < Undefined {
 		return nil, fmt.Errorf("split: color %d: want >= 0, or Undefined", color)
 	}
+	return c.split(ctx, "split", color, key)
+}
+
+// split is Split; op names the call in its errors.
+func (c *Comm) split(ctx context.Context, op string, color, key int) (*Comm, error) {
 	core := c.core
 	core.splitMu.Lock()
 	defer core.splitMu.Unlock()
@@ -37,7 +42,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 
 	recs, err := c.allgatherRecord(ctx, splitRecord{color: int64(color), key: int64(key), next: next})
 	if err != nil {
-		return nil, fmt.Errorf("split of comm %d: %w", c.id, err)
+		return nil, fmt.Errorf("%s of comm %d: %w", op, c.id, err)
 	}
 	maxNext := next
 	colors := map[int64]bool{}
