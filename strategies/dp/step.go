@@ -1,0 +1,54 @@
+package dp
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gorun-hpc/gorun/prims"
+	"github.com/gorun-hpc/gorun/strategies/nn"
+)
+
+// Step runs one optimizer step over this rank's micro-batches: the
+// gradients of all but the last accumulate locally (NoSync), the last
+// backward reduces their sum overlapped with its computation, and the
+// optimizer then updates the whole model from the mean. Each micro-batch's
+// loss is scaled by 1/len(micro), so that k micro-batches of b examples
+// train exactly as one batch of k·b. It returns this rank's mean loss.
+func (d *DDP) Step(ctx context.Context, micro []*nn.Batch, opt nn.Optimizer) (float32, error) {
+	if len(micro) == 0 {
+		return 0, fmt.Errorf("dp: a step needs at least one micro-batch")
+	}
+	st := d.model.Store()
+	st.ZeroGrads()
+	k := float32(len(micro))
+	var total float32
+	for i, b := range micro {
+		loss, err := d.Forward(b, true)
+		if err != nil {
+			return 0, err
+		}
+		total += loss
+		if i < len(micro)-1 {
+			d.NoSync(func() error { d.Backward(ctx, 1/k); return nil })
+		} else {
+			d.Backward(ctx, 1/k)
+		}
+	}
+	if err := d.Wait(ctx); err != nil {
+		return 0, err
+	}
+	opt.Step(st.W, st.G)
+	return total / k, nil
+}
+
+// MeanLoss is the mean of every rank's loss, for reporting.
+func (d *DDP) MeanLoss(ctx context.Context, loss float32) (float32, error) {
+	if d.comm.Size() == 1 {
+		return loss, nil
+	}
+	v := []float64{float64(loss)}
+	if err := prims.AllReduce(ctx, d.comm, v, prims.Sum[float64]()); err != nil {
+		return 0, fmt.Errorf("dp: mean loss: %w", err)
+	}
+	return float32(v[0] / float64(d.comm.Size())), nil
+}
