@@ -1,0 +1,80 @@
+// Command ddp trains a model with distributed data parallelism
+// (strategies/dp): the 784-1024-1024-10 MLP on a synthetic set, or a
+// character-level GPT on the Go distribution's own source (or --data).
+// Run alone it trains in one process; under gorun each rank takes its
+// slice of every global batch and the gradients are averaged in buckets
+// overlapped with backward.
+//
+//	go run ./examples/ddp --steps 50
+//	gorun -np 2 ./examples/ddp --model mlp --batch 128 --steps 100
+//	gorun -np 4 ./examples/ddp --model gpt --batch 32 --optim adamw --lr 1e-3
+//	gorun -np 2 ./examples/ddp --ckpt ckpt --steps 100          # save at the end
+//	gorun -np 2 ./examples/ddp --ckpt ckpt --resume --steps 200 # go on from it
+//
+// Rank 0 prints one line per step, "step N loss L samples/s S", and at the
+// end "final loss L". The loss is the mean over the global batch.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/gorun-hpc/gorun/examples/internal/workload"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := parseFlags(flag.CommandLine, os.Args[1:])
+	if err == nil {
+		err = run(ctx, cfg, os.Stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ddp:", err)
+		os.Exit(1)
+	}
+}
+
+// config is the flags.
+type config struct {
+	workload.Config
+	bucketMB  float64
+	ckpt      string
+	ckptEvery int
+	resume    bool
+	local     bool
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
+	cfg := config{Config: workload.DefaultConfig(), bucketMB: 25}
+	cfg.Register(fs)
+	fs.Float64Var(&cfg.bucketMB, "bucket-mb", cfg.bucketMB, "gradient bucket cap in MiB (the first bucket is at most 1 MiB)")
+	fs.StringVar(&cfg.ckpt, "ckpt", "", "directory of the checkpoint: written by rank 0 at the end (and every --ckpt-every steps)")
+	fs.IntVar(&cfg.ckptEvery, "ckpt-every", 0, "also save every N steps (0: only at the end)")
+	fs.BoolVar(&cfg.resume, "resume", false, "continue from --ckpt's checkpoint (rank 0 reads it and sends it to the others)")
+	fs.BoolVar(&cfg.local, "local", false, "for benchmarks: the same steps with no gradient reduction (each rank trains on its own)")
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		fs.SetOutput(os.Stderr)
+		if err == flag.ErrHelp {
+			fs.PrintDefaults()
+		}
+		return cfg, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return cfg, fmt.Errorf("unexpected argument %q: every option is a flag (--help lists them)", fs.Arg(0))
+	case cfg.bucketMB <= 0:
+		return cfg, fmt.Errorf("--bucket-mb %g: want a positive size", cfg.bucketMB)
+	case cfg.resume && cfg.ckpt == "":
+		return cfg, fmt.Errorf("--resume needs --ckpt DIR, the directory to resume from")
+	case cfg.ckptEvery < 0:
+		return cfg, fmt.Errorf("--ckpt-every %d: want 0 or more", cfg.ckptEvery)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// small is a model and set that train in a fraction of a second.
+var small = []string{"--hidden", "32,24", "--examples", "480", "--batch", "24", "--lr", "0.1"}
+
+// build compiles gorun and this example into a temporary directory.
+func build(t *testing.T) (gorun, ddp string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: skipping the jobs of real processes")
+	}
+	dir := t.TempDir()
+	gorun, ddp = filepath.Join(dir, "gorun"), filepath.Join(dir, "ddp")
+	for bin, pkg := range map[string]string{gorun: "../../cmd/gorun", ddp: "."} {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, out)
+		}
+	}
+	return gorun, ddp
+}
+
+// job runs ddp with args on np ranks under gorun, or alone for np 0.
+func job(t *testing.T, gorun, ddp string, np int, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(ddp, args...)
+	if np > 0 {
+		cmd = exec.Command(gorun, append([]string{"-np", fmt.Sprint(np), "--timeout", "2m", ddp}, args...)...)
+	}
+	cmd.WaitDelay = 10 * time.Second
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %v\n%s%s", cmd.Args, err, out, stderr.String())
+	}
+	return string(out)
+}
+
+// losses reads the "step N loss L samples/s S" lines into step -> loss.
+func losses(t *testing.T, out string) map[int]float64 {
+	t.Helper()
+	m := map[int]float64{}
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 6 && f[0] == "step" && f[2] == "loss" && f[4] == "samples/s" {
+			n, err1 := strconv.Atoi(f[1])
+			v, err2 := strconv.ParseFloat(f[3], 64)
+			if err1 != nil || err2 != nil {
+				t.Fatalf("bad line %q", l)
+			}
+			m[n] = v
+		}
+	}
+	if !strings.Contains(out, "final loss ") {
+		t.Fatalf("no final loss line:\n%s", out)
+	}
+	return m
+}
+
+func sameLosses(t *testing.T, label string, got, want map[int]float64, from, to int) {
+	t.Helper()
+	for s := from; s <= to; s++ {
+		g, ok := got[s]
+		if !ok {
+			t.Fatalf("%s: no step %d", label, s)
+		}
+		if math.Abs(g-want[s]) > 1e-5*math.Abs(want[s])+1e-6 {
+			t.Errorf("%s: step %d loss %.6f, want %.6f", label, s, g, want[s])
+		}
+	}
+}
+
+// TestProcessesEqualOneProcess: the MLP trained by 2, 3 and 4 processes
+// under gorun, over shared memory, matches one process step by step.
+func TestProcessesEqualOneProcess(t *testing.T) {
+	gorun, ddp := build(t)
+	args := append([]string{"--steps", "20"}, small...)
+	want := losses(t, job(t, gorun, ddp, 0, args...))
+	for _, np := range []int{2, 3, 4} {
+		got := losses(t, job(t, gorun, ddp, np, append(args, "--bucket-mb", "0.001")...))
+		sameLosses(t, fmt.Sprintf("np %d", np), got, want, 1, 20)
+	}
+}
+
+// TestGPTEqualsOneProcess: the character-level GPT (tiny, on a small
+// text) trained by 2 processes matches one process.
+func TestGPTEqualsOneProcess(t *testing.T) {
+	gorun, ddp := build(t)
+	text := filepath.Join(t.TempDir(), "corpus.txt")
+	if err := os.WriteFile(text, bytes.Repeat([]byte("the quick brown fox jumps over the lazy dog.\n"), 40), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--model", "gpt", "--data", text, "--steps", "8", "--batch", "8", "--context", "16",
+		"--layers", "2", "--heads", "2", "--dim", "32", "--optim", "adamw", "--lr", "3e-3", "--bucket-mb", "0.01"}
+	want := losses(t, job(t, gorun, ddp, 0, args...))
+	got := losses(t, job(t, gorun, ddp, 2, args...))
+	sameLosses(t, "gpt np 2", got, want, 1, 8)
+}
+
+// TestResume: 10 steps, a checkpoint, then 10 more from it, on 2 ranks,
+// train exactly as 20 uninterrupted steps: the same losses and the same
+// final checkpoint, byte for byte.
+func TestResume(t *testing.T) {
+	gorun, ddp := build(t)
+	whole, split := t.TempDir(), t.TempDir()
+	for _, optim := range []string{"sgd", "adamw"} {
+		args := append([]string{"--optim", optim}, small...)
+		want := losses(t, job(t, gorun, ddp, 2, append(args, "--steps", "20", "--ckpt", whole)...))
+		job(t, gorun, ddp, 2, append(args, "--steps", "10", "--ckpt", split)...)
+		got := losses(t, job(t, gorun, ddp, 2, append(args, "--steps", "20", "--ckpt", split, "--resume")...))
+		if _, ok := got[10]; ok {
+			t.Errorf("%s: the resumed run ran step 10 again", optim)
+		}
+		sameLosses(t, optim+" resumed", got, want, 11, 20)
+		a, _ := os.ReadFile(filepath.Join(whole, ckptFile))
+		b, _ := os.ReadFile(filepath.Join(split, ckptFile))
+		if len(a) == 0 || !bytes.Equal(a, b) {
+			t.Errorf("%s: the resumed run's checkpoint (%d bytes) differs from the uninterrupted run's (%d bytes)", optim, len(b), len(a))
+		}
+	}
+}
+
+// TestBadCheckpoint: a truncated or corrupted checkpoint is refused with
+// its name; gorun exits non-zero.
+func TestBadCheckpoint(t *testing.T) {
+	gorun, ddp := build(t)
+	dir := t.TempDir()
+	job(t, gorun, ddp, 0, append([]string{"--steps", "2", "--ckpt", dir}, small...)...)
+	path := filepath.Join(dir, ckptFile)
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := map[string][]byte{
+		"truncated": good[:len(good)-7],
+		"corrupted": append([]byte("{{{{{{{{"), good[8:]...),
+	}
+	for name, content := range bad {
+		if err := os.WriteFile(path, content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args := append([]string{"-np", "2", "--timeout", "1m", ddp, "--steps", "4", "--ckpt", dir, "--resume"}, small...)
+		out, err := exec.Command(gorun, args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), path) {
+			t.Errorf("%s checkpoint: %v, want an error naming %s:\n%s", name, err, path, out)
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gorun-hpc/gorun/examples/internal/workload"
+	"github.com/gorun-hpc/gorun/prims"
+	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/strategies/dp"
+	"github.com/gorun-hpc/gorun/strategies/nn"
+)
+
+// ckptFile is the checkpoint's name inside --ckpt.
+const ckptFile = "checkpoint.safetensors"
+
+func run(ctx context.Context, cfg config, out io.Writer) error {
+	w, err := spmd.Init(ctx)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	wl, err := workload.New(cfg.Config, w.Rank(), w.Size())
+	if err != nil {
+		return err
+	}
+	st := wl.Model.Store()
+	opt, err := wl.Optimizer(st.Params, 0, len(st.W))
+	if err != nil {
+		return err
+	}
+	ck := &nn.Checkpoint{Store: st, Optimizer: opt, Streams: wl.Streams}
+	if cfg.resume && w.Rank() == 0 {
+		if err := ck.Load(filepath.Join(cfg.ckpt, ckptFile)); err != nil {
+			return err
+		}
+	}
+	tl := &timeline{}
+	d, err := dp.New(ctx, w.Comm, wl.Model, dp.Config{BucketCap: int(cfg.bucketMB * (1 << 20)), Observe: tl.observe})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if cfg.resume {
+		if err := shareResume(ctx, d.Comm(), ck); err != nil {
+			return err
+		}
+	}
+	var loss float32
+	for step := ck.Step; step < cfg.Steps; step++ {
+		batches, err := wl.Batches(step)
+		if err != nil {
+			return err
+		}
+		t0 := time.Now()
+		stepFn := d.Step
+		if cfg.local {
+			stepFn = localStep(d)
+		}
+		local, err := stepFn(ctx, batches, opt)
+		if err != nil {
+			return err
+		}
+		dt := time.Since(t0)
+		tl.endStep()
+		if loss, err = d.MeanLoss(ctx, local); err != nil {
+			return err
+		}
+		if w.Rank() == 0 {
+			fmt.Fprintf(out, "step %d loss %.6f samples/s %.1f\n", step+1, loss, float64(cfg.Batch)/dt.Seconds())
+		}
+		ck.Step = step + 1
+		if cfg.ckpt != "" && w.Rank() == 0 && (ck.Step == cfg.Steps || cfg.ckptEvery > 0 && ck.Step%cfg.ckptEvery == 0) {
+			if err := save(ck, cfg.ckpt); err != nil {
+				return err
+			}
+		}
+	}
+	if w.Rank() == 0 {
+		if w.Size() > 1 {
+			fmt.Fprintln(out, tl.summary())
+		}
+		fmt.Fprintf(out, "final loss %.6f\n", loss)
+	}
+	return nil
+}
+
+// localStep is DDP's step with the reduction left out: what a step costs
+// without communication, for benchmarks.
+func localStep(d *dp.DDP) func(context.Context, []*nn.Batch, nn.Optimizer) (float32, error) {
+	return func(ctx context.Context, micro []*nn.Batch, opt nn.Optimizer) (float32, error) {
+		st := d.Model().Store()
+		st.ZeroGrads()
+		k := float32(len(micro))
+		var total float32
+		for _, b := range micro {
+			loss, err := d.Forward(b, true)
+			if err != nil {
+				return 0, err
+			}
+			total += loss
+			d.NoSync(func() error { d.Backward(ctx, 1/k); return nil })
+		}
+		opt.Step(st.W, st.G)
+		return total / k, nil
+	}
+}
+
+func save(ck *nn.Checkpoint, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--ckpt: %w", err)
+	}
+	return ck.Save(filepath.Join(dir, ckptFile))
+}
+
+// shareResume sends what rank 0 loaded (DDP's New already sent the
+// parameters) to every rank: the optimizer's state, the random streams
+// and the step.
+func shareResume(ctx context.Context, c *spmd.Comm, ck *nn.Checkpoint) error {
+	step := []int64{int64(ck.Step)}
+	if err := prims.Broadcast(ctx, c, step, 0); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	ck.Step = int(step[0])
+	for _, s := range ck.Optimizer.State() {
+		var err error
+		if s.I64 != nil {
+			err = prims.Broadcast(ctx, c, s.I64, 0)
+		} else {
+			err = prims.Broadcast(ctx, c, s.F32, 0)
+		}
+		if err != nil {
+			return fmt.Errorf("resume: optimizer state %s: %w", s.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var small = []string{"--hidden", "32,24", "--examples", "480", "--batch", "24", "--lr", "0.1", "--steps", "15"}
+
+// output runs a command and returns its standard output; it fails t on error.
+func output(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.WaitDelay = 10 * time.Second
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %v\n%s%s", cmd.Args, err, out, stderr.String())
+	}
+	return string(out)
+}
+
+func losses(out string) []float64 {
+	var v []float64
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) == 6 && f[0] == "step" {
+			x, _ := strconv.ParseFloat(f[3], 64)
+			v = append(v, x)
+		}
+	}
+	return v
+}
+
+// TestProcesses: synchronous parameter servers under gorun (1 and 2
+// servers, 2 workers) report the losses of DDP on 2 ranks, and ps alone
+// those of one process; asynchronous training with a slowed worker runs
+// to the end.
+func TestProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the jobs of real processes")
+	}
+	dir := t.TempDir()
+	bins := map[string]string{"gorun": "../../cmd/gorun", "ps": ".", "ddp": "../ddp"}
+	for name, pkg := range bins {
+		bins[name] = filepath.Join(dir, name)
+		if out, err := exec.Command("go", "build", "-o", bins[name], pkg).CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, out)
+		}
+	}
+	gorun := func(np int, prog string, args ...string) []float64 {
+		return losses(output(t, bins["gorun"], append([]string{"-np", fmt.Sprint(np), "--timeout", "2m", bins[prog]}, append(args, small...)...)...))
+	}
+	want := gorun(2, "ddp")
+	for _, servers := range []int{1, 2} {
+		got := gorun(2+servers, "ps", "--servers", fmt.Sprint(servers))
+		if len(got) != len(want) {
+			t.Fatalf("%d servers: %d steps reported, want %d", servers, len(got), len(want))
+		}
+		for i := range want {
+			if math.Abs(got[i]-want[i]) > 1e-5*math.Abs(want[i])+1e-6 {
+				t.Errorf("%d servers: step %d loss %.6f, DDP %.6f", servers, i+1, got[i], want[i])
+			}
+		}
+	}
+	alone := losses(output(t, bins["ps"], small...))
+	one := losses(output(t, bins["ddp"], small...))
+	if fmt.Sprint(alone) != fmt.Sprint(one) {
+		t.Errorf("ps alone %v, ddp alone %v", alone, one)
+	}
+	if async := gorun(4, "ps", "--staleness", "2", "--slow-worker", "1", "--slow-delay", "5ms"); len(async) != 15 {
+		t.Errorf("async run reported %d steps, want 15", len(async))
+	}
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/gorun-hpc/gorun/examples/internal/workload"
+	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/strategies/nn"
+	"github.com/gorun-hpc/gorun/strategies/ps"
+)
+
+func run(ctx context.Context, cfg config, out io.Writer) error {
+	w, err := spmd.Init(ctx)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	if w.Size() == 1 {
+		return alone(ctx, cfg, out)
+	}
+	if cfg.servers >= w.Size() {
+		return fmt.Errorf("--servers %d with %d ranks leaves no worker: pass at most %d", cfg.servers, w.Size(), w.Size()-1)
+	}
+	workers := w.Size() - cfg.servers
+	worker := max(w.Rank()-cfg.servers, 0) // servers build worker 0's data: they read none
+	wl, err := workload.New(cfg.Config, worker, workers)
+	if err != nil {
+		return err
+	}
+	d, err := ps.New(ctx, w.Comm, wl.Model, ps.Config{Servers: cfg.servers, Staleness: cfg.staleness, Steps: cfg.Steps}, wl.Optimizer)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if d.IsServer() {
+		return serve(ctx, cfg, d, w.Rank() == 0, out)
+	}
+	for step := 0; step < cfg.Steps; step++ {
+		batches, err := wl.Batches(step)
+		if err != nil {
+			return err
+		}
+		if d.Worker() == cfg.slow {
+			time.Sleep(cfg.delay)
+		}
+		if _, err := d.Step(ctx, batches); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// serve runs a server; rank 0 prints each step as it is applied.
+func serve(ctx context.Context, cfg config, d *ps.PS, report bool, out io.Writer) error {
+	var loss float32
+	last := time.Now()
+	err := d.Serve(ctx, func(step int, l float32) {
+		loss = l
+		if report {
+			now := time.Now()
+			fmt.Fprintf(out, "step %d loss %.6f samples/s %.1f\n", step+1, l, float64(cfg.Batch)/now.Sub(last).Seconds())
+			last = now
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if report {
+		fmt.Fprintf(out, "final loss %.6f\n", loss)
+	}
+	return nil
+}
+
+// alone trains in one process: there is no server to hold parameters.
+func alone(ctx context.Context, cfg config, out io.Writer) error {
+	fmt.Fprintln(out, "one rank: no servers, training locally (run under gorun -np N for a parameter server)")
+	wl, err := workload.New(cfg.Config, 0, 1)
+	if err != nil {
+		return err
+	}
+	st := wl.Model.Store()
+	opt, err := wl.Optimizer(st.Params, 0, len(st.W))
+	if err != nil {
+		return err
+	}
+	var loss float32
+	for step := 0; step < cfg.Steps; step++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		batches, err := wl.Batches(step)
+		if err != nil {
+			return err
+		}
+		t0 := time.Now()
+		if loss, err = localStep(wl.Model, batches, opt); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "step %d loss %.6f samples/s %.1f\n", step+1, loss, float64(cfg.Batch)/time.Since(t0).Seconds())
+	}
+	fmt.Fprintf(out, "final loss %.6f\n", loss)
+	return nil
+}
+
+func localStep(m nn.Model, micro []*nn.Batch, opt nn.Optimizer) (float32, error) {
+	st := m.Store()
+	st.ZeroGrads()
+	k := float32(len(micro))
+	var total float32
+	for _, b := range micro {
+		l, err := m.Forward(b, true)
+		if err != nil {
+			return 0, err
+		}
+		total += l
+		m.Backward(1 / k)
+	}
+	opt.Step(st.W, st.G)
+	return total / k, nil
+}

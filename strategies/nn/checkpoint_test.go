@@ -1,0 +1,122 @@
+package nn
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gorun-hpc/gorun/strategies/nn/safetensors"
+)
+
+// trained returns an MLP and AdamW after two steps on a fixed batch.
+func trained(t *testing.T, seed uint64, sizes ...int) (*Sequential, *AdamW) {
+	t.Helper()
+	m := NewMLP(seed, sizes...)
+	st := m.Store()
+	opt, err := NewAdamW(DefaultAdamW(), st.Params, 0, len(st.W))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := make([]float32, 4*sizes[0])
+	for i := range x {
+		x[i] = float32(i%7) - 3
+	}
+	b := &Batch{N: 4, X: x, XDim: sizes[0], Y: []int32{0, 1, 2, 1}}
+	for range 2 {
+		st.ZeroGrads()
+		if _, err := m.Forward(b, true); err != nil {
+			t.Fatal(err)
+		}
+		m.Backward(1)
+		opt.Step(st.W, st.G)
+	}
+	return m, opt
+}
+
+func TestCheckpointRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ck.safetensors")
+	m, opt := trained(t, 1, 6, 8, 3)
+	s := NewStream(1, "dropout", 0)
+	s.Uint64()
+	save := &Checkpoint{Store: m.Store(), Optimizer: opt, Streams: map[string]*Stream{"dropout": s}, Step: 2, Meta: map[string]string{"model": "mlp"}}
+	if err := save.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	m2, opt2 := trained(t, 9, 6, 8, 3) // other values, same layout
+	s2 := NewStream(5, "other", 3)
+	load := &Checkpoint{Store: m2.Store(), Optimizer: opt2, Streams: map[string]*Stream{"dropout": s2}}
+	if err := load.Load(path); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(m.Store().W, m2.Store().W) {
+		t.Error("parameters differ after the round trip")
+	}
+	for i, st := range opt.State() {
+		st2 := opt2.State()[i]
+		if !slices.Equal(st.F32, st2.F32) || !slices.Equal(st.I64, st2.I64) {
+			t.Errorf("optimizer state %s differs after the round trip", st.Name)
+		}
+	}
+	if load.Step != 2 || load.Meta["model"] != "mlp" {
+		t.Errorf("step %d meta %v, want 2 and model=mlp", load.Step, load.Meta)
+	}
+	if a, b := s.Uint64(), s2.Uint64(); a != b {
+		t.Errorf("the restored stream draws %d, the saved one %d", b, a)
+	}
+	// Python's tools see ordinary named tensors.
+	f, err := safetensors.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"fc1.weight", "fc2.bias", "optim.exp_avg.fc1.weight", "optim.exp_avg_sq.fc2.bias", "optim.step"} {
+		if _, ok := f.Tensor(name); !ok {
+			t.Errorf("no tensor %s in the file", name)
+		}
+	}
+}
+
+func TestCheckpointRejects(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ck.safetensors")
+	m, opt := trained(t, 1, 6, 8, 3)
+	if err := (&Checkpoint{Store: m.Store(), Optimizer: opt}).Save(path); err != nil {
+		t.Fatal(err)
+	}
+	good, _ := os.ReadFile(path)
+	other, otherOpt := trained(t, 1, 6, 9, 3)
+	cases := []struct {
+		name    string
+		content []byte
+		into    *Checkpoint
+		want    string
+	}{
+		{"other shape", good, &Checkpoint{Store: other.Store(), Optimizer: otherOpt}, "fc1.weight"},
+		{"truncated", good[:len(good)-5], &Checkpoint{Store: m.Store(), Optimizer: opt}, "truncated"},
+		{"not a checkpoint", plainFile(t), &Checkpoint{Store: m.Store()}, "not a gorun checkpoint"},
+	}
+	for _, c := range cases {
+		p := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-"))
+		if err := os.WriteFile(p, c.content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := c.into.Load(p)
+		if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error naming %s and saying %q", c.name, err, p, c.want)
+		}
+		if c.name == "other shape" && !errors.Is(err, ErrCheckpoint) {
+			t.Errorf("%s: %v does not wrap ErrCheckpoint", c.name, err)
+		}
+	}
+}
+
+// plainFile is a valid safetensors file that no gorun job wrote.
+func plainFile(t *testing.T) []byte {
+	var b strings.Builder
+	if err := safetensors.Encode(&b, []safetensors.Tensor{safetensors.F32("x", []int{2}, []float32{1, 2})}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return []byte(b.String())
+}
