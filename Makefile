@@ -5,7 +5,7 @@ GO ?= go
 TEST_DEBS := mandoc iproute2 openssh-server openssh-client
 BENCH_DEBS := openmpi-bin libopenmpi-dev hyperfine
 
-.PHONY: all build test deps bench-deps vet bench-launch bench-mpi bench-tcp bench-choice man
+.PHONY: all build test deps bench-deps vet bench-launch bench-mpi bench-tcp bench-choice bench-ddp man
 
 all: build
 
@@ -61,3 +61,7 @@ bench-choice: bench-deps
 
 man:
 	$(GO) test ./cmd/gorun -run TestManPage -update
+
+# examples/ddp against PyTorch DDP on the same MLP, in one run.
+bench-ddp:
+	bench/ddp.sh
