@@ -11,6 +11,7 @@
 #
 #   bench/ddp.sh                     # make bench-ddp: np 1 and 2, 3 rounds
 #   NPS="1 2 4 8 16" REPS=3 bench/ddp.sh
+#   BUCKET_MB=1 bench/ddp.sh         # both sides with 1 MiB buckets (25: both defaults)
 #
 # Both sides take their ranks from gorun: PyTorch through the env://
 # rendezvous (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE), since Debian's
@@ -24,6 +25,7 @@ NPS=${NPS:-"1 2"}
 REPS=${REPS:-3}
 STEPS=${STEPS:-60}
 SKIP=${SKIP:-10}
+BUCKET_MB=${BUCKET_MB:-25}
 PY=${PY:-/usr/bin/python3}
 OUT=${OUT:-bench/out}
 GORUN=${GORUN:-}
@@ -51,9 +53,9 @@ median() {
 run() {
 	side=$1 mode=$2 np=$3
 	if [ "$side" = gorun ]; then
-		set -- "$DDP" --steps "$STEPS" --batch $((64 * np))
+		set -- "$DDP" --steps "$STEPS" --batch $((64 * np)) --bucket-mb "$BUCKET_MB"
 	else
-		set -- "$PY" bench/ddp/ddp_mlp.py --steps "$STEPS" --batch 64
+		set -- "$PY" bench/ddp/ddp_mlp.py --steps "$STEPS" --batch 64 --bucket-mb "$BUCKET_MB"
 	fi
 	[ "$mode" = local ] && set -- "$@" --local
 	"$GORUN" -np "$np" --timeout 10m -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS "$@" >"$OUT/ddp.run" 2>"$OUT/ddp.err" || {

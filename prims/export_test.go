@@ -1,11 +1,15 @@
 package prims
 
-import "github.com/gorun-hpc/gorun/spmd"
+import (
+	"context"
 
-// Queued reports whether c has non-blocking collectives queued on this
-// rank, and so an executor goroutine running them.
-func Queued(c *spmd.Comm) bool {
-	return stateOf(c.Collective()).q.busy.Load()
+	"github.com/gorun-hpc/gorun/spmd"
+)
+
+// Drained waits until c's executor has left: at once, or a moment after
+// the last request finished. It fails only if ctx ends first.
+func Drained(ctx context.Context, c *spmd.Comm) error {
+	return stateOf(c.Collective()).q.drained(ctx)
 }
 
 // SameState reports whether a and b share prims's state on this rank.

@@ -142,10 +142,11 @@ func (st *state) push(r *Request) {
 }
 
 // execute runs the queue's collectives in issue order until it is empty.
-// Each completes before the next starts, as the blocking calls would; a
-// request is finished only after it has left the queue, and the last
-// one after busy is cleared, so that a program that has waited for every
-// request finds the communicator quiet.
+// Each completes before the next starts, as the blocking calls would. The
+// queue is marked idle only after its last request has finished, so that
+// a blocking call that waited for it finds every request it followed
+// completed; a program that has waited for every request finds the
+// executor gone a moment later (drained waits for that).
 func (st *state) execute() {
 	q := &st.q
 	for {
@@ -157,14 +158,7 @@ func (st *state) execute() {
 		q.mu.Lock()
 		q.reqs[q.head] = nil
 		q.head++
-		var idle chan struct{}
-		last := q.head == len(q.reqs)
-		switch {
-		case last:
-			q.reqs, q.head = q.reqs[:0], 0
-			q.busy.Store(false)
-			idle, q.idle = q.idle, nil
-		case q.head >= 64 && 2*q.head >= len(q.reqs):
+		if q.head >= 64 && 2*q.head >= len(q.reqs) {
 			// A queue that never empties moves its tail down instead
 			// of growing.
 			n := copy(q.reqs, q.reqs[q.head:])
@@ -172,13 +166,22 @@ func (st *state) execute() {
 			q.reqs, q.head = q.reqs[:n], 0
 		}
 		q.mu.Unlock()
+		r.finish(err)
+
+		q.mu.Lock()
+		if q.head < len(q.reqs) {
+			q.mu.Unlock()
+			continue
+		}
+		q.reqs, q.head = q.reqs[:0], 0
+		q.busy.Store(false)
+		idle := q.idle
+		q.idle = nil
+		q.mu.Unlock()
 		if idle != nil {
 			close(idle)
 		}
-		r.finish(err)
-		if last {
-			return
-		}
+		return
 	}
 }
 
