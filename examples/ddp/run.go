@@ -93,20 +93,14 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 // without communication, for benchmarks.
 func localStep(d *dp.DDP) func(context.Context, []*nn.Batch, nn.Optimizer) (float32, error) {
 	return func(ctx context.Context, micro []*nn.Batch, opt nn.Optimizer) (float32, error) {
-		st := d.Model().Store()
-		st.ZeroGrads()
-		k := float32(len(micro))
-		var total float32
-		for _, b := range micro {
-			loss, err := d.Forward(b, true)
-			if err != nil {
-				return 0, err
-			}
-			total += loss
-			d.NoSync(func() error { d.Backward(ctx, 1/k); return nil })
+		loss, err := nn.Accumulate(d.Model(), micro, func(_ int, scale float32) {
+			d.NoSync(func() error { d.Backward(ctx, scale); return nil })
+		})
+		if err == nil {
+			st := d.Model().Store()
+			opt.Step(st.W, st.G)
 		}
-		opt.Step(st.W, st.G)
-		return total / k, nil
+		return loss, err
 	}
 }
 

@@ -106,18 +106,10 @@ func alone(ctx context.Context, cfg config, out io.Writer) error {
 }
 
 func localStep(m nn.Model, micro []*nn.Batch, opt nn.Optimizer) (float32, error) {
-	st := m.Store()
-	st.ZeroGrads()
-	k := float32(len(micro))
-	var total float32
-	for _, b := range micro {
-		l, err := m.Forward(b, true)
-		if err != nil {
-			return 0, err
-		}
-		total += l
-		m.Backward(1 / k)
+	loss, err := nn.Accumulate(m, micro, func(_ int, scale float32) { m.Backward(scale) })
+	if err == nil {
+		st := m.Store()
+		opt.Step(st.W, st.G)
 	}
-	opt.Step(st.W, st.G)
-	return total / k, nil
+	return loss, err
 }

@@ -15,30 +15,23 @@ import (
 // loss is scaled by 1/len(micro), so that k micro-batches of b examples
 // train exactly as one batch of k·b. It returns this rank's mean loss.
 func (d *DDP) Step(ctx context.Context, micro []*nn.Batch, opt nn.Optimizer) (float32, error) {
-	if len(micro) == 0 {
-		return 0, fmt.Errorf("dp: a step needs at least one micro-batch")
-	}
-	st := d.model.Store()
-	st.ZeroGrads()
-	k := float32(len(micro))
-	var total float32
-	for i, b := range micro {
-		loss, err := d.Forward(b, true)
-		if err != nil {
-			return 0, err
-		}
-		total += loss
-		if i < len(micro)-1 {
-			d.NoSync(func() error { d.Backward(ctx, 1/k); return nil })
+	last := len(micro) - 1
+	loss, err := nn.Accumulate(d.model, micro, func(i int, scale float32) {
+		if i < last {
+			d.NoSync(func() error { d.Backward(ctx, scale); return nil })
 		} else {
-			d.Backward(ctx, 1/k)
+			d.Backward(ctx, scale)
 		}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("dp: %w", err)
 	}
 	if err := d.Wait(ctx); err != nil {
 		return 0, err
 	}
+	st := d.model.Store()
 	opt.Step(st.W, st.G)
-	return total / k, nil
+	return loss, nil
 }
 
 // MeanLoss is the mean of every rank's loss, for reporting.

@@ -121,3 +121,27 @@ func NewMLP(seed uint64, sizes ...int) *Sequential {
 	}
 	return NewSequential(b.Build(seed), layers...)
 }
+
+// Accumulate runs one step's forward and backward passes over
+// micro-batches: it zeroes the gradients, then for each micro-batch runs
+// Forward and calls backward(i, scale) with scale 1/len(micro), so that k
+// micro-batches of b examples accumulate the gradient of one batch of
+// k·b. backward is the model's Backward, or a driver's wrapper of it. It
+// returns the mean of the micro-batches' losses.
+func Accumulate(m Model, micro []*Batch, backward func(i int, scale float32)) (float32, error) {
+	if len(micro) == 0 {
+		return 0, fmt.Errorf("a step needs at least one micro-batch")
+	}
+	m.Store().ZeroGrads()
+	k := float32(len(micro))
+	var total float32
+	for i, b := range micro {
+		loss, err := m.Forward(b, true)
+		if err != nil {
+			return 0, err
+		}
+		total += loss
+		backward(i, 1/k)
+	}
+	return total / k, nil
+}

@@ -39,22 +39,11 @@ func (d *PS) Step(ctx context.Context, micro []*nn.Batch) (float32, error) {
 	if wk.step >= d.cfg.Steps {
 		return 0, fmt.Errorf("ps: step %d: the servers serve %d steps", wk.step, d.cfg.Steps)
 	}
-	if len(micro) == 0 {
-		return 0, fmt.Errorf("ps: a step needs at least one micro-batch")
-	}
 	st := d.model.Store()
-	st.ZeroGrads()
-	k := float32(len(micro))
-	var total float32
-	for _, b := range micro {
-		loss, err := d.model.Forward(b, true)
-		if err != nil {
-			return 0, err
-		}
-		total += loss
-		d.model.Backward(1 / k)
+	loss, err := nn.Accumulate(d.model, micro, func(_ int, scale float32) { d.model.Backward(scale) })
+	if err != nil {
+		return 0, fmt.Errorf("ps: %w", err)
 	}
-	loss := total / k
 	reqs := make([]*spmd.Request, len(d.shards))
 	for srv, sh := range d.shards {
 		msg := wk.push[srv]
@@ -62,7 +51,6 @@ func (d *PS) Step(ctx context.Context, micro []*nn.Batch) (float32, error) {
 		copy(f32s(msg[header:]), st.G[sh[0]:sh[1]])
 		reqs[srv] = d.comm.Isend(ctx, srv, pushTag, msg)
 	}
-	var err error
 	for srv, r := range reqs {
 		if _, werr := r.Wait(ctx); werr != nil {
 			err = errors.Join(err, fmt.Errorf("ps: push to server %d: %w", srv, werr))
