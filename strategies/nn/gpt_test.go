@@ -170,11 +170,13 @@ func TestGPTReadyOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.Backward(1)
-	want := []string{"lm_head.weight", "ln_f.weight", "ln_f.bias"}
+	// Reverse layout order: the top of the flat buffer first, each
+	// layer's bias before its weight.
+	want := []string{"lm_head.weight", "ln_f.bias", "ln_f.weight"}
 	for l := tinyGPT.Layers - 1; l >= 0; l-- {
-		for _, n := range []string{"mlp.c_proj.weight", "mlp.c_proj.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
-			"ln_2.weight", "ln_2.bias", "attn.c_proj.weight", "attn.c_proj.bias",
-			"attn.c_attn.weight", "attn.c_attn.bias", "ln_1.weight", "ln_1.bias"} {
+		for _, n := range []string{"mlp.c_proj.bias", "mlp.c_proj.weight", "mlp.c_fc.bias", "mlp.c_fc.weight",
+			"ln_2.bias", "ln_2.weight", "attn.c_proj.bias", "attn.c_proj.weight",
+			"attn.c_attn.bias", "attn.c_attn.weight", "ln_1.bias", "ln_1.weight"} {
 			want = append(want, fmt.Sprintf("h.%d.%s", l, n))
 		}
 	}
@@ -193,7 +195,7 @@ func TestMLPReadyOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Backward(1)
-	if want := []string{"fc2.weight", "fc2.bias", "fc1.weight", "fc1.bias"}; !equalStrings(got, want) {
+	if want := []string{"fc2.bias", "fc2.weight", "fc1.bias", "fc1.weight"}; !equalStrings(got, want) {
 		t.Errorf("ready order %v, want %v", got, want)
 	}
 }

@@ -15,8 +15,8 @@ type Linear struct {
 
 // partElems is about how many elements of W's gradient Linear computes
 // and reports at a time when a driver listens for parts (256 Ki floats,
-// 1 MiB): a data-parallel driver then reduces the first rows of a large
-// layer's gradient while the rest are computed.
+// 1 MiB): a data-parallel driver then reduces the last rows of a large
+// layer's gradient while the others are computed.
 const partElems = 256 << 10
 
 // ReportTo makes Backward report W and B ready to st itself, W row block
@@ -111,30 +111,31 @@ func (a *ReLU) Backward(dy *Tensor) *Tensor {
 // BackwardParams is Backward without dL/dx, for the first layer of a
 // network, whose input needs no gradient. The parameters' gradients come
 // first, so that a layer that reports them (ReportTo) does so before it
-// computes dL/dx.
+// computes dL/dx, and in the order a data-parallel driver reduces the
+// flat buffer, from the top down: B (which follows W in the buffer), then
+// W's rows from the last block to the first.
 func (l *Linear) BackwardParams(dy *Tensor) {
 	rows := dy.Rows()
-	if l.st != nil && l.st.Parts() && l.In*l.Out > partElems {
-		// dW's rows i0..i1 are x's columns i0..i1 (a strided block)
-		// times dy.
-		parts := (l.In*l.Out + partElems - 1) / partElems
-		step := (l.In + parts - 1) / parts
-		for i0 := 0; i0 < l.In; i0 += step {
-			i1 := min(l.In, i0+step)
-			matmulStrided(true, false, i1-i0, l.Out, rows, l.x.Data[i0:], l.In, dy.Data, l.Out, 1, l.W.G[i0*l.Out:], l.Out)
-			l.st.ReadyPart(l.W, i0*l.Out, i1*l.Out)
-		}
-	} else {
-		matmul(true, false, l.In, l.Out, rows, l.x.Data, dy.Data, 1, l.W.G)
-		if l.st != nil {
-			l.st.Ready(l.W)
-		}
-	}
 	if l.B != nil {
 		addRows(l.B.G, dy.Data, rows)
 		if l.st != nil {
 			l.st.Ready(l.B)
 		}
+	}
+	if l.st == nil || !l.st.Parts() || l.In*l.Out <= partElems {
+		matmul(true, false, l.In, l.Out, rows, l.x.Data, dy.Data, 1, l.W.G)
+		if l.st != nil {
+			l.st.Ready(l.W)
+		}
+		return
+	}
+	// dW's rows i0..i1 are x's columns i0..i1 (a strided block) times dy.
+	parts := (l.In*l.Out + partElems - 1) / partElems
+	step := (l.In + parts - 1) / parts
+	for i1 := l.In; i1 > 0; i1 -= step {
+		i0 := max(0, i1-step)
+		matmulStrided(true, false, i1-i0, l.Out, rows, l.x.Data[i0:], l.In, dy.Data, l.Out, 1, l.W.G[i0*l.Out:], l.Out)
+		l.st.ReadyPart(l.W, i0*l.Out, i1*l.Out)
 	}
 }
 

@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -139,24 +140,31 @@ func (s *Store) OnReadyRange(f func(lo, hi int)) { s.ranges = f }
 func (s *Store) Parts() bool { return s.ranges != nil }
 
 // ReadyPart reports elements [lo, hi) of p's gradient finished. A layer
-// that reports a parameter by parts reports them in order, from 0 to
-// p.Len(); the last part completes the parameter for OnReady.
+// that reports a parameter by parts reports them from its end down to
+// element 0, the order in which a data-parallel driver reduces the flat
+// buffer (from the top down); the part that reaches element 0 completes
+// the parameter for OnReady.
 func (s *Store) ReadyPart(p *Param, lo, hi int) {
 	if s.ranges != nil {
 		s.ranges(p.Offset+lo, p.Offset+hi)
 	}
-	if hi == p.Len() && s.ready != nil {
+	if lo == 0 && s.ready != nil {
 		s.ready(p)
 	}
 }
 
 // OnReady sets the function that Backward calls for each parameter whose
 // gradient it has finished, in the order it finishes them; nil removes it.
-// A data-parallel driver starts reducing a bucket from here.
 func (s *Store) OnReady(f func(*Param)) { s.ready = f }
 
-// Ready reports ps as finished, in order. Models call it from Backward.
+// Ready reports ps as finished. Models call it from Backward. Parameters
+// finished together are reported from the one highest in the buffer down,
+// the order in which a data-parallel driver reduces it.
 func (s *Store) Ready(ps ...*Param) {
+	if len(ps) > 1 && !slices.IsSortedFunc(ps, func(a, b *Param) int { return b.Offset - a.Offset }) {
+		ps = slices.Clone(ps)
+		slices.SortFunc(ps, func(a, b *Param) int { return b.Offset - a.Offset })
+	}
 	for _, p := range ps {
 		s.ReadyPart(p, 0, p.Len())
 	}

@@ -6,9 +6,10 @@ import (
 )
 
 // TestLinearParts: with a listener for ranges, a Linear whose weight has
-// more than partElems elements reports its weight's gradient row block by
-// row block, in order, then its bias, and computes the same gradient as
-// without a listener.
+// more than partElems elements reports its bias, then its weight's
+// gradient row block by row block from the last, so that the ranges run
+// down the buffer from its top, and computes the same gradient as without
+// a listener.
 func TestLinearParts(t *testing.T) {
 	grads := func(listen bool) ([]float32, [][2]int) {
 		b := NewBuilder()
@@ -39,16 +40,16 @@ func TestLinearParts(t *testing.T) {
 		}
 	}
 	if len(ranges) < 3 {
-		t.Fatalf("ranges %v: want the weight in parts, then the bias", ranges)
+		t.Fatalf("ranges %v: want the bias, then the weight in parts", ranges)
 	}
-	at := 0
+	at := len(want)
 	for _, r := range ranges {
-		if r[0] != at || r[1] <= r[0] {
-			t.Fatalf("ranges %v: want consecutive ranges from 0", ranges)
+		if r[1] != at || r[0] >= r[1] {
+			t.Fatalf("ranges %v: want consecutive ranges down from %d", ranges, len(want))
 		}
-		at = r[1]
+		at = r[0]
 	}
-	if at != len(want) || ranges[len(ranges)-1] != [2]int{600 * 500, len(want)} {
-		t.Fatalf("ranges %v: want them to end with the bias, at %d", ranges, len(want))
+	if at != 0 || ranges[0] != [2]int{600 * 500, len(want)} {
+		t.Fatalf("ranges %v: want them to start with the bias and end at 0", ranges)
 	}
 }
