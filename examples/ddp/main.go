@@ -30,9 +30,12 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg, err := parseFlags(flag.CommandLine, os.Args[1:])
+	cfg, err := parseFlags(flag.NewFlagSet(os.Args[0], flag.ContinueOnError), os.Args[1:])
 	if err == nil {
 		err = run(ctx, cfg, os.Stdout)
+	}
+	if err == flag.ErrHelp {
+		return
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ddp:", err)
@@ -63,8 +66,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		fs.SetOutput(os.Stderr)
 		if err == flag.ErrHelp {
 			fs.PrintDefaults()
+			return cfg, err
 		}
-		return cfg, err
+		return cfg, fmt.Errorf("%w (--help lists the flags)", err)
 	}
 	switch {
 	case fs.NArg() > 0:

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -35,7 +37,11 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	ck := &nn.Checkpoint{Store: st, Optimizer: opt, Streams: wl.Streams}
 	if cfg.resume && w.Rank() == 0 {
-		if err := ck.Load(filepath.Join(cfg.ckpt, ckptFile)); err != nil {
+		path := filepath.Join(cfg.ckpt, ckptFile)
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("--resume: no checkpoint at %s: train with --ckpt %s first", path, cfg.ckpt)
+		}
+		if err := ck.Load(path); err != nil {
 			return err
 		}
 	}
