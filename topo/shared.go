@@ -99,10 +99,25 @@ func (m Model) shared(coll Collective, s shape, n float64) float64 {
 // parts (a fold), or copies in the blocks of its part that the others
 // reduce, reduces its own block of every part, copies the result in and
 // the other blocks' results out (a scatter, two waits).
+//
+// On a host with a core for every rank, the copies into the shared memory
+// (the blocks of its part that the others reduce, and its result) are a
+// rank's own writes of a round that stays in its cache, and cost about what
+// a reduction does; only the copies out of the others' blocks pay the link's
+// Beta. Charging Beta for every byte, as on a crowded host (where it times
+// the rounds within 5%), made the model price the Shared all-reduce at
+// twice its measured time with 2 ranks on 2 cores (8 MiB: 2.7 ms modelled,
+// 1.16 measured; the ring 1.83 modelled, 2.49 measured), so that it chose
+// the ring from 512 KiB, at 1.2-2.7x the Shared algorithm's time; on a
+// 16-core machine the Shared all-reduce took 0.3-0.6x the ring's at 64 KiB
+// to 4 MiB with 4 and 8 ranks too.
 func (m Model) sharedRound(s shape, c, wait float64) float64 {
 	b, g, p := m.Local.Beta*m.share(s.perHost), m.gamma(s.perHost), float64(s.p)
 	if c < SharedScatter {
 		return wait + c*b + (p-1)*c*g
+	}
+	if s.perHost <= m.Cores {
+		return 2*wait + c*g + (p-1)/p*c*b + (p-1)/p*c*g
 	}
 	return 2*wait + (2*p-1)/p*c*b + (p-1)/p*c*g
 }
