@@ -140,6 +140,9 @@ func (c *Config) LoadTOML(path string) error {
 
 // DecodeTOML is LoadTOML on the bytes of a file; name is used in errors.
 func (c *Config) DecodeTOML(name string, b []byte) error {
+	if err := checkDurations(name, b); err != nil {
+		return err
+	}
 	dec := toml.NewDecoder(bytes.NewReader(b)).DisallowUnknownFields()
 	err := dec.Decode(c)
 	if err == nil {

@@ -32,6 +32,11 @@ func TestDecodeTOMLErrors(t *testing.T) {
 		{"wrong type", "np = 2\n\ntag_output = \"yes\"\n", "c.toml:3: cannot decode TOML string into tag_output"},
 		{"bad duration", "timeout = \"3x\"\n", `c.toml:1: "3x" is not a duration`},
 		{"syntax", "np = 2\n[[x\n", "c.toml:2: "},
+		// A TOML integer would be nanoseconds: 5 s meant, 5 ns taken.
+		{"integer timeout", "np = 2\ntimeout = 5\n", `c.toml:2: timeout = 5: a duration is a string such as "30s"`},
+		{"integer kill_grace", "kill_grace = 1\n", `c.toml:1: kill_grace = 1: a duration is a string`},
+		{"float connect_timeout", "\nconnect_timeout = 1.5\n", `c.toml:2: connect_timeout = 1.5: a duration is a string`},
+		{"array init_timeout", "init_timeout = [1]\n", `c.toml:1: init_timeout is an array: a duration is a string`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultConfig()
