@@ -24,9 +24,9 @@ func newApp(sigs <-chan os.Signal) *cli.App {
 		Description: "gorun starts N copies (ranks) of PROGRAM, gives each its rank through the environment, " +
 			"forwards their output line by line, and stops them all when one fails. " +
 			"Flags after PROGRAM belong to the program.",
-		Flags:                     flags(),
+		Flags:                     append(flags(), &cli.BoolFlag{Name: flagVersion, Usage: "print gorun's version and exit"}),
 		HideHelpCommand:           true,
-		HideVersion:               true,
+		HideVersion:               true, // --version is ours: urfave's also takes -v
 		DisableSliceFlagSeparator: true,
 		OnUsageError: func(cliCtx *cli.Context, err error, _ bool) error {
 			return usageError{flagMistake(err, cliCtx.App.Flags)}
@@ -40,6 +40,10 @@ func newApp(sigs <-chan os.Signal) *cli.App {
 
 // run is the action of the app: config file, then flags, then the launcher.
 func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
+	if cliCtx.Bool(flagVersion) {
+		_, err := fmt.Fprintln(cliCtx.App.Writer, "gorun", version())
+		return err
+	}
 	if cliCtx.Bool(flagAgent) {
 		return runAgent(cliCtx)
 	}

@@ -303,6 +303,7 @@ func TestBadInput(t *testing.T) {
 		want string // a regexp the one stderr line must match
 	}{
 		{"unknown flag", []string{"--bogus", "-np", "2", "true"}, 2, `unknown flag --bogus: see gorun --help`},
+		{"missing value", []string{"-np", "2", "--timeout"}, 2, `--timeout needs a value, a duration such as 30s`},
 		{"misspelt flag", []string{"--tag-ouput", "-np", "2", "true"}, 2, `unknown flag --tag-ouput: did you mean --tag-output\?`},
 		{"mpirun flag", []string{"--mca", "btl", "tcp,self", "-np", "2", "true"}, 2, `unknown flag --mca: gorun has no MCA parameters; GORUN_TRANSPORT=tcp`},
 		{"mpirun map-by", []string{"-np", "2", "--map-by", "core", "true"}, 2, `--map-by "core": want slot or node \(gorun places ranks on hosts only; --bind-to core`},
@@ -331,6 +332,13 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("stdout: %q", r.stdout)
 			}
 		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	r := gorun(t, "", "--version")
+	if r.code != 0 || !regexpMatch(`^gorun \S+ \(go1\.[0-9.]+\)\n$`, r.stdout) || r.stderr != "" {
+		t.Errorf("gorun --version: %v", r)
 	}
 }
 

@@ -13,7 +13,9 @@ import (
 // instead. "flag provided but not defined: -bind-too" becomes "unknown
 // flag --bind-too: did you mean --bind-to?"; "invalid value "1x" for flag
 // -timeout: parse error" becomes "--timeout "1x": want a duration such as
-// 30s, 10m or 1h30m". Other messages pass through.
+// 30s, 10m or 1h30m"; "flag needs an argument: -timeout" becomes
+// "--timeout needs a value, a duration such as 30s, 10m or 1h30m". Other
+// messages pass through.
 func flagMistake(err error, fs []cli.Flag) error {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
@@ -25,6 +27,10 @@ func flagMistake(err error, fs []cli.Flag) error {
 			return fmt.Errorf("unknown flag %s: did you mean %s? (see gorun --help)", dashed(name), dashed(s))
 		}
 		return fmt.Errorf("unknown flag %s: see gorun --help", dashed(name))
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		name = strings.TrimPrefix(name, "-")
+		return fmt.Errorf("%s needs a value%s (see gorun --help)", dashed(name), example(lookupFlag(name, fs)))
 	}
 	if m := invalidValue.FindStringSubmatch(msg); m != nil {
 		value, name := m[1], m[2]
@@ -42,6 +48,17 @@ func flagMistake(err error, fs []cli.Flag) error {
 		}
 	}
 	return fmt.Errorf("%v: see gorun --help", err)
+}
+
+// example says what a flag's value looks like, for a flag given none.
+func example(f cli.Flag) string {
+	switch f.(type) {
+	case *cli.DurationFlag:
+		return ", a duration such as 30s, 10m or 1h30m"
+	case *cli.IntFlag:
+		return ", a whole number"
+	}
+	return ""
 }
 
 var invalidValue = regexp.MustCompile(`^invalid value "(.*)" for flag -([\w-]+): `)
