@@ -50,6 +50,9 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 	if cliCtx.Bool(flagTopoRank) {
 		return runTopoRank(cliCtx.Context)
 	}
+	if err := emptyValues(cliCtx); err != nil {
+		return err
+	}
 	cfg := launch.DefaultConfig()
 	if err := loadConfig(cliCtx, &cfg); err != nil {
 		return err
@@ -131,4 +134,19 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "gorun: %v\n", err)
 	return launch.ExitCode(err)
+}
+
+// needValue are the flags whose empty value means nothing: -H '' would run
+// on no host list at all, silently on this one.
+var needValue = []string{flagHosts, flagHostfile, flagStdin, flagIface, flagNet, flagPorts,
+	flagOutputDir, flagWdir, flagMapBy, flagBindTo, flagConfig, flagLaunchAgent, flagProfile}
+
+// emptyValues refuses a flag of needValue given as "".
+func emptyValues(cliCtx *cli.Context) error {
+	for _, name := range needValue {
+		if cliCtx.IsSet(name) && cliCtx.String(name) == "" {
+			return usageError{fmt.Errorf("%s \"\": give a value, or leave the flag out (see gorun --help)", dashed(name))}
+		}
+	}
+	return nil
 }

@@ -303,6 +303,8 @@ func TestBadInput(t *testing.T) {
 		want string // a regexp the one stderr line must match
 	}{
 		{"unknown flag", []string{"--bogus", "-np", "2", "true"}, 2, `unknown flag --bogus: see gorun --help`},
+		{"empty host list", []string{"-H", "", "-np", "1", "true"}, 2, `--host "": give a value, or leave the flag out`},
+		{"empty stdin", []string{"--stdin", "", "-np", "1", "true"}, 2, `--stdin "": give a value`},
 		{"missing value", []string{"-np", "2", "--timeout"}, 2, `--timeout needs a value, a duration such as 30s`},
 		{"misspelt flag", []string{"--tag-ouput", "-np", "2", "true"}, 2, `unknown flag --tag-ouput: did you mean --tag-output\?`},
 		{"mpirun flag", []string{"--mca", "btl", "tcp,self", "-np", "2", "true"}, 2, `unknown flag --mca: gorun has no MCA parameters; GORUN_TRANSPORT=tcp`},
