@@ -48,7 +48,7 @@ func flags() []cli.Flag {
 	return []cli.Flag{
 		&cli.IntFlag{Name: flagNP, Aliases: []string{"n"}, Usage: "start `N` ranks (with a host list, default one per slot)"},
 		&cli.StringFlag{Name: flagHosts, Aliases: []string{"H"}, Usage: "run on `HOSTS`, as in node1:2,node2:2 (host:slots, comma-separated)"},
-		&cli.StringFlag{Name: flagHostfile, Aliases: []string{"machinefile"}, Usage: "run on the hosts of `FILE` (Open MPI, MPICH or DeepSpeed format; see gorun(1))"},
+		&cli.StringFlag{Name: flagHostfile, Aliases: []string{"machinefile"}, Usage: "run on the hosts of `FILE` (Open MPI, MPICH or DeepSpeed format; see gorun-hostfile(5))"},
 		&cli.StringFlag{Name: flagMapBy, Value: "slot", Usage: "place ranks by `POLICY`: slot fills each host's slots in turn, node deals ranks round-robin over hosts"},
 		&cli.IntFlag{Name: flagNPerNode, Usage: "place exactly `N` ranks on each host"},
 		&cli.BoolFlag{Name: flagOversubscribe, Usage: "allow more ranks than slots on a host (up to its max_slots)"},
