@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -44,6 +45,27 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 // header is the column line rank 0 prints first.
 const header = "# op            np        bytes        count    type  redop          algo      time_us  algbw_GBps  busbw_GBps   wrong"
 
+// forOp is cfg for one op of several: the algorithms of --algo that do
+// not implement it are left out (and listed), so that --op all --algo
+// shared measures every collective shared implements. With one op, an
+// algorithm that does not implement it stays, and its error says so.
+func (cfg config) forOp(op string) (config, []string) {
+	coll, err := topo.ParseCollective(op)
+	if err != nil || len(cfg.ops) < 2 {
+		return cfg, nil
+	}
+	var keep, skipped []string
+	for _, a := range cfg.algos {
+		if a == "" || topo.Applies(coll, topo.Algo(a)) {
+			keep = append(keep, a)
+		} else {
+			skipped = append(skipped, a)
+		}
+	}
+	cfg.algos = keep
+	return cfg, skipped
+}
+
 func runType[T elem](ctx context.Context, w *spmd.World, cfg config, out io.Writer) error {
 	if w.Rank() == 0 {
 		fmt.Fprintf(out, "# collbench: %d ranks, %d iterations after %d warm-up, check %v", w.Size(), cfg.iters, cfg.warmup, cfg.check)
@@ -57,8 +79,19 @@ func runType[T elem](ctx context.Context, w *spmd.World, cfg config, out io.Writ
 	var mem arena[T]
 	mem.reserve(max(w.Size(), cfg.maxBytes/int(unsafe.Sizeof(T(0)))))
 	for _, op := range cfg.ops {
+		opCfg, skipped := cfg.forOp(op)
+		if w.Rank() == 0 && len(skipped) > 0 {
+			verb := "does"
+			if len(skipped) > 1 {
+				verb = "do"
+			}
+			fmt.Fprintf(out, "# %s: skipping %s, which %s not implement it\n", op, strings.Join(skipped, ", "), verb)
+		}
+		if len(opCfg.algos) == 0 {
+			continue
+		}
 		for size := cfg.minBytes; size <= cfg.maxBytes; size *= cfg.factor {
-			rs, err := measure(ctx, w.Comm, cfg, &mem, op, size)
+			rs, err := measure(ctx, w.Comm, opCfg, &mem, op, size)
 			if err != nil {
 				return fmt.Errorf("%s of %d bytes on rank %d: %w", op, size, w.Rank(), err)
 			}
