@@ -305,6 +305,8 @@ func TestBadInput(t *testing.T) {
 		{"unknown flag", []string{"--bogus", "-np", "2", "true"}, 2, `unknown flag --bogus: see gorun --help`},
 		{"empty host list", []string{"-H", "", "-np", "1", "true"}, 2, `--host "": give a value, or leave the flag out`},
 		{"empty stdin", []string{"--stdin", "", "-np", "1", "true"}, 2, `--stdin "": give a value`},
+		{"iface not here", []string{"-np", "1", "--iface", "nosuch0", "true"}, 2, `--iface nosuch0: .*no such network interface`},
+		{"net not here", []string{"-np", "1", "--net", "203.0.113.0/24", "true"}, 2, `--net 203.0.113.0/24: no local address in it`},
 		{"missing value", []string{"-np", "2", "--timeout"}, 2, `--timeout needs a value, a duration such as 30s`},
 		{"misspelt flag", []string{"--tag-ouput", "-np", "2", "true"}, 2, `unknown flag --tag-ouput: did you mean --tag-output\?`},
 		{"mpirun flag", []string{"--mca", "btl", "tcp,self", "-np", "2", "true"}, 2, `unknown flag --mca: gorun has no MCA parameters; GORUN_TRANSPORT=tcp`},

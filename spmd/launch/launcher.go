@@ -113,6 +113,14 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	if hl.remote() {
 		return l.runRemote(ctx, &cfg, hl, jobID, secret, out, logf)
 	}
+	if cfg.Iface != "" || cfg.Net != "" {
+		// A job on this machine talks over loopback and shared memory,
+		// but an interface or network that is not here is a mistake to
+		// say, not to ignore.
+		if _, err := pickAddr(cfg.Iface, cfg.Net, ""); err != nil {
+			return 0, errorf(ErrUsage, "%v", err)
+		}
+	}
 	seed := l.openSeed(ctx, jobID, secret, "127.0.0.1", cfg.Ports, cfg.Verbose, out)
 	if seed != nil {
 		defer seed.Close()
