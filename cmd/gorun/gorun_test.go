@@ -339,6 +339,30 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// TestStartFailureStatus: a rank that cannot start for a reason other than
+// its program exits with the status gorun(1) gives: 2 for a --bind-to
+// that overloads a core, 1 for an output file gorun cannot create (it
+// was 127, the shell's "not found", when the error was ENOENT).
+func TestStartFailureStatus(t *testing.T) {
+	np := fmt.Sprint(2 * runtime.NumCPU())
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"bind overload", []string{"-np", np, "--bind-to", "core", "true"}, 2, "--bind-to core: " + np + " ranks on"},
+		{"output file", []string{"-np", "1", "--output-dir", "/proc/1", "true"}, 1, "/proc/1/rank.0.out"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := gorun(t, "", tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("status %d, want %d, and stderr saying %q:\n%s", r.code, tc.code, tc.want, r.stderr)
+			}
+		})
+	}
+}
+
 func TestVersion(t *testing.T) {
 	r := gorun(t, "", "--version")
 	if r.code != 0 || !regexpMatch(`^gorun \S+ \(go1\.[0-9.]+\)\n$`, r.stdout) || r.stderr != "" {

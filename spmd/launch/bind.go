@@ -157,7 +157,7 @@ func bindingFor(env []string, hostCPUs func() ([]cpuInfo, error), host string) (
 	// u, u+n, u+2n, ... of the host.
 	u := local % len(units)
 	if on := (size - u + len(units) - 1) / len(units); on > units[u].cores && !p.Overload {
-		return b, fmt.Errorf("--bind-to %v: %d ranks on %s would put %d on %s %d, which holds %d (one per core); use --bind-to %s:overload-allowed to have ranks share it, or --bind-to none",
+		return b, errorf(ErrUsage, "--bind-to %v: %d ranks on %s would put %d on %s %d, which holds %d (one per core); use --bind-to %s:overload-allowed to have ranks share it, or --bind-to none",
 			p, size, host, on, p.Unit, u, units[u].cores, p.Unit)
 	}
 	b.cpus = units[u].cpus

@@ -3,6 +3,7 @@ package launch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -215,7 +216,9 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func (j *job) start(rp RankPlan, stdin *os.File) (Proc, error) {
 	stdout, stderr, err := j.out.RankWriters(rp.Rank, j.cfg.OutputDir)
 	if err != nil {
-		return nil, err
+		// Not the program's fault: a directory gorun cannot write is
+		// status 1, not the shell's 126 for a program it cannot run.
+		return nil, fmt.Errorf("%w: %w", errNotProgram, err)
 	}
 	starter := j.starter
 	if starter == nil {
@@ -237,10 +240,15 @@ func (j *job) start(rp RankPlan, stdin *os.File) (Proc, error) {
 	return p, nil
 }
 
-// startFailure is the job's status when a rank could not be started, as a
-// shell would report it.
+// startFailure is the job's status when a rank could not be started: 2
+// for a usage error (a --bind-to that overloads a core), else as a shell
+// would report the program (127 not found, 126 not executable), else 1.
 func startFailure(err error) int {
 	switch {
+	case errors.Is(err, ErrUsage):
+		return 2
+	case errors.Is(err, errNotProgram):
+		return 1
 	case errors.Is(err, fs.ErrNotExist):
 		return 127
 	case errors.Is(err, fs.ErrPermission):
@@ -248,6 +256,10 @@ func startFailure(err error) int {
 	}
 	return 1
 }
+
+// errNotProgram marks a start failure that is not about the program, so
+// that a permission error in it does not read as "not executable".
+var errNotProgram = errors.New("could not start the rank")
 
 // inheritedEnv is gorun's environment without the per-job variables of an
 // outer job, which the plan sets afresh.
