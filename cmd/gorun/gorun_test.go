@@ -363,6 +363,39 @@ func TestStartFailureStatus(t *testing.T) {
 	}
 }
 
+// TestTimeoutWithStdoutBlocked: gorun's stdout is a pipe nobody reads.
+// The job times out, and gorun must exit with 124 while the pipe is still
+// full (it used to wait for the reader, and say nothing meanwhile: its
+// message on stderr waited behind the blocked stdout).
+func TestTimeoutWithStdoutBlocked(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd := gorunCmd(t, "-np", "1", "--timeout", "1s", "--kill-grace", "1s", "sh", "-c", "yes")
+	cmd.Stdout = w
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second): // a hang guard, not a timing
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("gorun still running 30 s after a 1 s timeout, its stdout unread:\n%s", stderr.String())
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 124 || !strings.Contains(stderr.String(), "timed out") {
+		t.Errorf("gorun: %v, want status 124 and a message that the job timed out:\n%s", err, stderr.String())
+	}
+}
+
 func TestVersion(t *testing.T) {
 	r := gorun(t, "", "--version")
 	if r.code != 0 || !regexpMatch(`^gorun \S+ \(go1\.[0-9.]+\)\n$`, r.stdout) || r.stderr != "" {

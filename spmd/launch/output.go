@@ -28,14 +28,28 @@ type Output struct {
 	MaxLine   int              // 0: DefaultMaxLine
 	Now       func() time.Time // nil: time.Now
 
-	mu     sync.Mutex // protects writes to the following
-	stdout io.Writer
-	stderr io.Writer
+	// One lock per stream, so that a reader of gorun's stdout that stops
+	// reading holds up the lines bound there, not gorun's messages on
+	// stderr (such as the one that says the job timed out).
+	stdout *stream
+	stderr *stream
+}
+
+// stream is one of gorun's output streams and the lock its writes hold.
+type stream struct {
+	mu sync.Mutex // protects writes to w
+	w  io.Writer
+}
+
+func (s *stream) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 // NewOutput returns an Output onto stdout and stderr.
 func NewOutput(stdout, stderr io.Writer) *Output {
-	return &Output{stdout: stdout, stderr: stderr}
+	return &Output{stdout: &stream{w: stdout}, stderr: &stream{w: stderr}}
 }
 
 // Logf writes one line "gorun: ..." to stderr.
@@ -44,8 +58,6 @@ func (o *Output) Logf(format string, args ...any) {
 	if len(msg) == 0 || msg[len(msg)-1] != '\n' {
 		msg += "\n"
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	io.WriteString(o.stderr, msg)
 }
 
@@ -97,9 +109,7 @@ func (o *Output) emit(dst io.Writer, rank int, line []byte) {
 	}
 	b.Write(line)
 	b.WriteByte('\n')
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	dst.Write(b.Bytes())
+	dst.Write(b.Bytes()) // a stream: one whole line under its lock
 }
 
 // lineWriter holds back a partial line until its newline arrives, or until

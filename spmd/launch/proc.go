@@ -210,7 +210,19 @@ func (p *localProc) wait(outR, errR *os.File) {
 	deadline := time.Now().Add(drainTimeout)
 	outR.SetReadDeadline(deadline)
 	errR.SetReadDeadline(deadline)
-	p.drained.Wait()
+	// A copier blocked writing to gorun's own stdout, whose reader has
+	// stopped reading, is not waited for past the deadline: the rank has
+	// ended, and gorun must be able to exit within its timeout and kill
+	// grace. Its goroutine ends with the write, or with gorun.
+	drained := make(chan struct{})
+	go func() {
+		p.drained.Wait()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(time.Until(deadline)):
+	}
 	p.status = st
 	close(p.done)
 }
