@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -393,6 +394,29 @@ func TestTimeoutWithStdoutBlocked(t *testing.T) {
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 124 || !strings.Contains(stderr.String(), "timed out") {
 		t.Errorf("gorun: %v, want status 124 and a message that the job timed out:\n%s", err, stderr.String())
+	}
+}
+
+// TestSlowReaderGetsAll: a rank that ends by itself has all its output
+// written, however late gorun's stdout is read: the drain deadline that
+// lets a stopped job exit applies only once the job is being stopped.
+func TestSlowReaderGetsAll(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	const n = 100 << 10 // more than one pipe holds, less than the pipes and a copy buffer: the rank ends at once
+	cmd := gorunCmd(t, "-np", "1", "sh", "-c", fmt.Sprintf("yes | head -c %d", n))
+	cmd.Stdout = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	time.Sleep(3 * time.Second) // past the 2 s drain deadline, reading nothing
+	got, err := io.Copy(io.Discard, r)
+	if werr := cmd.Wait(); werr != nil || err != nil || got != n {
+		t.Errorf("read %d bytes (%v), gorun %v; want all %d", got, err, werr, n)
 	}
 }
 

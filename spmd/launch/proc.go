@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -88,8 +89,10 @@ func (s Status) String() string {
 	return fmt.Sprintf("exited with status %d", s.Code)
 }
 
-// drainTimeout bounds the wait for output after a rank's process group was
-// killed: only a process that left the group can still hold the pipes.
+// drainTimeout bounds the wait for more output after a rank's process
+// group was killed: only a process that left the group can still hold the
+// pipes, so a pipe that stays silent this long is given up. Output still
+// arriving is read, however long it takes to write it on.
 const drainTimeout = 2 * time.Second
 
 // Local starts ranks as child processes of this one, each in its own
@@ -144,7 +147,7 @@ func (Local) Start(spec *Spec) (Proc, error) {
 	if bind.report {
 		fmt.Fprintf(errW, "gorun: rank %d on %s (pid %d): %s\n", spec.Rank.Rank, host, cmd.Process.Pid, bind.what)
 	}
-	p := &localProc{cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
+	p := &localProc{cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{}), stopping: make(chan struct{})}
 	p.drained.Add(2)
 	go p.copy(spec.Stdout, outR)
 	go p.copy(spec.Stderr, errR)
@@ -168,10 +171,13 @@ func secretPipe(secret []byte) (*os.File, error) {
 }
 
 type localProc struct {
-	cmd     *exec.Cmd
-	pid     int
-	drained sync.WaitGroup // the two output copiers
-	done    chan struct{}  // closed when status is set
+	cmd      *exec.Cmd
+	pid      int
+	drained  sync.WaitGroup // the two output copiers
+	done     chan struct{}  // closed when status is set
+	stopping chan struct{}  // closed by the first Signal: the job is being stopped
+	stop     sync.Once
+	over     atomic.Bool // the rank has ended: the copiers read with a deadline
 
 	mu     sync.Mutex // protects following
 	ended  bool       // the group was killed after the leader ended
@@ -181,6 +187,7 @@ type localProc struct {
 func (p *localProc) Pid() int { return p.pid }
 
 func (p *localProc) Signal(sig syscall.Signal) error {
+	p.stop.Do(func() { close(p.stopping) })
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ended {
@@ -207,13 +214,16 @@ func (p *localProc) wait(outR, errR *os.File) {
 	syscall.Kill(-p.pid, syscall.SIGKILL)
 	p.ended = true
 	p.mu.Unlock()
+	p.over.Store(true)
 	deadline := time.Now().Add(drainTimeout)
 	outR.SetReadDeadline(deadline)
 	errR.SetReadDeadline(deadline)
-	// A copier blocked writing to gorun's own stdout, whose reader has
-	// stopped reading, is not waited for past the deadline: the rank has
-	// ended, and gorun must be able to exit within its timeout and kill
-	// grace. Its goroutine ends with the write, or with gorun.
+	// A rank that ended by itself has all its output written, however
+	// slowly gorun's stdout is read. But once the job is being stopped
+	// (Signal), a copier blocked writing to a stdout nobody reads is not
+	// waited for past the drain deadline: gorun must exit within its
+	// timeout and kill grace. Its goroutine ends with the write, or with
+	// gorun.
 	drained := make(chan struct{})
 	go func() {
 		p.drained.Wait()
@@ -221,15 +231,38 @@ func (p *localProc) wait(outR, errR *os.File) {
 	}()
 	select {
 	case <-drained:
-	case <-time.After(time.Until(deadline)):
+	case <-p.stopping:
+		select {
+		case <-drained:
+		case <-time.After(max(time.Until(deadline), drainTimeout)):
+		}
 	}
 	p.status = st
 	close(p.done)
 }
 
+// copy forwards a rank's output. Once the rank has ended (over), each
+// read waits at most drainTimeout for more, so that a pipe held open by a
+// process that escaped the group is given up when it falls silent, while
+// output that is still coming, held up only by a slow reader of gorun's
+// own stdout, is all forwarded.
 func (p *localProc) copy(dst io.WriteCloser, src *os.File) {
 	defer p.drained.Done()
-	io.Copy(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		if p.over.Load() {
+			src.SetReadDeadline(time.Now().Add(drainTimeout))
+		}
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	src.Close()
 	dst.Close()
 }
