@@ -43,6 +43,15 @@ const (
 	EnvTorchLocalWorld = "LOCAL_WORLD_SIZE"
 	EnvMasterAddr      = "MASTER_ADDR"
 	EnvMasterPort      = "MASTER_PORT"
+	// torchrun's elastic names: one worker group per host, one role.
+	EnvTorchGroupRank  = "GROUP_RANK"                 // the host's node rank
+	EnvTorchGroupSize  = "GROUP_WORLD_SIZE"           // the number of hosts
+	EnvTorchRoleRank   = "ROLE_RANK"                  // the rank
+	EnvTorchRoleSize   = "ROLE_WORLD_SIZE"            // the number of ranks
+	EnvTorchRunID      = "TORCHELASTIC_RUN_ID"        // the job id
+	EnvTorchRestarts   = "TORCHELASTIC_RESTART_COUNT" // 0: gorun does not restart jobs
+	EnvTorchMaxRestart = "TORCHELASTIC_MAX_RESTARTS"  // 0
+	EnvOMPThreads      = "OMP_NUM_THREADS"            // 1 when ranks share a host and the user set none
 )
 
 // DefaultInitTimeout is how long Init waits for every rank to arrive when

@@ -80,7 +80,7 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	}
 	if cfg.DryRun {
 		cfg.Program = prog.String()
-		plan, err := l.plan(&cfg, hl, newID(8), "", nil, nil)
+		plan, err := l.plan(&cfg, hl, newID(8), "", nil, nil, nil)
 		if err != nil {
 			return 0, err
 		}
@@ -125,7 +125,7 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	if seed != nil {
 		defer seed.Close()
 	}
-	plan, err := l.plan(&cfg, hl, jobID, "", nil, seed)
+	plan, err := l.plan(&cfg, hl, jobID, "", nil, seed, out)
 	if err != nil {
 		return 0, err
 	}
@@ -133,10 +133,11 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	return j.run(ctx, seed), nil
 }
 
-// plan plans the job on hl. bind is the launcher's address facing the
+// plan plans the job on hl; with out it says there when it sets
+// OMP_NUM_THREADS. bind is the launcher's address facing the
 // hosts ("" for a job on this machine only); binds holds, for each remote
 // host, the address its agent said its ranks listen on.
-func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, binds map[string]string, seed Seed) (*Plan, error) {
+func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, binds map[string]string, seed Seed, out *Output) (*Plan, error) {
 	pr, _ := spmd.ParsePortRange(cfg.Ports)
 	job := Job{
 		ID:         jobID,
@@ -172,7 +173,11 @@ func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, binds map
 	} else if cfg.DryRun {
 		job.Seeds = []string{"<seed address, chosen at launch>"}
 	}
-	return NewPlan(cfg, job, hl.rankHost)
+	plan, err := NewPlan(cfg, job, hl.rankHost)
+	if err == nil && out != nil && plan.SetsOMP() {
+		out.Logf("setting OMP_NUM_THREADS=1 for each rank, as torchrun does, since ranks share a host's cores; set it, or pass -x OMP_NUM_THREADS=N, to choose")
+	}
+	return plan, err
 }
 
 // openSeed opens the gossip seed; a job without one still runs programs

@@ -101,6 +101,16 @@ func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
 			spmd.EnvTorchWorldSize:  strconv.Itoa(cfg.NP),
 			spmd.EnvTorchLocalRank:  strconv.Itoa(rp.LocalRank),
 			spmd.EnvTorchLocalWorld: strconv.Itoa(localSize[h]),
+			spmd.EnvTorchGroupRank:  strconv.Itoa(rp.NodeRank),
+			spmd.EnvTorchGroupSize:  strconv.Itoa(len(node)),
+			spmd.EnvTorchRoleRank:   strconv.Itoa(r),
+			spmd.EnvTorchRoleSize:   strconv.Itoa(cfg.NP),
+			spmd.EnvTorchRunID:      job.ID,
+			spmd.EnvTorchRestarts:   "0",
+			spmd.EnvTorchMaxRestart: "0",
+		}
+		if ompShared(localSize[h], exports, getenv) {
+			env[spmd.EnvOMPThreads] = "1"
 		}
 		setIf(env, spmd.EnvSeeds, strings.Join(job.Seeds, ","))
 		setIf(env, spmd.EnvHostID, job.HostIDs[h])
@@ -130,6 +140,29 @@ func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
 		p.Ranks = append(p.Ranks, rp)
 	}
 	return p, nil
+}
+
+// ompShared says whether gorun sets OMP_NUM_THREADS=1 for the ranks of a
+// host, as torchrun does: when several ranks share the host's cores and
+// the user has set no value, in gorun's environment or with -x, so that
+// each rank's OpenMP (PyTorch's intra-op threads, OpenBLAS) does not start
+// a thread per core.
+func ompShared(local int, exports map[string]string, getenv func(string) string) bool {
+	_, exported := exports[spmd.EnvOMPThreads]
+	return local > 1 && !exported && getenv(spmd.EnvOMPThreads) == ""
+}
+
+// SetsOMP says whether the plan sets OMP_NUM_THREADS for some rank, for
+// the launcher's one line about it.
+func (p *Plan) SetsOMP() bool {
+	for _, r := range p.Ranks {
+		for _, kv := range r.Env {
+			if strings.HasPrefix(kv, spmd.EnvOMPThreads+"=") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func setIf(env map[string]string, k, v string) {
@@ -173,7 +206,9 @@ var contractVars = map[string]bool{
 	spmd.EnvNodeRank: true, spmd.EnvNodeCount: true, spmd.EnvJobID: true, spmd.EnvSeeds: true,
 	spmd.EnvSecretFD: true, spmd.EnvSecret: true,
 	spmd.EnvTorchRank: true, spmd.EnvTorchWorldSize: true, spmd.EnvTorchLocalRank: true,
-	spmd.EnvTorchLocalWorld: true,
+	spmd.EnvTorchLocalWorld: true, spmd.EnvTorchGroupRank: true, spmd.EnvTorchGroupSize: true,
+	spmd.EnvTorchRoleRank: true, spmd.EnvTorchRoleSize: true, spmd.EnvTorchRunID: true,
+	spmd.EnvTorchRestarts: true, spmd.EnvTorchMaxRestart: true,
 }
 
 func isContractVar(name string) bool { return contractVars[name] }

@@ -96,3 +96,31 @@ func golden(t *testing.T, path string, got []byte) {
 		t.Errorf("%s differs (run with -update if the change is intended):\ngot:\n%s\nwant:\n%s", path, got, want)
 	}
 }
+
+// TestOMPShared: gorun sets OMP_NUM_THREADS=1 as torchrun does, when ranks
+// share a host and the user chose no value, in the environment or with -x.
+func TestOMPShared(t *testing.T) {
+	none := func(string) string { return "" }
+	set := func(k string) string {
+		if k == "OMP_NUM_THREADS" {
+			return "4"
+		}
+		return ""
+	}
+	for _, tc := range []struct {
+		name    string
+		local   int
+		exports map[string]string
+		getenv  func(string) string
+		want    bool
+	}{
+		{"two ranks", 2, nil, none, true},
+		{"one rank", 1, nil, none, false},
+		{"in the environment", 2, nil, set, false},
+		{"exported", 2, map[string]string{"OMP_NUM_THREADS": "2"}, none, false},
+	} {
+		if got := ompShared(tc.local, tc.exports, tc.getenv); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

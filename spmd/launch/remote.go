@@ -62,7 +62,7 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 		}
 		return 0, err
 	}
-	plan, err := l.plan(cfg, hl, jobID, bind, c.binds(), seed)
+	plan, err := l.plan(cfg, hl, jobID, bind, c.binds(), seed, out)
 	if err != nil {
 		return 0, err
 	}
