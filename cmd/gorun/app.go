@@ -136,8 +136,8 @@ func exitCode(err error, stderr io.Writer) int {
 	return launch.ExitCode(err)
 }
 
-// needValue are the flags whose empty value means nothing: -H '' would run
-// on no host list at all, silently on this one.
+// needValue are the flags whose empty value means nothing: an empty -H
+// would run on no host list at all, silently on this one.
 var needValue = []string{flagHosts, flagHostfile, flagStdin, flagIface, flagNet, flagPorts,
 	flagOutputDir, flagWdir, flagMapBy, flagBindTo, flagConfig, flagLaunchAgent, flagProfile}
 

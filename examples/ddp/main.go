@@ -19,7 +19,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -61,18 +60,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&cfg.ckptEvery, "ckpt-every", 0, "also save every N steps (0: only at the end)")
 	fs.BoolVar(&cfg.resume, "resume", false, "continue from --ckpt's checkpoint (rank 0 reads it and sends it to the others)")
 	fs.BoolVar(&cfg.local, "local", false, "for benchmarks: the same steps with no gradient reduction (each rank trains on its own)")
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		fs.SetOutput(os.Stderr)
-		if err == flag.ErrHelp {
-			fs.PrintDefaults()
-			return cfg, err
-		}
-		return cfg, fmt.Errorf("%w (--help lists the flags)", err)
+	if err := workload.Parse(fs, args); err != nil {
+		return cfg, err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return cfg, fmt.Errorf("unexpected argument %q: every option is a flag (--help lists them)", fs.Arg(0))
 	case cfg.bucketMB <= 0:
 		return cfg, fmt.Errorf("--bucket-mb %g: want a positive size", cfg.bucketMB)
 	case cfg.resume && cfg.ckpt == "":

@@ -18,7 +18,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -63,18 +62,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&cfg.staleness, "staleness", 0, "steps a worker may run ahead of the slowest (0: synchronous)")
 	fs.IntVar(&cfg.slow, "slow-worker", -1, "for experiments: this worker (0-based among workers) sleeps --slow-delay each step")
 	fs.DurationVar(&cfg.delay, "slow-delay", 20*time.Millisecond, "how long --slow-worker sleeps each step")
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		fs.SetOutput(os.Stderr)
-		if err == flag.ErrHelp {
-			fs.PrintDefaults()
-			return cfg, err
-		}
-		return cfg, fmt.Errorf("%w (--help lists the flags)", err)
+	if err := workload.Parse(fs, args); err != nil {
+		return cfg, err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return cfg, fmt.Errorf("unexpected argument %q: every option is a flag (--help lists them)", fs.Arg(0))
 	case cfg.servers < 1:
 		return cfg, fmt.Errorf("--servers %d: want 1 or more", cfg.servers)
 	case cfg.staleness < 0:

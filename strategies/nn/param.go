@@ -161,12 +161,15 @@ func (s *Store) OnReady(f func(*Param)) { s.ready = f }
 // finished together are reported from the one highest in the buffer down,
 // the order in which a data-parallel driver reduces it.
 func (s *Store) Ready(ps ...*Param) {
-	if len(ps) > 1 && !slices.IsSortedFunc(ps, func(a, b *Param) int { return b.Offset - a.Offset }) {
+	up := func(a, b *Param) int { return a.Offset - b.Offset }
+	if len(ps) > 1 && !slices.IsSortedFunc(ps, up) {
+		// Neither layout order (a layer's Params) nor its reverse: sort
+		// a copy. Layout order, the common case, is walked backwards.
 		ps = slices.Clone(ps)
-		slices.SortFunc(ps, func(a, b *Param) int { return b.Offset - a.Offset })
+		slices.SortFunc(ps, up)
 	}
-	for _, p := range ps {
-		s.ReadyPart(p, 0, p.Len())
+	for i := len(ps) - 1; i >= 0; i-- {
+		s.ReadyPart(ps[i], 0, ps[i].Len())
 	}
 }
 

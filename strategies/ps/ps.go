@@ -103,11 +103,3 @@ func (d *PS) Close() error { return d.comm.Free() }
 // putF64 and getF64 read and write a message's 8-byte header.
 func putF64(b []byte, v float64) { binary.LittleEndian.PutUint64(b, math.Float64bits(v)) }
 func getF64(b []byte) float64    { return math.Float64frombits(binary.LittleEndian.Uint64(b)) }
-
-// f32s views b, whose length is a multiple of 4, as float32s.
-func f32s(b []byte) []float32 {
-	if len(b) == 0 {
-		return nil
-	}
-	return unsafeF32(b)
-}

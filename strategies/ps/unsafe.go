@@ -2,9 +2,12 @@ package ps
 
 import "unsafe"
 
-// unsafeF32 views b as float32s; b's address is 4-aligned (it comes from
-// make of a float32 slice, see newMsg).
-func unsafeF32(b []byte) []float32 {
+// f32s views b, whose length is a multiple of 4, as float32s; b's
+// address is 4-aligned (it comes from make of a float32 slice, see newMsg).
+func f32s(b []byte) []float32 {
+	if len(b) == 0 {
+		return nil
+	}
 	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
 }
 

@@ -7,6 +7,8 @@ package workload
 import (
 	"flag"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 
 	"github.com/gorun-hpc/gorun/strategies/nn"
@@ -60,6 +62,27 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.Context, "context", c.Context, "gpt: tokens per sequence")
 	fs.Float64Var(&c.Dropout, "dropout", c.Dropout, "gpt: dropout probability")
 	fs.IntVar(&c.MaxBytes, "max-bytes", c.MaxBytes, "gpt: read at most this much text (0: all)")
+}
+
+// Parse parses args with fs, on which Register and the program's own
+// flags are defined, as the training examples do: usage goes to stderr
+// for --help only (which returns flag.ErrHelp), a mistake is an error that
+// says --help lists the flags, and an argument that is not a flag is an
+// error.
+func Parse(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		fs.SetOutput(os.Stderr)
+		if err == flag.ErrHelp {
+			fs.PrintDefaults()
+			return err
+		}
+		return fmt.Errorf("%w (--help lists the flags)", err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: every option is a flag (--help lists them)", fs.Arg(0))
+	}
+	return nil
 }
 
 // Validate checks the flags that need no data to check.
