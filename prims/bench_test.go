@@ -9,6 +9,7 @@ import (
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/spmdtest"
+	"github.com/gorun-hpc/gorun/spmd/trace"
 	"github.com/gorun-hpc/gorun/topo"
 )
 
@@ -39,8 +40,8 @@ func byteSize(n int) string {
 
 // benchAllReduce runs b.N all-reduces of n float32 on p ranks: rank 0
 // under the benchmark's clock, the others in step with it.
-func benchAllReduce(b *testing.B, p, n int, algo topo.Algo) {
-	ws, _ := spmdtest.Worlds(b, p)
+func benchAllReduce(b *testing.B, p, n int, algo topo.Algo, opts ...func(int) []spmd.Option) {
+	ws, _ := spmdtest.Worlds(b, p, opts...)
 	defer func() {
 		for _, w := range ws {
 			w.Close()
@@ -84,6 +85,34 @@ func benchAllReduce(b *testing.B, p, n int, algo topo.Algo) {
 	b.ResetTimer()
 	if err := all(b.N); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// BenchmarkTraced is the cost of gorun --profile on an 8-byte all-reduce
+// over 2 ranks of net/mem: off, and each call recorded (its clock read
+// twice, its call site found, its event encoded and streamed to a file).
+//
+//	go test -run '^$' -bench Traced -benchmem ./prims
+func BenchmarkTraced(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := "off"
+		if on {
+			name = "on"
+		}
+		b.Run(name, func(b *testing.B) {
+			var opts []func(int) []spmd.Option
+			if on {
+				dir := b.TempDir()
+				opts = append(opts, func(r int) []spmd.Option {
+					rec, err := trace.New(dir, trace.Header{Rank: r, Size: 2})
+					if err != nil {
+						b.Fatal(err)
+					}
+					return []spmd.Option{spmd.WithTrace(rec)}
+				})
+			}
+			benchAllReduce(b, 2, 2, "", opts...) // topo chooses, as in collbench
+		})
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/gorun-hpc/gorun/spmd"
-	"github.com/gorun-hpc/gorun/spmd/trace"
 	"github.com/gorun-hpc/gorun/topo"
 )
 
@@ -28,7 +27,8 @@ var ErrOp = errors.New("no reduction op")
 // allocates nothing.
 type Option struct {
 	algo   topo.Algo
-	queued bool // the call runs from its communicator's queue (IAllReduce, ...)
+	queued bool   // the call runs from its communicator's queue (IAllReduce, ...)
+	site   uint32 // a queued call's call site in the trace, taken when it was issued
 }
 
 // WithAlgo forces the call's algorithm instead of letting topo.Choose pick
@@ -46,6 +46,9 @@ func apply(opts []Option) Option {
 			o.algo = x.algo
 		}
 		o.queued = o.queued || x.queued
+		if x.site != 0 {
+			o.site = x.site
+		}
 	}
 	return o
 }
@@ -62,7 +65,7 @@ type call struct {
 	user     context.Context // the caller's own context
 	root     *call           // the top-level call of a sub-call, else itself
 	releases []lease         // scratch lent to the call, given back by end
-	span     func()          // ends the trace span
+	tr       traced          // the trace's record of the call, when profiling (tr.rec set)
 }
 
 // callPool recycles the top-level calls, so that a collective allocates
@@ -96,13 +99,16 @@ func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, t
 	if o.algo == "" && !trivial {
 		// The first choice on a communicator probes it, collectively:
 		// under k.ctx, so that a rank that gave up ends the probe too.
-		a, err := k.st.choose(k.ctx, c, coll, bytes)
+		ch, err := k.st.choose(k.ctx, c, coll, bytes)
 		if err != nil {
 			return nil, k.wrap(k.chooseFailed(err))
 		}
-		k.algo = a
+		k.algo = ch.algo
+		k.tr.e.Predicted, k.tr.e.Name, k.tr.e.Algo = int64(ch.pred), ch.name, ch.algoID
 	}
-	k.span = c.Trace().Span(trace.Collective, coll.String(), c.ID(), bytes)
+	if rec := c.Trace(); rec != nil {
+		k.tr.start(rec, c, coll, k.algo, bytes, o)
+	}
 	return k, nil
 }
 
@@ -136,7 +142,9 @@ func (k *call) end(err *error) {
 	for _, l := range k.releases {
 		l.release(*err == nil)
 	}
-	k.span()
+	if k.tr.rec != nil {
+		k.tr.record(*err)
+	}
 	if *err != nil {
 		*err = k.wrap(*err)
 	}

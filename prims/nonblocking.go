@@ -216,11 +216,13 @@ func (q *queue) drained(ctx context.Context) error {
 	}
 }
 
-// queued is apply for a non-blocking call: its executor must not wait for
-// the queue it empties.
-func queued(opts []Option) Option {
+// queued is apply for a non-blocking call on c: its executor must not
+// wait for the queue it empties. When c is traced, the call's site is
+// taken here, in the caller's goroutine.
+func queued(c *spmd.Comm, opts []Option) Option {
 	o := apply(opts)
 	o.queued = true
+	o.site = c.Trace().Site()
 	return o
 }
 
@@ -236,7 +238,7 @@ func queued(opts []Option) Option {
 // A call of no elements, or on one rank, completes before IAllReduce
 // returns. Errors, argument errors included, come from the Request.
 func IAllReduce[T spmd.Number](ctx context.Context, c *spmd.Comm, buf []T, op Op[T], opts ...Option) *Request {
-	j := &allReduceJob[T]{buf: buf, op: op, opt: queued(opts)}
+	j := &allReduceJob[T]{buf: buf, op: op, opt: queued(c, opts)}
 	return j.issue(ctx, c, topo.AllReduce, j, len(buf) == 0 || c.Size() == 1)
 }
 
@@ -256,7 +258,7 @@ func (j *allReduceJob[T]) run() error {
 // IReduceScatter is the non-blocking ReduceScatter: send and recv belong
 // to the collective until the Request completes. See IAllReduce.
 func IReduceScatter[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T, op Op[T], opts ...Option) *Request {
-	j := &reduceScatterJob[T]{send: send, recv: recv, op: op, opt: queued(opts)}
+	j := &reduceScatterJob[T]{send: send, recv: recv, op: op, opt: queued(c, opts)}
 	return j.issue(ctx, c, topo.ReduceScatter, j, len(send) == 0 || c.Size() == 1)
 }
 
@@ -276,7 +278,7 @@ func (j *reduceScatterJob[T]) run() error {
 // IAllGather is the non-blocking AllGather: send and recv belong to the
 // collective until the Request completes. See IAllReduce.
 func IAllGather[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T, opts ...Option) *Request {
-	j := &allGatherJob[T]{send: send, recv: recv, opt: queued(opts)}
+	j := &allGatherJob[T]{send: send, recv: recv, opt: queued(c, opts)}
 	return j.issue(ctx, c, topo.AllGather, j, len(send) == 0 || c.Size() == 1)
 }
 
@@ -295,7 +297,7 @@ func (j *allGatherJob[T]) run() error {
 // IBroadcast is the non-blocking Broadcast: buf belongs to the collective
 // until the Request completes, on the root too. See IAllReduce.
 func IBroadcast[T spmd.Number](ctx context.Context, c *spmd.Comm, buf []T, root int, opts ...Option) *Request {
-	j := &broadcastJob[T]{buf: buf, root: root, opt: queued(opts)}
+	j := &broadcastJob[T]{buf: buf, root: root, opt: queued(c, opts)}
 	return j.issue(ctx, c, topo.Broadcast, j, len(buf) == 0 || c.Size() == 1)
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/gorun-hpc/gorun/spmd"
@@ -60,17 +61,21 @@ type state struct {
 	mu sync.Mutex
 	// protects following
 	hier    *hier
-	choices map[choiceKey]topo.Algo // topo.Choose's answers, which depend only on these
+	choices map[choiceKey]choice // topo.Choose's answers, which depend only on these
 }
 
 // recentChoices is how many choices a state answers without its lock,
 // by (collective, size) hashed: a program's few sizes in steady state.
 const recentChoices = 16
 
-// choice is one of topo.Choose's answers.
+// choice is one of topo.Choose's answers; when the communicator is
+// traced, with the time the model predicts for it and the trace's ids of
+// the collective's and the algorithm's names (for goprof).
 type choice struct {
-	key  choiceKey
-	algo topo.Algo
+	key          choiceKey
+	algo         topo.Algo
+	pred         time.Duration
+	name, algoID uint32
 }
 
 // choiceKey is what topo.Choose's answer on one communicator depends on.
@@ -87,29 +92,34 @@ const maxChoices = 4096
 // is a pure function of them once the model is fitted, and asking again
 // cost a few microseconds per call (the environment, the model and layout
 // lookups, the cost formulas).
-func (st *state) choose(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int) (topo.Algo, error) {
+func (st *state) choose(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int) (choice, error) {
 	k := choiceKey{coll, bytes}
 	slot := &st.recent[(uint(coll)*31+uint(bytes))%recentChoices]
 	if ch := slot.Load(); ch != nil && ch.key == k {
-		return ch.algo, nil
+		return *ch, nil
 	}
 	st.mu.Lock()
-	a, ok := st.choices[k]
+	ch, ok := st.choices[k]
 	st.mu.Unlock()
 	if !ok {
-		var err error
-		if a, err = topo.Choose(ctx, c, coll, bytes); err != nil {
-			return "", err
+		a, err := topo.Choose(ctx, c, coll, bytes)
+		if err != nil {
+			return choice{}, err
+		}
+		ch = choice{key: k, algo: a}
+		if rec := c.Trace(); rec != nil {
+			ch.pred = topo.Predicted(c, coll, a, bytes)
+			ch.name, ch.algoID = rec.Intern(coll.String()), rec.Intern(string(a))
 		}
 		st.mu.Lock()
 		if st.choices == nil || len(st.choices) >= maxChoices {
-			st.choices = make(map[choiceKey]topo.Algo)
+			st.choices = make(map[choiceKey]choice)
 		}
-		st.choices[k] = a
+		st.choices[k] = ch
 		st.mu.Unlock()
 	}
-	slot.Store(&choice{key: k, algo: a})
-	return a, nil
+	slot.Store(&ch)
+	return ch, nil
 }
 
 // merged is a caller's context joined with the communicator's broken

@@ -45,6 +45,7 @@ type seenValue struct {
 // nothing.
 func newComm(core *core, id uint32, rank int, ranks []int) *Comm {
 	c := &Comm{core: core, id: id, rank: rank, ranks: ranks}
+	core.trace.Comm(id, ranks)
 	cc := &Comm{core: core, id: id + 1, rank: rank, ranks: ranks, coll: true}
 	cc.cc = cc
 	c.cc = cc
@@ -71,9 +72,9 @@ func (c *Comm) ID() uint32 { return c.id }
 // it so that a user's pending receive can never take their messages.
 //
 // Its tags are shared by the packages that use it, which keep out of each
-// other's way: spmd takes MaxTag (Barrier) and MaxTag-1 (Split), topo
-// MaxTag-16 and MaxTag-17 (its probes), and prims (collective+1)<<16|phase
-// and 1<<30 (its notices).
+// other's way: spmd takes MaxTag (Barrier), MaxTag-1 (Split) and MaxTag-2
+// (the trace's clock offsets), topo MaxTag-16 and MaxTag-17 (its probes),
+// and prims (collective+1)<<16|phase and 1<<30 (its notices).
 func (c *Comm) Collective() *Comm {
 	return c.cc
 }
@@ -185,9 +186,7 @@ func (c *Comm) send(ctx context.Context, dst, tag int, buf []byte, wait bool) *R
 		return r
 	}
 	r.key = matchKey{comm: c.id, src: w, tag: int32(tag)} // src holds the destination for sends
-	if t := c.core.trace; t != nil {
-		t.Record(trace.Event{Kind: trace.Send, Comm: c.id, Peer: w, Tag: int32(tag), Bytes: len(buf)})
-	}
+	c.traceRequest(r, trace.SendEvent, w, tag, !wait)
 	e.isend(r, w, wait)
 	return r
 }
@@ -195,6 +194,10 @@ func (c *Comm) send(ctx context.Context, dst, tag int, buf []byte, wait bool) *R
 // Irecv posts a receive of a message from rank src with tag into buf and
 // returns at once. Wait returns the message's length.
 func (c *Comm) Irecv(src, tag int, buf []byte) *Request {
+	return c.irecv(src, tag, buf, true)
+}
+
+func (c *Comm) irecv(src, tag int, buf []byte, nonBlocking bool) *Request {
 	w, err := c.peer("recv", src)
 	if err == nil {
 		err = checkTag("recv", tag)
@@ -204,16 +207,15 @@ func (c *Comm) Irecv(src, tag int, buf []byte) *Request {
 		r.finish(0, err)
 		return r
 	}
-	if t := c.core.trace; t != nil {
-		t.Record(trace.Event{Kind: trace.Recv, Comm: c.id, Peer: w, Tag: int32(tag), Bytes: len(buf)})
-	}
-	return c.core.engine.irecv(c.id, w, int32(tag), buf)
+	r := c.core.engine.irecv(c.id, w, int32(tag), buf)
+	c.traceRequest(r, trace.RecvEvent, w, tag, nonBlocking)
+	return r
 }
 
 // Recv receives a message from rank src with tag into buf and returns its
 // length. A message longer than buf fails with ErrTruncated.
 func (c *Comm) Recv(ctx context.Context, src, tag int, buf []byte) (int, error) {
-	r := c.Irecv(src, tag, buf)
+	r := c.irecv(src, tag, buf, false)
 	n, err := r.Wait(ctx)
 	r.release()
 	return n, err
@@ -222,8 +224,11 @@ func (c *Comm) Recv(ctx context.Context, src, tag int, buf []byte) (int, error) 
 // Sendrecv sends sendbuf to dst and receives from src into recvbuf at the
 // same time, so that ranks exchanging in a ring cannot deadlock.
 func (c *Comm) Sendrecv(ctx context.Context, sendbuf []byte, dst, sendtag int, recvbuf []byte, src, recvtag int) (int, error) {
-	rr := c.Irecv(src, recvtag, recvbuf)
-	sr := c.Isend(ctx, dst, sendtag, sendbuf)
+	rr := c.irecv(src, recvtag, recvbuf, false)
+	sr := c.send(ctx, dst, sendtag, sendbuf, false)
+	if sr.tr != nil {
+		sr.tr.flags &^= trace.NonBlocking // Sendrecv waits for both
+	}
 	n, rerr := rr.Wait(ctx)
 	_, serr := sr.Wait(ctx)
 	rr.release()
@@ -242,8 +247,8 @@ const barrierTag = 1<<31 - 1
 func (c *Comm) Barrier(ctx context.Context) error {
 	cc := c.Collective()
 	p := cc.Size()
-	if t := c.core.trace; t != nil {
-		defer t.Span(trace.Collective, "barrier", c.id, 0)()
+	if t := c.core.trace; t != nil && !c.coll {
+		defer c.traceBarrier(t, t.Now(), t.NextSeq(c.id), t.Site())
 	}
 	for d := 1; d < p; d <<= 1 {
 		to := (cc.rank + d) % p
@@ -253,4 +258,9 @@ func (c *Comm) Barrier(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// traceBarrier records a Barrier that began at start.
+func (c *Comm) traceBarrier(t *trace.Recorder, start int64, seq uint64, site uint32) {
+	t.Record(trace.Event{Kind: trace.CollectiveEvent, Start: start, Comm: c.id, Peer: -1, Seq: seq, Site: site}, "barrier", "dissemination")
 }

@@ -23,6 +23,7 @@ const (
 	EnvSeeds          = "GORUN_SEEDS"           // comma-separated gossip seed addresses
 	EnvHostID         = "GORUN_HOST_ID"         // host identity; overrides hostname+boot id
 	EnvProfileDir     = "GORUN_PROFILE_DIR"     // where to write trace files (profiling on)
+	EnvProfileCPU     = "GORUN_PROFILE_CPU"     // "1": each rank also writes its CPU profile to the profile directory
 	EnvSecretFD       = "GORUN_SECRET_FD"       // fd to read the per-job secret from (hex, one line)
 	EnvSecret         = "GORUN_SECRET"          // the per-job secret in hex, when no fd can be passed
 	EnvInitTimeout    = "GORUN_INIT_TIMEOUT"    // how long Init waits for every rank (Go duration)
@@ -67,6 +68,7 @@ type Env struct {
 	Seeds                []string
 	HostID               string
 	ProfileDir           string
+	ProfileCPU           bool // GORUN_PROFILE_CPU=1
 	Secret               []byte
 	InitTimeout          time.Duration
 	BindAddr             string
@@ -133,6 +135,7 @@ func ReadEnv(getenv func(string) string) (Env, error) {
 	}
 	e.HostID = getenv(EnvHostID)
 	e.ProfileDir = getenv(EnvProfileDir)
+	e.ProfileCPU = getenv(EnvProfileCPU) == "1"
 	e.BindAddr = getenv(EnvBindAddr)
 	e.Verbose = getenv(EnvVerbose) == "1"
 	switch e.Transport = getenv(EnvTransport); e.Transport {

@@ -1,6 +1,11 @@
 package spmd
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/trace"
+)
 
 // SetSharedNap sets how long WaitShared sleeps between looks at its context
 // and its peer, and returns what restores it.
@@ -23,4 +28,10 @@ func Queued(c *Comm) int {
 		}
 	}
 	return n
+}
+
+// SyncClock measures w's clock offset to rank 0 into rec, as Init does
+// under gorun --profile.
+func SyncClock(ctx context.Context, w *World, rec *trace.Recorder) error {
+	return w.syncClock(ctx, rec)
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/gorun-hpc/gorun/net/gossip"
 	"github.com/gorun-hpc/gorun/net/shm"
 	"github.com/gorun-hpc/gorun/net/tcp"
-	"github.com/gorun-hpc/gorun/spmd/trace"
 	"github.com/gorun-hpc/gorun/spmd/transport"
 )
 
@@ -89,7 +88,7 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 
 	rec := o.trace
 	if rec == nil && env.ProfileDir != "" {
-		if rec, err = trace.New(env.ProfileDir, env.Rank, env.Size, hostname); err != nil {
+		if rec, err = newRecorder(env, hostname); err != nil {
 			node.Close()
 			t.Close()
 			return nil, err
@@ -99,6 +98,7 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 	if err != nil {
 		node.Close()
 		t.Close()
+		rec.Close()
 		return nil, err
 	}
 	w.env = env
@@ -108,6 +108,12 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 	if err := w.Barrier(ictx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("barrier after rendezvous: %w", err)
+	}
+	if rec != nil {
+		if err := w.startProfile(ictx, rec); err != nil {
+			w.Close()
+			return nil, err
+		}
 	}
 	o.logger.Printf("ready: %d ranks", env.Size)
 	return w, nil

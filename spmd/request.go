@@ -41,6 +41,8 @@ type Request struct {
 	stage reqStage
 
 	complete bool // the owner has taken the token
+
+	tr *traced // set when the request is traced (profiling on)
 }
 
 type reqKind uint8
@@ -164,12 +166,19 @@ func (r *Request) Wait(ctx context.Context) (int, error) {
 	if r.complete {
 		return r.n, r.err
 	}
+	var waited int64 // when the wait began, if it blocked and is traced
 	if !r.finished() {
+		if r.tr != nil {
+			waited = r.tr.rec.Now()
+		}
 		if p := r.e.poller; p == nil || !r.poll(ctx, p) {
 			r.block(ctx)
 		}
 	}
 	r.complete = true
+	if r.tr != nil {
+		r.tr.record(r, waited)
+	}
 	return r.n, r.err
 }
 
@@ -180,6 +189,9 @@ func (r *Request) Test() bool {
 	}
 	if r.finished() {
 		r.complete = true
+		if r.tr != nil {
+			r.tr.record(r, 0)
+		}
 		return true
 	}
 	return false

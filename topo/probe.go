@@ -318,3 +318,19 @@ func decodeModel(b []byte) (Model, error) {
 	}
 	return m, nil
 }
+
+// Predicted returns the time the model cached on c predicts for one call
+// of coll by algo moving bytes (counted as Choose counts them), or 0 when
+// c has no model yet (an algorithm forced by GORUN_ALGO or prims.WithAlgo
+// needs none) or algo does not apply. It never probes.
+func Predicted(c *spmd.Comm, coll Collective, algo Algo, bytes int) time.Duration {
+	m, ok := c.Value(modelKey{}).(Model)
+	if !ok || algo == "" {
+		return 0
+	}
+	s := m.Cost(coll, algo, c.Size(), bytes, LayoutOf(c))
+	if math.IsInf(s, 0) || math.IsNaN(s) || s <= 0 {
+		return 0
+	}
+	return time.Duration(s * 1e9)
+}

@@ -19,6 +19,7 @@ const (
 	flagInitTimeout = "init-timeout"
 	flagWdir        = "wdir"
 	flagProfile     = "profile"
+	flagProfileCPU  = "profile-cpu"
 	flagConfig      = "config"
 	flagDryRun      = "dry-run"
 	flagVerbose     = "verbose"
@@ -76,7 +77,8 @@ func flags() []cli.Flag {
 		&cli.DurationFlag{Name: flagKillGrace, Value: launch.DefaultKillGrace, Usage: "wait `DURATION` between SIGTERM and SIGKILL when stopping ranks"},
 		&cli.DurationFlag{Name: flagInitTimeout, Usage: "have each rank's spmd.Init wait `DURATION` for all ranks (sets GORUN_INIT_TIMEOUT)"},
 		&cli.StringFlag{Name: flagWdir, Usage: "run the ranks in `DIR`"},
-		&cli.StringFlag{Name: flagProfile, Usage: "have the ranks write trace files to `DIR` (created; sets GORUN_PROFILE_DIR)"},
+		&cli.StringFlag{Name: flagProfile, Usage: "have the ranks write trace files to `DIR` (created; sets GORUN_PROFILE_DIR); goprof reads them"},
+		&cli.BoolFlag{Name: flagProfileCPU, Usage: "with --profile, have each Go rank also write its CPU profile, DIR/rank.N.cpu.pprof (sets GORUN_PROFILE_CPU=1)"},
 		&cli.BoolFlag{Name: flagDryRun, Usage: "print the plan (ranks, hosts, environment) and start nothing"},
 		&cli.BoolFlag{Name: flagVerbose, Usage: "log the launch and rendezvous steps (sets GORUN_VERBOSE=1 for the ranks)"},
 	}
@@ -104,6 +106,7 @@ func applyFlags(cliCtx *cli.Context, cfg *launch.Config) {
 	for name, dst := range map[string]*bool{
 		flagTagOutput: &cfg.TagOutput, flagTimestamp: &cfg.TimestampOutput, flagVerbose: &cfg.Verbose,
 		flagOversubscribe: &cfg.Oversubscribe, flagPreload: &cfg.Preload, flagReportBindings: &cfg.ReportBindings,
+		flagProfileCPU: &cfg.ProfileCPU,
 	} {
 		if set(name) {
 			*dst = cliCtx.Bool(name)

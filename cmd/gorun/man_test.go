@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/gorun-hpc/gorun/cmd/internal/manpage"
 )
 
 // The man page is man/gorun.1.in with its OPTIONS marker replaced by the
@@ -70,75 +72,11 @@ func renderMan(app *cli.App, src string) (string, error) {
 	if !strings.Contains(src, manMarker) {
 		return "", fmt.Errorf("%s has no %q line", manSource, manMarker)
 	}
-	var b strings.Builder
-	b.WriteString(".\\\" The OPTIONS section is generated from the flags of cmd/gorun.\n")
-	b.WriteString(".SH OPTIONS\n")
-	for _, f := range app.VisibleFlags() {
-		df, ok := f.(cli.DocGenerationFlag)
-		if !ok {
-			continue
-		}
-		placeholder, usage := unquoteUsage(df.GetUsage())
-		if df.TakesValue() && placeholder == "" {
-			placeholder = "VALUE"
-		}
-		b.WriteString(".TP\n")
-		for i, name := range f.Names() {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			fmt.Fprintf(&b, "\\fB%s\\fR", manName(name))
-			if df.TakesValue() {
-				fmt.Fprintf(&b, " \\fI%s\\fR", roff(placeholder))
-			}
-		}
-		b.WriteString("\n")
-		b.WriteString(roffLine(usage))
-		if def := df.GetValue(); df.TakesValue() && def != "" && def != "0s" && def != "0" && def != `""` {
-			fmt.Fprintf(&b, " (default: %s)", roff(strings.Trim(def, `"`)))
-		}
-		b.WriteString(".\n")
-	}
-	return strings.Replace(src, manMarker, b.String(), 1), nil
+	opts := ".\\\" The OPTIONS section is generated from the flags of cmd/gorun.\n.SH OPTIONS\n" + manpage.Flags(app.VisibleFlags(), manpage.MPIDash)
+	return strings.Replace(src, manMarker, opts, 1), nil
 }
 
-// unquoteUsage splits "start `N` ranks" into "N" and "start N ranks", as
-// urfave/cli does for --help.
-func unquoteUsage(usage string) (placeholder, text string) {
-	i := strings.IndexByte(usage, '`')
-	if i < 0 {
-		return "", usage
-	}
-	j := strings.IndexByte(usage[i+1:], '`')
-	if j < 0 {
-		return "", usage
-	}
-	placeholder = usage[i+1 : i+1+j]
-	return placeholder, usage[:i] + placeholder + usage[i+2+j:]
-}
-
-// manName writes a flag as users type it: -np, -n, -x, --tag-output.
-func manName(name string) string {
-	dash := "--"
-	if len(name) <= 2 {
-		dash = "-"
-	}
-	return roff(dash + name)
-}
-
-// roff escapes text for a man page.
-func roff(s string) string {
-	return strings.NewReplacer(`\`, `\e`, "-", `\-`).Replace(s)
-}
-
-// roffLine escapes text that starts a line.
-func roffLine(s string) string {
-	s = roff(s)
-	if strings.HasPrefix(s, ".") || strings.HasPrefix(s, "'") {
-		s = `\&` + s
-	}
-	return s
-}
+func manName(name string) string { return manpage.MPIDash(name) }
 
 // contractVars returns the values of the string constants of spmd/env.go:
 // every variable of the launcher-to-rank contract.

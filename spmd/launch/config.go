@@ -52,6 +52,7 @@ type Config struct {
 	InitTimeout     Duration `toml:"init_timeout"`     // GORUN_INIT_TIMEOUT for the ranks; 0: unset
 	Wdir            string   `toml:"wdir"`             // working directory of the ranks
 	ProfileDir      string   `toml:"profile"`          // GORUN_PROFILE_DIR for the ranks
+	ProfileCPU      bool     `toml:"profile_cpu"`      // GORUN_PROFILE_CPU=1: CPU profiles too
 	Verbose         bool     `toml:"verbose"`          // log launch steps; GORUN_VERBOSE=1
 	DryRun          bool     `toml:"-"`                // print the plan, start nothing
 
@@ -198,6 +199,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Iface != "" && c.Net != "" {
 		return bad("--iface and --net both given: pick the address one way")
+	}
+	if c.ProfileCPU && c.ProfileDir == "" {
+		return bad("--profile-cpu needs --profile DIR: the CPU profiles go beside the trace files")
 	}
 	if c.Net != "" {
 		if _, err := netip.ParsePrefix(c.Net); err != nil {

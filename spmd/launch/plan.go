@@ -124,6 +124,9 @@ func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
 			env[spmd.EnvInitTimeout] = time.Duration(cfg.InitTimeout).String()
 		}
 		setIf(env, spmd.EnvProfileDir, cfg.ProfileDir)
+		if cfg.ProfileCPU {
+			env[spmd.EnvProfileCPU] = "1"
+		}
 		if b, _ := ParseBindPolicy(cfg.BindTo); b.Unit != "none" {
 			env[spmd.EnvBindTo] = b.String()
 		}

@@ -52,14 +52,19 @@ func (j *Job) Close() {
 	}
 }
 
-// Worlds builds the worlds of n ranks over one mem network. The caller
-// closes them.
-func Worlds(tb testing.TB, n int) ([]*spmd.World, *mem.Network) {
+// Worlds builds the worlds of n ranks over one mem network, each given
+// the options opts returns for its rank (such as spmd.WithTrace), if
+// any. The caller closes them.
+func Worlds(tb testing.TB, n int, opts ...func(rank int) []spmd.Option) ([]*spmd.World, *mem.Network) {
 	tb.Helper()
 	nw := mem.NewNetwork(n)
 	ws := make([]*spmd.World, n)
 	for i := range ws {
-		w, err := spmd.New(nw.Transport(i), i, Peers(n, "mem"))
+		var o []spmd.Option
+		for _, f := range opts {
+			o = append(o, f(i)...)
+		}
+		w, err := spmd.New(nw.Transport(i), i, Peers(n, "mem"), o...)
 		if err != nil {
 			tb.Fatalf("rank %d: %v", i, err)
 		}

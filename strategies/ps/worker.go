@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/trace"
 	"github.com/gorun-hpc/gorun/strategies/nn"
 )
 
@@ -30,7 +31,9 @@ func (d *PS) startWorker(ctx context.Context) error {
 // Step runs one step on a worker: forward and backward over its
 // micro-batches (each loss scaled by 1/len(micro)), a push of each
 // server's gradient shard, and a pull of the parameters the staleness
-// bound lets it use next. It returns the worker's mean loss.
+// bound lets it use next. It returns the worker's mean loss. Under gorun
+// --profile it records the regions "step" and "forward+backward" (the
+// computation); the push and the pull are its sends and receives.
 func (d *PS) Step(ctx context.Context, micro []*nn.Batch) (float32, error) {
 	wk := d.wrk
 	if wk == nil {
@@ -39,8 +42,11 @@ func (d *PS) Step(ctx context.Context, micro []*nn.Batch) (float32, error) {
 	if wk.step >= d.cfg.Steps {
 		return 0, fmt.Errorf("ps: step %d: the servers serve %d steps", wk.step, d.cfg.Steps)
 	}
+	defer trace.Region(ctx, "step").End()
 	st := d.model.Store()
+	compute := trace.Region(ctx, "forward+backward")
 	loss, err := nn.Accumulate(d.model, micro, func(_ int, scale float32) { d.model.Backward(scale) })
+	compute.End()
 	if err != nil {
 		return 0, fmt.Errorf("ps: %w", err)
 	}
