@@ -1,11 +1,12 @@
 # gorun's developer entry points. `make test` is what CI runs (.ci/run).
 GO ?= go
 # Debian packages the tests need: mandoc lints the man pages; iproute2 and
-# openssh-server build the multi-host test rig (network namespaces, sshd).
-TEST_DEBS := mandoc iproute2 openssh-server openssh-client
+# openssh-server build the multi-host test rig (network namespaces, sshd);
+# chromium renders goprof's HTML page for its screenshot test.
+TEST_DEBS := mandoc iproute2 openssh-server openssh-client chromium
 BENCH_DEBS := openmpi-bin libopenmpi-dev hyperfine
 
-.PHONY: all build test deps bench-deps vet bench-launch bench-mpi bench-tcp bench-choice bench-ddp man
+.PHONY: all build test deps bench-deps vet bench-launch bench-mpi bench-tcp bench-choice bench-ddp bench-profile man
 
 all: build
 
@@ -20,6 +21,7 @@ deps:
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	test -x /usr/sbin/sshd || missing="$$missing openssh-server"; \
 	command -v ssh >/dev/null || missing="$$missing openssh-client"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
 			echo "make deps: installing$$missing"; \
@@ -61,7 +63,14 @@ bench-choice: bench-deps
 
 man:
 	$(GO) test ./cmd/gorun -run TestManPage -update
+	$(GO) test ./cmd/goprof -run TestManPage -update
 
 # examples/ddp against PyTorch DDP on the same MLP, in one run.
 bench-ddp:
 	bench/ddp.sh
+
+# What gorun --profile costs collbench's 8-byte all-reduce and a DDP step,
+# the trace's size per event, and goprof report on a million events.
+bench-profile:
+	@command -v /usr/bin/time >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null)
+	bench/profile.sh

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gorun-hpc/gorun/cmd/goprof/internal/job"
+)
+
+const (
+	flagRank   = "rank"
+	flagFrom   = "from"
+	flagTo     = "to"
+	flagOutput = "output"
+	flagJSON   = "json"
+	flagWidth  = "width"
+)
+
+// narrowFlags are the flags of every command that reads a job.
+func narrowFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: flagRank, Usage: "only the ranks in `LIST`, such as 0,2-5"},
+		&cli.DurationFlag{Name: flagFrom, Usage: "only the events that start `AT` or after, counted from the job's first event (1.5s, 200ms)"},
+		&cli.DurationFlag{Name: flagTo, Usage: "only the events that start before `AT`, counted from the job's first event"},
+	}
+}
+
+func outputFlag(def string) cli.Flag {
+	return &cli.StringFlag{Name: flagOutput, Aliases: []string{"o"}, Value: def, Usage: "write to `FILE` (- for standard output)"}
+}
+
+// loadJob reads the job whose directory is the command's one argument,
+// narrowed by --rank, --from and --to. What is wrong with the directory's
+// files goes to warn (nil: kept in the job for the report to show).
+func loadJob(cliCtx *cli.Context, warn io.Writer) (*job.Job, error) {
+	if cliCtx.Args().Len() != 1 {
+		return nil, usageError{fmt.Errorf("goprof %s needs one directory, the one given to gorun --profile (got %d arguments)", cliCtx.Command.Name, cliCtx.Args().Len())}
+	}
+	return loadDir(cliCtx, cliCtx.Args().First(), warn)
+}
+
+func loadDir(cliCtx *cli.Context, dir string, warn io.Writer) (*job.Job, error) {
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, err
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory: give the directory gorun --profile wrote", dir)
+	}
+	j, err := job.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	var keep []int
+	if s := cliCtx.String(flagRank); s != "" {
+		if keep, err = job.ParseRanks(s); err != nil {
+			return nil, usageError{fmt.Errorf("--rank %w", err)}
+		}
+	}
+	from, to := cliCtx.Duration(flagFrom), cliCtx.Duration(flagTo)
+	if from < 0 || to < 0 {
+		return nil, usageError{errors.New("--from and --to count from the job's first event: give 0 or more")}
+	}
+	if err := j.Narrow(keep, int64(from), int64(to)); err != nil {
+		return nil, usageError{err}
+	}
+	if warn != nil {
+		for _, p := range j.Problems {
+			fmt.Fprintf(warn, "goprof: warning: %s\n", p)
+		}
+	}
+	return j, nil
+}
+
+// output runs write on the output the command was told to make: "-" is
+// standard output; a file appears whole, written under a temporary name
+// and renamed, and not at all when write fails.
+func output(cliCtx *cli.Context, write func(io.Writer) error) error {
+	name := cliCtx.String(flagOutput)
+	if name == "-" || name == "" {
+		w := bufio.NewWriter(cliCtx.App.Writer)
+		if err := write(w); err != nil {
+			w.Flush()
+			return err
+		}
+		return w.Flush()
+	}
+	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
+	if err != nil {
+		return fmt.Errorf("--output %s: %w", name, err)
+	}
+	w := bufio.NewWriterSize(f, 256<<10)
+	err = write(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), name)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	return nil
+}

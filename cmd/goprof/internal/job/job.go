@@ -1,0 +1,281 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+
+	"github.com/gorun-hpc/gorun/spmd/trace"
+)
+
+// Rank is one rank's trace, aligned.
+type Rank struct {
+	Rank   int
+	Host   string
+	Path   string
+	Pid    int
+	Offset int64 // what was added to its times to put them on rank 0's clock
+	RTT    int64 // the round trip the offset was measured over; 0 when none
+	Done   bool  // its file ends with the end record
+	// Comms are the communicators this rank belongs to: id -> the world
+	// ranks of their members. Ids are unique only among communicators
+	// that share a rank: two halves of a split may have the same one.
+	Comms map[uint32][]int
+	// Events in start order, times on the job's clock (ns since Start),
+	// string ids into Job.Strings.
+	Events []trace.Event
+}
+
+// Job is one job's traces, aligned.
+type Job struct {
+	Dir     string
+	ID      string // GORUN_JOB_ID
+	Program string
+	Size    int
+	Ranks   []*Rank // by rank; nil for a rank whose trace is missing
+	Missing []int   // ranks without a usable trace file
+	// Problems says what is wrong with the directory's files, one line
+	// each, naming the file: what was left out or may be incomplete.
+	Problems []string
+	Strings  []string
+	// Times are on rank 0's clock, shifted so that the job's first event
+	// starts at 0; Duration is from there to the latest end.
+	Duration int64
+
+	strs map[string]uint32
+}
+
+// Str returns the job's string id.
+func (j *Job) Str(id uint32) string {
+	if int(id) < len(j.Strings) {
+		return j.Strings[id]
+	}
+	return ""
+}
+
+// Lookup returns the id of s in the job's strings, and whether the job
+// has it.
+func (j *Job) Lookup(s string) (uint32, bool) {
+	id, ok := j.strs[s]
+	return id, ok
+}
+
+// Intern returns the id of s in the job's strings, adding it when new.
+func (j *Job) Intern(s string) uint32 {
+	if id, ok := j.strs[s]; ok {
+		return id
+	}
+	id := uint32(len(j.Strings))
+	j.Strings = append(j.Strings, s)
+	j.strs[s] = id
+	return id
+}
+
+// Present returns the ranks with a trace, in rank order.
+func (j *Job) Present() []*Rank {
+	var rs []*Rank
+	for _, r := range j.Ranks {
+		if r != nil {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
+// ErrNoTraces is returned by Load for a directory without trace files.
+var ErrNoTraces = errors.New("no trace files")
+
+var traceName = regexp.MustCompile(`^rank\.(\d+)\.trace$`)
+
+// Load reads every rank.N.trace file of dir. It fails only when no file
+// could be used; damaged, foreign and missing files are listed in
+// Job.Problems and the rest is loaded.
+func Load(dir string) (*Job, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	type loaded struct {
+		name string
+		rank int
+		f    *trace.File
+	}
+	var files []loaded
+	j := &Job{Dir: dir, strs: map[string]uint32{"": 0}, Strings: []string{""}}
+	for _, e := range ents {
+		m := traceName.FindStringSubmatch(e.Name())
+		if m == nil || e.IsDir() {
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		path := filepath.Join(dir, e.Name())
+		f, err := trace.ReadFile(path)
+		switch {
+		case f == nil:
+			j.Problems = append(j.Problems, fmt.Sprintf("%s: %v: left out", path, err))
+			continue
+		case f.Header.Size == 0:
+			j.Problems = append(j.Problems, fmt.Sprintf("%v: left out", err))
+			continue
+		case err != nil && errors.Is(err, trace.ErrTruncated):
+			j.Problems = append(j.Problems, fmt.Sprintf("%v: its last events are missing", err))
+		case err != nil:
+			j.Problems = append(j.Problems, fmt.Sprintf("%v: the events before the damage are used", err))
+		}
+		if f.Header.Rank != n {
+			j.Problems = append(j.Problems, fmt.Sprintf("%s: holds rank %d's trace, not rank %d's: left out", path, f.Header.Rank, n))
+			continue
+		}
+		files = append(files, loaded{e.Name(), n, f})
+	}
+	if len(files) == 0 {
+		if len(j.Problems) > 0 {
+			return nil, fmt.Errorf("%s: %w that could be read:\n  %s", dir, ErrNoTraces, joinLines(j.Problems))
+		}
+		return nil, fmt.Errorf("%s: %w (rank.N.trace): was the job run with gorun --profile %s?", dir, ErrNoTraces, dir)
+	}
+	// Files of several jobs: keep the job with the most files, preferring
+	// the one rank 0 belongs to.
+	count := map[string]int{}
+	key := func(f *trace.File) string { return fmt.Sprintf("%s/%d", f.Header.Job, f.Header.Size) }
+	for _, l := range files {
+		count[key(l.f)]++
+	}
+	best := key(files[0].f)
+	for k, c := range count {
+		if c > count[best] || (c == count[best] && k < best) {
+			best = k
+		}
+	}
+	for _, l := range files {
+		if l.rank == 0 && count[key(l.f)] == count[best] {
+			best = key(l.f)
+		}
+	}
+	var kept []loaded
+	for _, l := range files {
+		if key(l.f) != best {
+			j.Problems = append(j.Problems, fmt.Sprintf("%s: from another job (id %q, %d ranks) than the rest (%s): left out",
+				filepath.Join(dir, l.name), l.f.Header.Job, l.f.Header.Size, describe(best)))
+			continue
+		}
+		kept = append(kept, l)
+	}
+	h := kept[0].f.Header
+	j.ID, j.Size, j.Program = h.Job, h.Size, h.Program
+	j.Ranks = make([]*Rank, j.Size)
+	for _, l := range kept {
+		j.Ranks[l.rank] = j.add(filepath.Join(dir, l.name), l.f)
+	}
+	for r, x := range j.Ranks {
+		if x == nil {
+			j.Missing = append(j.Missing, r)
+		}
+	}
+	if len(j.Missing) > 0 {
+		j.Problems = append(j.Problems, fmt.Sprintf("no trace of rank %s (of %d): the results leave them out", Ranges(j.Missing), j.Size))
+	}
+	j.origin()
+	return j, nil
+}
+
+func describe(key string) string {
+	i := len(key) - 1
+	for i >= 0 && key[i] != '/' {
+		i--
+	}
+	return fmt.Sprintf("id %q, %s ranks", key[:i], key[i+1:])
+}
+
+// add remaps f's strings to the job's, puts its times on rank 0's clock
+// and sorts its events by start.
+func (j *Job) add(path string, f *trace.File) *Rank {
+	r := &Rank{Rank: f.Header.Rank, Host: f.Header.Host, Path: path, Pid: f.Header.Pid, Offset: f.Offset, RTT: f.RTT, Done: f.Done, Comms: f.Comms}
+	if f.RTT == 0 && f.Header.Rank != 0 && f.Header.Size > 1 {
+		j.Problems = append(j.Problems, fmt.Sprintf("%s: no clock offset to rank 0 was recorded: its times are not aligned with the other ranks'", path))
+	}
+	ids := make([]uint32, len(f.Strings))
+	for i, s := range f.Strings {
+		ids[i] = j.Intern(s)
+	}
+	r.Events = f.Events
+	for i := range r.Events {
+		e := &r.Events[i]
+		e.Start += f.Offset
+		e.End += f.Offset
+		e.Name, e.Algo, e.Site, e.Track = ids[e.Name], ids[e.Algo], ids[e.Site], ids[e.Track]
+	}
+	sort.SliceStable(r.Events, func(a, b int) bool { return r.Events[a].Start < r.Events[b].Start })
+	return r
+}
+
+// origin shifts every time so that the job's first event starts at 0,
+// and sets Duration.
+func (j *Job) origin() {
+	first, last := j.span()
+	for _, r := range j.Present() {
+		for i := range r.Events {
+			r.Events[i].Start -= first
+			r.Events[i].End -= first
+		}
+	}
+	j.Duration = last - first
+}
+
+// span returns the first start and the last end of the present ranks'
+// events.
+func (j *Job) span() (first, last int64) {
+	seen := false
+	for _, r := range j.Present() {
+		for i := range r.Events {
+			e := &r.Events[i]
+			if !seen || e.Start < first {
+				first = e.Start
+			}
+			if !seen || e.End > last {
+				last = e.End
+			}
+			seen = true
+		}
+	}
+	return first, last
+}
+
+// Ranges writes ranks as "0,2-4".
+func Ranges(rs []int) string {
+	rs = slices.Clone(rs)
+	slices.Sort(rs)
+	s := ""
+	for i := 0; i < len(rs); {
+		k := i
+		for k+1 < len(rs) && rs[k+1] == rs[k]+1 {
+			k++
+		}
+		if s != "" {
+			s += ","
+		}
+		if k > i {
+			s += fmt.Sprintf("%d-%d", rs[i], rs[k])
+		} else {
+			s += strconv.Itoa(rs[i])
+		}
+		i = k + 1
+	}
+	return s
+}
+
+func joinLines(ls []string) string {
+	s := ""
+	for i, l := range ls {
+		if i > 0 {
+			s += "\n  "
+		}
+		s += l
+	}
+	return s
+}
