@@ -89,30 +89,34 @@ func benchAllReduce(b *testing.B, p, n int, algo topo.Algo, opts ...func(int) []
 }
 
 // BenchmarkTraced is the cost of gorun --profile on an 8-byte all-reduce
-// over 2 ranks of net/mem: off, and each call recorded (its clock read
-// twice, its call site found, its event encoded and streamed to a file).
+// over 2 ranks of net/mem, off and on (each call's clock read twice, its
+// stack walked, its event encoded and streamed to a file), with topo's
+// choice and with an algorithm forced, as collbench does.
 //
 //	go test -run '^$' -bench Traced -benchmem ./prims
 func BenchmarkTraced(b *testing.B) {
-	for _, on := range []bool{false, true} {
-		name := "off"
-		if on {
-			name = "on"
-		}
-		b.Run(name, func(b *testing.B) {
-			var opts []func(int) []spmd.Option
-			if on {
-				dir := b.TempDir()
-				opts = append(opts, func(r int) []spmd.Option {
-					rec, err := trace.New(dir, trace.Header{Rank: r, Size: 2})
-					if err != nil {
-						b.Fatal(err)
-					}
-					return []spmd.Option{spmd.WithTrace(rec)}
-				})
+	for _, algo := range []topo.Algo{"", topo.Linear} {
+		for _, on := range []bool{false, true} {
+			name := "auto"
+			if algo != "" {
+				name = string(algo)
 			}
-			benchAllReduce(b, 2, 2, "", opts...) // topo chooses, as in collbench
-		})
+			name += map[bool]string{false: "/off", true: "/on"}[on]
+			b.Run(name, func(b *testing.B) {
+				var opts []func(int) []spmd.Option
+				if on {
+					dir := b.TempDir()
+					opts = append(opts, func(r int) []spmd.Option {
+						rec, err := trace.New(dir, trace.Header{Rank: r, Size: 2})
+						if err != nil {
+							b.Fatal(err)
+						}
+						return []spmd.Option{spmd.WithTrace(rec)}
+					})
+				}
+				benchAllReduce(b, 2, 2, algo, opts...)
+			})
+		}
 	}
 }
 

@@ -107,7 +107,7 @@ func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, t
 		k.tr.e.Predicted, k.tr.e.Name, k.tr.e.Algo = int64(ch.pred), ch.name, ch.algoID
 	}
 	if rec := c.Trace(); rec != nil {
-		k.tr.start(rec, c, coll, k.algo, bytes, o)
+		k.tr.start(rec, k.st, c, coll, k.algo, bytes, o)
 	}
 	return k, nil
 }

@@ -49,6 +49,10 @@ type state struct {
 	// replaced under it.
 	merged atomic.Pointer[merged]
 	recent [recentChoices]atomic.Pointer[choice]
+	// forced is the trace's names and prediction of the last call whose
+	// algorithm was forced (collbench forces topo's own choice), so that
+	// a loop of them does not run the model per call.
+	forced atomic.Pointer[forcedChoice]
 	// area is the Shared algorithms' memory, mapped on first use (under
 	// mu) and then read without the lock by every call.
 	area atomic.Pointer[area]
@@ -76,6 +80,12 @@ type choice struct {
 	algo         topo.Algo
 	pred         time.Duration
 	name, algoID uint32
+}
+
+// forcedChoice is a forced algorithm's choice: its key and algorithm
+// with the trace's ids and the model's prediction.
+type forcedChoice struct {
+	choice
 }
 
 // choiceKey is what topo.Choose's answer on one communicator depends on.

@@ -21,7 +21,7 @@ type traced struct {
 
 // start begins the record of a call of coll by algo on c. t.e holds the
 // choice's predicted time and name ids when the algorithm was chosen.
-func (t *traced) start(rec *trace.Recorder, c *spmd.Comm, coll topo.Collective, algo topo.Algo, bytes int, o Option) {
+func (t *traced) start(rec *trace.Recorder, st *state, c *spmd.Comm, coll topo.Collective, algo topo.Algo, bytes int, o Option) {
 	e := trace.Event{
 		Kind:      trace.CollectiveEvent,
 		Comm:      c.ID(),
@@ -34,8 +34,14 @@ func (t *traced) start(rec *trace.Recorder, c *spmd.Comm, coll topo.Collective, 
 		Site:      o.site,
 	}
 	if e.Name == 0 { // a forced algorithm, or a trivial call: no choice
-		e.Name, e.Algo = rec.Intern(coll.String()), rec.Intern(string(algo))
-		e.Predicted = int64(topo.Predicted(c, coll, algo, bytes))
+		key := choiceKey{coll, bytes}
+		f := st.forced.Load()
+		if f == nil || f.key != key || f.algo != algo {
+			f = &forcedChoice{choice{key: key, algo: algo, name: rec.Intern(coll.String()), algoID: rec.Intern(string(algo)),
+				pred: topo.Predicted(c, coll, algo, bytes)}}
+			st.forced.Store(f)
+		}
+		e.Name, e.Algo, e.Predicted = f.name, f.algoID, int64(f.pred)
 	}
 	t.rec = rec
 	if o.queued {

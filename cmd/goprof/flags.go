@@ -46,7 +46,9 @@ func loadJob(cliCtx *cli.Context, warn io.Writer) (*job.Job, error) {
 }
 
 func loadDir(cliCtx *cli.Context, dir string, warn io.Writer) (*job.Job, error) {
-	if fi, err := os.Stat(dir); err != nil {
+	if fi, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s: no such directory: give the directory of gorun --profile DIR", dir)
+	} else if err != nil {
 		return nil, err
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("%s is not a directory: give the directory gorun --profile wrote", dir)

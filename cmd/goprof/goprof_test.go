@@ -345,7 +345,7 @@ func TestBadInput(t *testing.T) {
 	t.Run("empty", func(t *testing.T) {
 		dir := t.TempDir()
 		goprof(t, "report", dir).want(t, 1, "no trace files", "gorun --profile")
-		goprof(t, "report", filepath.Join(dir, "nope")).want(t, 1, "no such file")
+		goprof(t, "report", filepath.Join(dir, "nope")).want(t, 1, "nope: no such directory")
 	})
 	t.Run("command line", func(t *testing.T) {
 		dir := write(t, "a")
