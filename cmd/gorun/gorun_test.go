@@ -434,9 +434,10 @@ func TestBuildFailure(t *testing.T) {
 	}
 }
 
-// TestSignalStopsJob sends SIGINT to gorun: every rank and the child each
-// rank started must be gone when gorun returns. With trapTerm the ranks
-// ignore SIGTERM, and a second SIGINT must kill them.
+// TestSignalStopsJob sends SIGINT to gorun, which passes it on: every rank
+// and the child each rank started must be gone when gorun returns. With
+// trapTerm the ranks ignore SIGINT and SIGTERM, and a second SIGINT must
+// kill them.
 func TestSignalStopsJob(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -446,7 +447,7 @@ func TestSignalStopsJob(t *testing.T) {
 			pidfile := filepath.Join(t.TempDir(), "pids")
 			script := `sleep 300 & echo "$$ $!" >> ` + pidfile + `; wait`
 			if tc.trapTerm {
-				script = `trap '' TERM; sleep 300 & echo "$$ $!" >> ` + pidfile + `; while :; do wait; done`
+				script = `trap '' INT TERM; sleep 300 & echo "$$ $!" >> ` + pidfile + `; while :; do wait; done`
 			}
 			const n = 3
 			cmd := gorunCmd(t, "-np", fmt.Sprint(n), "--kill-grace", "5m", "sh", "-c", script)
@@ -473,6 +474,56 @@ func TestSignalStopsJob(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSigintReachesPython: Ctrl-C on gorun reaches Python ranks as
+// SIGINT, as under torchrun: each gets KeyboardInterrupt and runs its
+// finally block (where programs save a checkpoint).
+func TestSigintReachesPython(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not installed")
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "rank.py")
+	os.WriteFile(script, []byte(`import os, sys, time
+open(os.path.join(sys.argv[1], "ready." + os.environ["RANK"]), "w").close()
+try:
+    time.sleep(300)
+except KeyboardInterrupt:
+    print("rank", os.environ["RANK"], "KeyboardInterrupt", flush=True)
+finally:
+    print("rank", os.environ["RANK"], "finally", flush=True)
+`), 0o644)
+	cmd := gorunCmd(t, "-np", "2", "--kill-grace", "1m", py, script, dir)
+	var stdout, stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for r := 0; r < 2; r++ {
+		for i := 0; ; i++ {
+			if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("ready.%d", r))); err == nil {
+				break
+			}
+			if i > 3000 {
+				t.Fatalf("rank %d did not start\n%s", r, stderr.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	err = cmd.Wait()
+	if code := exitCodeOf(err); code != 130 {
+		t.Errorf("gorun exited %d, want 130\n%s", code, stderr.String())
+	}
+	for r := 0; r < 2; r++ {
+		for _, want := range []string{"KeyboardInterrupt", "finally"} {
+			if line := fmt.Sprintf("rank %d %s\n", r, want); !strings.Contains(stdout.String(), line) {
+				t.Errorf("stdout lacks %q:\n%s\nstderr:\n%s", line, stdout.String(), stderr.String())
+			}
+		}
 	}
 }
 

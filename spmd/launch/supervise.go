@@ -40,7 +40,7 @@ type supervisor struct {
 	running  int
 	status   int  // the job's exit status, once decided
 	decided  bool // the first failure, signal, or timeout has set status
-	stopping bool // SIGTERM has been sent
+	stopping bool // the ranks have been told to stop
 	signals  int  // stop signals received
 	grace    <-chan time.Time
 }
@@ -151,13 +151,15 @@ func (s *supervisor) signal(sig os.Signal) {
 		s.signalAll(syscall.SIGKILL)
 		return
 	}
+	stopSig := syscall.SIGTERM
 	if ss != 0 {
 		s.decide(128 + int(ss))
+		stopSig = ss
 	} else {
 		s.decide(1)
 	}
 	s.out.Logf("%v: stopping %s (send it again to kill them)", sig, s.ranks())
-	s.stop()
+	s.stopWith(stopSig)
 }
 
 // signalLag bounds how long a cancelled context waits for the signal that
@@ -186,13 +188,20 @@ func (s *supervisor) decide(status int) {
 	}
 }
 
-// stop sends SIGTERM to every rank once and arms the kill grace.
-func (s *supervisor) stop() {
+// stop sends SIGTERM to every rank once and arms the kill grace: for a
+// failed rank or the timeout.
+func (s *supervisor) stop() { s.stopWith(syscall.SIGTERM) }
+
+// stopWith sends sig to every rank once and arms the kill grace. A signal
+// gorun received is passed on as it came, as torchrun does: SIGINT as
+// SIGINT, so that a Python rank gets KeyboardInterrupt and runs its
+// finally blocks (saving a checkpoint on Ctrl-C, say).
+func (s *supervisor) stopWith(sig syscall.Signal) {
 	if s.stopping {
 		return
 	}
 	s.stopping = true
-	s.signalAll(syscall.SIGTERM)
+	s.signalAll(sig)
 	s.grace = time.After(time.Duration(s.cfg.KillGrace))
 }
 

@@ -131,23 +131,30 @@ func TestSuperviseFirstFailure(t *testing.T) {
 	}
 }
 
+// TestSuperviseSecondSignalKills: the signal gorun got is passed on as
+// it came (SIGINT as SIGINT, as torchrun does; SIGTERM as SIGTERM), and a
+// second one kills.
 func TestSuperviseSecondSignalKills(t *testing.T) {
-	sigs := make(chan os.Signal, 2)
-	var procs []*fakeProc
-	code, _, errOut := runFake(t, 2, true, sigs, func(s *fakeStarter) {
-		procs = []*fakeProc{s.proc(0), s.proc(1)}
-		sigs <- syscall.SIGINT
-		sigs <- syscall.SIGINT
-	})
-	if code != 130 {
-		t.Errorf("status %d, want 130", code)
-	}
-	for _, p := range procs {
-		if fmt.Sprint(p.signals) != fmt.Sprint([]syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}) {
-			t.Errorf("pid %d got %v, want SIGTERM then SIGKILL", p.pid, p.signals)
-		}
-	}
-	if !strings.Contains(errOut, "send it again") {
-		t.Errorf("stderr: %q", errOut)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			sigs := make(chan os.Signal, 2)
+			var procs []*fakeProc
+			code, _, errOut := runFake(t, 2, true, sigs, func(s *fakeStarter) {
+				procs = []*fakeProc{s.proc(0), s.proc(1)}
+				sigs <- sig
+				sigs <- sig
+			})
+			if code != 128+int(sig) {
+				t.Errorf("status %d, want %d", code, 128+int(sig))
+			}
+			for _, p := range procs {
+				if fmt.Sprint(p.signals) != fmt.Sprint([]syscall.Signal{sig, syscall.SIGKILL}) {
+					t.Errorf("pid %d got %v, want %v then SIGKILL", p.pid, p.signals, sig)
+				}
+			}
+			if !strings.Contains(errOut, "send it again") {
+				t.Errorf("stderr: %q", errOut)
+			}
+		})
 	}
 }
