@@ -477,6 +477,36 @@ func TestSignalStopsJob(t *testing.T) {
 	}
 }
 
+// TestDaemonsDie: a rank's descendants that detach from it (a double fork
+// with setsid, or a job of a shell with job control, in a process group of
+// its own) outlive the rank but not gorun: it is their subreaper and kills
+// them when the job is over.
+func TestDaemonsDie(t *testing.T) {
+	for name, script := range map[string]string{
+		"setsid":   `setsid sh -c 'echo $$ >> PIDS; sleep 300' & sleep 0.2`,
+		"set -m":   `set -m 2>/dev/null; sleep 300 & echo $! >> PIDS; sleep 0.2`,
+		"orphaned": `(sh -c 'echo $$ >> PIDS; exec sleep 300' &) ; sleep 0.2`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			pidfile := filepath.Join(t.TempDir(), "pids")
+			r := gorun(t, "", "-np", "2", "sh", "-c", strings.ReplaceAll(script, "PIDS", pidfile))
+			if r.code != 0 {
+				t.Fatalf("gorun: %v", r)
+			}
+			pids := waitPids(t, pidfile, 2)
+			for _, pid := range pids {
+				for i := 0; alive(pid) && i < 100; i++ {
+					time.Sleep(10 * time.Millisecond) // a zombie's reaping
+				}
+				if alive(pid) {
+					t.Errorf("pid %d outlived gorun", pid)
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		})
+	}
+}
+
 // TestSigintReachesPython: Ctrl-C on gorun reaches Python ranks as
 // SIGINT, as under torchrun: each gets KeyboardInterrupt and runs its
 // finally block (where programs save a checkpoint).

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/gorun-hpc/gorun/spmd/launch"
 )
 
 func main() {
@@ -14,7 +16,11 @@ func main() {
 	// The supervisor sees every signal, the second Ctrl-C included.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	// Orphans of the ranks (daemons that detached) come to gorun, and
+	// die when the job is over: no process of the job outlives gorun.
+	launch.Subreap()
 	err := newApp(sigs).RunContext(ctx, os.Args)
+	launch.KillOrphans()
 	stop()
 	os.Exit(exitCode(err, os.Stderr))
 }

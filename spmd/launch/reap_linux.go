@@ -1,0 +1,84 @@
+package launch
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Subreap makes this process the reaper of its descendants' orphans
+// (PR_SET_CHILD_SUBREAPER): a rank's daemon, however it detaches (a double
+// fork, setsid, a shell's set -m), is re-parented to gorun or the agent
+// instead of init, and KillOrphans kills it when the job is over. gorun's
+// main and the agent call it first thing; a library user of Launcher need
+// not.
+func Subreap() error { return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }
+
+// KillOrphans kills and reaps every child of this process, and the
+// children those leave behind, until none is left, and returns how many
+// it killed. Call it when the job is over and every rank has been waited
+// for: any child left then is a descendant that outlived its rank.
+func KillOrphans() int {
+	self := os.Getpid()
+	killed := 0
+	for round := 0; round < 100; round++ {
+		kids := children(self)
+		if len(kids) == 0 {
+			break
+		}
+		for _, pid := range kids {
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed++
+			}
+		}
+		for _, pid := range kids {
+			var ws syscall.WaitStatus
+			syscall.Wait4(pid, &ws, 0, nil) // their children come to us next round
+		}
+	}
+	return killed
+}
+
+// children lists the processes whose parent is pid, from /proc.
+func children(pid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var kids []int
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppidOf(n) == pid {
+			kids = append(kids, n)
+		}
+	}
+	return kids
+}
+
+// ppidOf reads the parent of pid from /proc/pid/stat, whose second field
+// (the command, in parentheses) may itself hold spaces and parentheses.
+func ppidOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return -1
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return -1
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 2 {
+		return -1
+	}
+	p, err := strconv.Atoi(string(f[1]))
+	if err != nil {
+		return -1
+	}
+	return p
+}
