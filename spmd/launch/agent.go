@@ -51,10 +51,13 @@ func RunAgent(ctx context.Context, in io.Reader, out io.Writer, log io.Writer) i
 		case f := <-frames:
 			a.handle(f)
 		case err := <-readDone:
-			if err != io.EOF {
-				a.logf("reading from the launcher: %v", err)
-			}
 			a.shutdown()
+			if err != io.EOF {
+				// A malformed frame, or a broken pipe: the launcher is
+				// gone or not a launcher; stopping is not success.
+				fmt.Fprintf(log, "gorun agent: reading from the launcher: %v\n", err)
+				return 1
+			}
 			return 0
 		case <-ctx.Done():
 			a.shutdown()

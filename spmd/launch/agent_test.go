@@ -150,3 +150,14 @@ func TestAgentProtocol(t *testing.T) {
 		t.Errorf("rank pid %d survived its agent", pid)
 	}
 }
+
+// TestAgentMalformedFrame: bytes that are not a frame make the agent stop
+// its ranks and exit 1, saying why.
+func TestAgentMalformedFrame(t *testing.T) {
+	var log strings.Builder
+	in := strings.NewReader("this is not an agent frame\n")
+	code := RunAgent(context.Background(), in, io.Discard, &log)
+	if code != 1 || !strings.Contains(log.String(), "malformed agent frame") {
+		t.Errorf("RunAgent = %d, log %q; want 1 and the reason", code, log.String())
+	}
+}
