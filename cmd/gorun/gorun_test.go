@@ -477,6 +477,57 @@ func TestSignalStopsJob(t *testing.T) {
 	}
 }
 
+// TestStopDuringStart: gorun acts on a signal, and on a rank that fails,
+// while it is still starting ranks: 150 busy ranks take seconds to start
+// on a small machine, and the job must stop without starting the rest.
+func TestStopDuringStart(t *testing.T) {
+	t.Run("sigint", func(t *testing.T) {
+		pidfile := filepath.Join(t.TempDir(), "pids")
+		cmd := gorunCmd(t, "-np", "150", "--oversubscribe", "sh", "-c", `echo $$ >> `+pidfile+`; while :; do :; done`)
+		var stderr syncBuffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitPids(t, pidfile, 3)
+		cmd.Process.Signal(syscall.SIGINT)
+		err := cmd.Wait()
+		if code := exitCodeOf(err); code != 130 {
+			t.Errorf("gorun exited %d, want 130\n%s", code, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), " of 150 ranks were started before the job stopped") {
+			t.Errorf("all 150 ranks were started after the signal\n%s", stderr.String())
+		}
+	})
+	t.Run("rank fails at once", func(t *testing.T) {
+		r := gorun(t, "", "-np", "150", "--oversubscribe", "sh", "-c", `[ "$GORUN_RANK" = 0 ] && exit 3; while :; do :; done`)
+		if r.code != 3 || !strings.Contains(r.stderr, "rank 0 (pid") || !strings.Contains(r.stderr, " of 150 ranks were started before the job stopped") {
+			t.Errorf("want status 3, rank 0 named, and the start cut short\n%v", r)
+		}
+	})
+}
+
+// TestStopDuringBuild: a signal while gorun builds a Go package stops the
+// build and exits 128+signal, as a signal during the job does.
+func TestStopDuringBuild(t *testing.T) {
+	bin := t.TempDir()
+	// A go command whose build never ends.
+	os.WriteFile(filepath.Join(bin, "go"), []byte("#!/bin/sh\nexec sleep 300\n"), 0o755)
+	cmd := gorunCmd(t, "-np", "2", "./testdata/nobuild")
+	cmd.Env = append(cmd.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // into the build; a signal before it stops the job as well
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if code := exitCodeOf(err); code != 130 {
+		t.Errorf("gorun exited %d, want 130\n%s", code, stderr.String())
+	}
+}
+
 // TestDaemonsDie: a rank's descendants that detach from it (a double fork
 // with setsid, or a job of a shell with job control, in a process group of
 // its own) outlive the rank but not gorun: it is their subreaper and kills

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"syscall"
+	"time"
 
 	"github.com/gorun-hpc/gorun/net/shm"
 	"github.com/gorun-hpc/gorun/spmd"
@@ -94,6 +96,10 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	}
 	cleanup, err := prog.Build(ctx)
 	if err != nil {
+		if status, ok := l.interrupted(ctx); ok {
+			out.Logf("stopped while building %s", prog.Package)
+			return status, nil
+		}
 		return 0, err
 	}
 	defer cleanup()
@@ -268,4 +274,21 @@ func freePort(bind string, ports spmd.PortRange) int {
 		return ln.Close()
 	})
 	return port
+}
+
+// interrupted reports whether ctx ended, as a signal to gorun ends it,
+// and then the launch's status: 128 and the signal's number (130 for
+// Ctrl-C), as for a job the signal stopped, or 1 when no signal came.
+func (l *Launcher) interrupted(ctx context.Context) (int, bool) {
+	if ctx.Err() == nil {
+		return 0, false
+	}
+	select {
+	case sig := <-l.Signals:
+		if ss, ok := sig.(syscall.Signal); ok {
+			return 128 + int(ss), true
+		}
+	case <-time.After(signalLag):
+	}
+	return 1, true
 }

@@ -43,15 +43,28 @@ type supervisor struct {
 	stopping bool // the ranks have been told to stop
 	signals  int  // stop signals received
 	grace    <-chan time.Time
+	timeout  <-chan time.Time // fires at --timeout
+	ctxDone  <-chan struct{}  // the run's context; nil once acted on
 }
 
 // run starts every rank and supervises them until all have ended, then
-// returns the job's exit status.
+// returns the job's exit status. Signals, the timeout and ranks' exits are
+// acted on between starts too: a Ctrl-C while 150 busy ranks start stops
+// the starting at once, and a rank that fails at once stops the job before
+// the rest have started.
 func (j *job) run(ctx context.Context, seed Seed) int {
-	s := &supervisor{job: j}
+	s := &supervisor{job: j, ctxDone: ctx.Done()}
+	if j.cfg.Timeout > 0 {
+		t := time.NewTimer(time.Duration(j.cfg.Timeout))
+		defer t.Stop()
+		s.timeout = t.C
+	}
 	exits := make(chan ended, len(j.plan.Ranks))
 	stdins := j.stdin()
 	for _, rp := range j.plan.Ranks {
+		if s.poll(exits); s.stopping {
+			break
+		}
 		p, err := j.start(rp, stdins[rp.Rank])
 		if err != nil {
 			j.out.Logf("%v; stopping the other ranks", err)
@@ -68,6 +81,9 @@ func (j *job) run(ctx context.Context, seed Seed) int {
 			j.logf("started rank %d (pid %d on %s)", r, p.Pid(), j.plan.Ranks[r].Host)
 		}
 	}
+	if n := len(j.procs); n < len(j.plan.Ranks) && s.stopping && s.decided {
+		j.out.Logf("%d of %d ranks were started before the job stopped", n, len(j.plan.Ranks))
+	}
 	for _, f := range stdins[len(j.procs):] {
 		if f != nil {
 			f.Close()
@@ -80,14 +96,30 @@ func (j *job) run(ctx context.Context, seed Seed) int {
 	return s.loop(ctx, exits)
 }
 
-func (s *supervisor) loop(ctx context.Context, exits <-chan ended) int {
-	var timeout <-chan time.Time
-	if s.cfg.Timeout > 0 {
-		t := time.NewTimer(time.Duration(s.cfg.Timeout))
-		defer t.Stop()
-		timeout = t.C
+// poll acts on every event that has come, without waiting.
+func (s *supervisor) poll(exits <-chan ended) {
+	for {
+		select {
+		case e := <-exits:
+			s.running--
+			s.ended(e)
+		case sig := <-s.l.Signals:
+			s.signal(sig)
+		case <-s.timeout:
+			s.timedOut()
+		case <-s.grace:
+			s.graceOver()
+		case <-s.ctxDone:
+			s.ctxDone = nil
+			s.cancelled()
+		default:
+			return
+		}
 	}
-	ctxDone := ctx.Done()
+}
+
+// loop acts on events until every started rank has ended.
+func (s *supervisor) loop(ctx context.Context, exits <-chan ended) int {
 	for s.running > 0 {
 		select {
 		case e := <-exits:
@@ -95,17 +127,12 @@ func (s *supervisor) loop(ctx context.Context, exits <-chan ended) int {
 			s.ended(e)
 		case sig := <-s.l.Signals:
 			s.signal(sig)
-		case <-timeout:
-			timeout = nil
-			s.decide(ExitTimeout)
-			s.out.Logf("job timed out after %v; stopping %s", time.Duration(s.cfg.Timeout), s.ranks())
-			s.stop()
+		case <-s.timeout:
+			s.timedOut()
 		case <-s.grace:
-			s.grace = nil
-			s.logf("kill grace of %v is over; killing %s", time.Duration(s.cfg.KillGrace), s.ranks())
-			s.signalAll(syscall.SIGKILL)
-		case <-ctxDone:
-			ctxDone = nil
+			s.graceOver()
+		case <-s.ctxDone:
+			s.ctxDone = nil
 			s.cancelled()
 		}
 	}
@@ -113,6 +140,21 @@ func (s *supervisor) loop(ctx context.Context, exits <-chan ended) int {
 		return 1
 	}
 	return s.status
+}
+
+// timedOut stops the job at --timeout.
+func (s *supervisor) timedOut() {
+	s.timeout = nil
+	s.decide(ExitTimeout)
+	s.out.Logf("job timed out after %v; stopping %s", time.Duration(s.cfg.Timeout), s.ranks())
+	s.stop()
+}
+
+// graceOver kills what still runs when the kill grace is over.
+func (s *supervisor) graceOver() {
+	s.grace = nil
+	s.logf("kill grace of %v is over; killing %s", time.Duration(s.cfg.KillGrace), s.ranks())
+	s.signalAll(syscall.SIGKILL)
 }
 
 // ended handles the end of one rank; the first failure stops the job.
