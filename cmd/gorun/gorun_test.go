@@ -528,6 +528,19 @@ func TestStopDuringBuild(t *testing.T) {
 	}
 }
 
+// TestStdinAllSlowRank: with --stdin all, a rank that does not read its
+// input does not hold back one that does. Rank 0 reads nothing until rank
+// 1 has read all 1 MiB (more than a pipe holds) and said so.
+func TestStdinAllSlowRank(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "read")
+	script := `if [ "$GORUN_RANK" = 0 ]; then while [ ! -e ` + marker + ` ]; do sleep 0.05; done; else wc -c; touch ` + marker + `; fi`
+	input := strings.Repeat("0123456789abcde\n", 1<<16)
+	r := gorun(t, input, "-np", "2", "--stdin", "all", "--timeout", "60s", "sh", "-c", script)
+	if r.code != 0 || !strings.Contains(r.stdout, "1048576") {
+		t.Errorf("want rank 1 to read 1048576 bytes while rank 0 reads none\n%v", r)
+	}
+}
+
 // TestDaemonsDie: a rank's descendants that detach from it (a double fork
 // with setsid, or a job of a shell with job control, in a process group of
 // its own) outlive the rank but not gorun: it is their subreaper and kills

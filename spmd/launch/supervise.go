@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"strconv"
@@ -364,34 +363,6 @@ func (j *job) stdin() []*os.File {
 		files[r] = pr
 		dsts = append(dsts, pw)
 	}
-	go forwardStdin(j.l.Stdin, dsts)
+	go forwardStdin(j.l.Stdin, dsts, stdinBuffer)
 	return files
-}
-
-// forwardStdin copies src to every dst that still reads, and closes them
-// all at the end of src.
-func forwardStdin(src io.Reader, dsts []*os.File) {
-	defer func() {
-		for _, d := range dsts {
-			d.Close()
-		}
-	}()
-	buf := make([]byte, 32<<10)
-	for len(dsts) > 0 {
-		n, err := src.Read(buf)
-		if n > 0 {
-			live := dsts[:0]
-			for _, d := range dsts {
-				if _, werr := d.Write(buf[:n]); werr != nil {
-					d.Close()
-					continue
-				}
-				live = append(live, d)
-			}
-			dsts = live
-		}
-		if err != nil {
-			return
-		}
-	}
 }
