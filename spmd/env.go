@@ -36,6 +36,8 @@ const (
 	EnvHugePages      = "GORUN_SHM_HUGEPAGES"   // 0: do not collapse memory sent from by single copy into huge pages
 	EnvBindTo         = "GORUN_BIND_TO"         // how the rank was bound to CPUs: none, hwthread, core or socket (--bind-to)
 	EnvReportBindings = "GORUN_REPORT_BINDINGS" // "1": the starter reports each rank's binding (--report-bindings)
+	EnvRestartCount   = "GORUN_RESTART_COUNT"   // which start of the job this is: 0, then 1, 2, ... after failures (--max-restarts)
+	EnvMaxRestarts    = "GORUN_MAX_RESTARTS"    // how many times gorun starts the job again after a failure (--max-restarts)
 
 	// The names torchrun sets, for programs written against it.
 	EnvTorchRank       = "RANK"
@@ -69,6 +71,8 @@ type Env struct {
 	HostID               string
 	ProfileDir           string
 	ProfileCPU           bool // GORUN_PROFILE_CPU=1
+	RestartCount         int  // GORUN_RESTART_COUNT: 0 on the job's first start
+	MaxRestarts          int  // GORUN_MAX_RESTARTS
 	Secret               []byte
 	InitTimeout          time.Duration
 	BindAddr             string
@@ -136,6 +140,8 @@ func ReadEnv(getenv func(string) string) (Env, error) {
 	e.HostID = getenv(EnvHostID)
 	e.ProfileDir = getenv(EnvProfileDir)
 	e.ProfileCPU = getenv(EnvProfileCPU) == "1"
+	e.RestartCount, _ = strconv.Atoi(getenv(EnvRestartCount))
+	e.MaxRestarts, _ = strconv.Atoi(getenv(EnvMaxRestarts))
 	e.BindAddr = getenv(EnvBindAddr)
 	e.Verbose = getenv(EnvVerbose) == "1"
 	switch e.Transport = getenv(EnvTransport); e.Transport {

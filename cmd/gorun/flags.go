@@ -20,6 +20,7 @@ const (
 	flagWdir        = "wdir"
 	flagProfile     = "profile"
 	flagProfileCPU  = "profile-cpu"
+	flagMaxRestarts = "max-restarts"
 	flagConfig      = "config"
 	flagDryRun      = "dry-run"
 	flagVerbose     = "verbose"
@@ -74,6 +75,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: flagOutputDir, Usage: "also write each rank's output to `DIR`/rank.N.out and DIR/rank.N.err"},
 		&cli.StringFlag{Name: flagStdin, Value: "0", Usage: "give gorun's standard input to `WHICH` ranks: none, all, or a rank number"},
 		&cli.DurationFlag{Name: flagTimeout, Usage: "stop the job after `DURATION` and exit 124 (0: no limit)"},
+		&cli.IntFlag{Name: flagMaxRestarts, Usage: "when a rank fails, stop the job and start all its ranks again, up to `N` times, as torchrun --max-restarts (sets GORUN_RESTART_COUNT)"},
 		&cli.DurationFlag{Name: flagKillGrace, Value: launch.DefaultKillGrace, Usage: "wait `DURATION` between SIGTERM and SIGKILL when stopping ranks"},
 		&cli.DurationFlag{Name: flagInitTimeout, Usage: "have each rank's spmd.Init wait `DURATION` for all ranks (sets GORUN_INIT_TIMEOUT)"},
 		&cli.StringFlag{Name: flagWdir, Usage: "run the ranks in `DIR`"},
@@ -98,7 +100,7 @@ func applyFlags(cliCtx *cli.Context, cfg *launch.Config) {
 			*dst = cliCtx.String(name)
 		}
 	}
-	for name, dst := range map[string]*int{flagNP: &cfg.NP, flagNPerNode: &cfg.NPerNode, flagSpawnRadix: &cfg.SpawnRadix} {
+	for name, dst := range map[string]*int{flagNP: &cfg.NP, flagNPerNode: &cfg.NPerNode, flagSpawnRadix: &cfg.SpawnRadix, flagMaxRestarts: &cfg.MaxRestarts} {
 		if set(name) {
 			*dst = cliCtx.Int(name)
 		}

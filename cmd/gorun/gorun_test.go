@@ -541,6 +541,37 @@ func TestStdinAllSlowRank(t *testing.T) {
 	}
 }
 
+// TestMaxRestarts: a rank's failure starts the whole job again, up to N
+// times, each start told which it is; the last start's status is gorun's;
+// a timeout is not a failure to restart after.
+func TestMaxRestarts(t *testing.T) {
+	script := `echo "rank $GORUN_RANK start $GORUN_RESTART_COUNT of $TORCHELASTIC_MAX_RESTARTS"; [ "$GORUN_RANK" = 1 ] && [ "$GORUN_RESTART_COUNT" -lt "$FAILS" ] && exit 3; exit 0`
+	for _, tc := range []struct {
+		fails, max, code, starts int
+	}{{0, 2, 0, 1}, {1, 2, 0, 2}, {2, 2, 0, 3}, {3, 2, 3, 3}} {
+		r := gorun(t, "", "-np", "2", "--max-restarts", fmt.Sprint(tc.max), "-x", fmt.Sprintf("FAILS=%d", tc.fails), "sh", "-c", script)
+		if r.code != tc.code {
+			t.Errorf("%d failures, --max-restarts %d: status %d, want %d\n%v", tc.fails, tc.max, r.code, tc.code, r)
+		}
+		for start := 0; start < 4; start++ {
+			line := fmt.Sprintf("rank 0 start %d of %d\n", start, tc.max)
+			if got := strings.Contains(r.stdout, line); got != (start < tc.starts) {
+				t.Errorf("%d failures, --max-restarts %d: start %d ran: %v, want %v\n%v", tc.fails, tc.max, start, got, start < tc.starts, r)
+			}
+		}
+		if n := strings.Count(r.stderr, "restarting the job"); n != tc.starts-1 {
+			t.Errorf("%d failures: %d restart lines, want %d\n%v", tc.fails, n, tc.starts-1, r)
+		}
+	}
+	r := gorun(t, "", "-np", "1", "--max-restarts", "3", "--timeout", "200ms", "sleep", "30")
+	if r.code != 124 || strings.Contains(r.stderr, "restarting") {
+		t.Errorf("a timed-out job: want status 124 and no restart\n%v", r)
+	}
+	if r := gorun(t, "", "-np", "1", "--max-restarts", "-1", "true"); r.code != 2 || !strings.Contains(r.stderr, "--max-restarts -1") {
+		t.Errorf("--max-restarts -1: want a usage error\n%v", r)
+	}
+}
+
 // TestDaemonsDie: a rank's descendants that detach from it (a double fork
 // with setsid, or a job of a shell with job control, in a process group of
 // its own) outlive the rank but not gorun: it is their subreaper and kills

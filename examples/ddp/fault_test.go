@@ -87,3 +87,32 @@ func children(t *testing.T, pid int) []int {
 	sort.Ints(out)
 	return out
 }
+
+// TestRestartResumes: under gorun --max-restarts, a rank killed in the
+// middle of training stops the job, gorun starts it again, and it resumes
+// from its last checkpoint: it finishes with the losses, step by step, of
+// a run that was never interrupted.
+func TestRestartResumes(t *testing.T) {
+	gorun, ddp := build(t)
+	args := append([]string{"--steps", "30", "--ckpt-every", "5"}, small...)
+	want := losses(t, job(t, gorun, ddp, 2, append(args, "--ckpt", t.TempDir())...))
+	dir := t.TempDir()
+	cmd := exec.Command(gorun, append([]string{"-np", "2", "--max-restarts", "1", "--timeout", "2m", ddp, "--ckpt", dir, "--resume", "--crash-at", "13"}, args...)...)
+	cmd.WaitDelay = 10 * time.Second
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("gorun: %v\n%s%s", err, out, stderr.String())
+	}
+	for _, w := range []string{"no checkpoint at ", "restart 1: resuming from step 10\n"} {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+	if !strings.Contains(stderr.String(), "killed by signal 9") || !strings.Contains(stderr.String(), "restarting the job after its failure") {
+		t.Errorf("gorun does not say that a rank was killed and the job restarted:\n%s", stderr.String())
+	}
+	got := losses(t, string(out))
+	sameLosses(t, "restarted", got, want, 11, 30)
+}

@@ -50,6 +50,7 @@ type config struct {
 	ckptEvery int
 	resume    bool
 	local     bool
+	crashAt   int
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
@@ -58,7 +59,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.Float64Var(&cfg.bucketMB, "bucket-mb", cfg.bucketMB, "gradient bucket cap in MiB (the first bucket is at most 1 MiB)")
 	fs.StringVar(&cfg.ckpt, "ckpt", "", "directory of the checkpoint: written by rank 0 at the end (and every --ckpt-every steps)")
 	fs.IntVar(&cfg.ckptEvery, "ckpt-every", 0, "also save every N steps (0: only at the end)")
-	fs.BoolVar(&cfg.resume, "resume", false, "continue from --ckpt's checkpoint (rank 0 reads it and sends it to the others)")
+	fs.BoolVar(&cfg.resume, "resume", false, "continue from --ckpt's checkpoint (rank 0 reads it and sends it to the others); under gorun --max-restarts, start afresh when there is none yet")
+	fs.IntVar(&cfg.crashAt, "crash-at", 0, "for tests of restarts: rank 1 kills itself (SIGKILL) as it begins step N, on the job's first start only")
 	fs.BoolVar(&cfg.local, "local", false, "for benchmarks: the same steps with no gradient reduction (each rank trains on its own)")
 	if err := workload.Parse(fs, args); err != nil {
 		return cfg, err
@@ -68,6 +70,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		return cfg, fmt.Errorf("--bucket-mb %g: want a positive size", cfg.bucketMB)
 	case cfg.resume && cfg.ckpt == "":
 		return cfg, fmt.Errorf("--resume needs --ckpt DIR, the directory to resume from")
+	case cfg.crashAt < 0:
+		return cfg, fmt.Errorf("--crash-at %d: want a step, 1 or more", cfg.crashAt)
 	case cfg.ckptEvery < 0:
 		return cfg, fmt.Errorf("--ckpt-every %d: want 0 or more", cfg.ckptEvery)
 	}

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/gorun-hpc/gorun/examples/internal/workload"
@@ -38,11 +39,21 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	ck := &nn.Checkpoint{Store: st, Optimizer: opt, Streams: wl.Streams}
 	if cfg.resume && w.Rank() == 0 {
 		path := filepath.Join(cfg.ckpt, ckptFile)
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		_, err := os.Stat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && w.Env().MaxRestarts > 0:
+			// A first start under gorun --max-restarts, or a failure
+			// before the first checkpoint: train from the start.
+			fmt.Fprintf(out, "no checkpoint at %s yet: training from step 0\n", path)
+		case errors.Is(err, fs.ErrNotExist):
 			return fmt.Errorf("--resume: no checkpoint at %s: train with --ckpt %s first", path, cfg.ckpt)
-		}
-		if err := ck.Load(path); err != nil {
-			return err
+		default:
+			if err := ck.Load(path); err != nil {
+				return err
+			}
+			if w.Env().RestartCount > 0 {
+				fmt.Fprintf(out, "restart %d: resuming from step %d\n", w.Env().RestartCount, ck.Step)
+			}
 		}
 	}
 	tl := &timeline{}
@@ -58,6 +69,9 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	var loss float32
 	for step := ck.Step; step < cfg.Steps; step++ {
+		if step+1 == cfg.crashAt && w.Rank() == 1%w.Size() && w.Env().RestartCount == 0 {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL) // a rank that dies mid-training
+		}
 		batches, err := wl.Batches(step)
 		if err != nil {
 			return err

@@ -53,8 +53,12 @@ type Config struct {
 	Wdir            string   `toml:"wdir"`             // working directory of the ranks
 	ProfileDir      string   `toml:"profile"`          // GORUN_PROFILE_DIR for the ranks
 	ProfileCPU      bool     `toml:"profile_cpu"`      // GORUN_PROFILE_CPU=1: CPU profiles too
-	Verbose         bool     `toml:"verbose"`          // log launch steps; GORUN_VERBOSE=1
-	DryRun          bool     `toml:"-"`                // print the plan, start nothing
+	MaxRestarts     int      `toml:"max_restarts"`     // start the job again after a rank's failure, up to this many times
+
+	restart int    // which start of the job this is (GORUN_RESTART_COUNT)
+	runID   string // the first start's job id: torchrun's run id, the same for every restart
+	Verbose bool   `toml:"verbose"` // log launch steps; GORUN_VERBOSE=1
+	DryRun  bool   `toml:"-"`       // print the plan, start nothing
 
 	// Hosts and mapping.
 	Hosts         string `toml:"hosts"`         // -H node1:2,node2:2
@@ -199,6 +203,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Iface != "" && c.Net != "" {
 		return bad("--iface and --net both given: pick the address one way")
+	}
+	if c.MaxRestarts < 0 {
+		return bad("--max-restarts %d: want 0 or more", c.MaxRestarts)
 	}
 	if c.ProfileCPU && c.ProfileDir == "" {
 		return bad("--profile-cpu needs --profile DIR: the CPU profiles go beside the trace files")

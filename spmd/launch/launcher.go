@@ -110,33 +110,51 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	if n := runtime.NumCPU(); hl.mode == modeLocal && cfg.NP > n {
 		out.Logf("%d ranks on %d cores: oversubscribed, ranks will share cores", cfg.NP, n)
 	}
+	for {
+		status, failed, err := l.start(ctx, &cfg, hl, out, logf)
+		if err != nil || !failed || cfg.restart >= cfg.MaxRestarts || ctx.Err() != nil {
+			return status, err
+		}
+		cfg.restart++
+		out.Logf("restarting the job after its failure: start %d of at most %d (--max-restarts %d)", cfg.restart+1, cfg.MaxRestarts+1, cfg.MaxRestarts)
+	}
+}
+
+// start runs the job once, as a new job (id, secret, seed, rendezvous),
+// and returns its exit status and whether a rank's failure (or a lost
+// host) ended it.
+func (l *Launcher) start(ctx context.Context, cfg *Config, hl *hostList, out *Output, logf func(string, ...any)) (int, bool, error) {
 	secret := make([]byte, 32)
 	rand.Read(secret)
 	jobID := newID(8)
+	if cfg.runID == "" {
+		cfg.runID = jobID
+	}
 	defer shm.Cleanup(jobID) // what ranks that died left in /dev/shm
 	logf("job %s: %d ranks of %s on %d %s (%s)", jobID, cfg.NP, cfg.Program,
 		len(hl.hosts), plural(len(hl.hosts), "host"), hl.source)
 	if hl.remote() {
-		return l.runRemote(ctx, &cfg, hl, jobID, secret, out, logf)
+		return l.runRemote(ctx, cfg, hl, jobID, secret, out, logf)
 	}
 	if cfg.Iface != "" || cfg.Net != "" {
 		// A job on this machine talks over loopback and shared memory,
 		// but an interface or network that is not here is a mistake to
 		// say, not to ignore.
 		if _, err := pickAddr(cfg.Iface, cfg.Net, ""); err != nil {
-			return 0, errorf(ErrUsage, "%v", err)
+			return 0, false, errorf(ErrUsage, "%v", err)
 		}
 	}
 	seed := l.openSeed(ctx, jobID, secret, "127.0.0.1", cfg.Ports, cfg.Verbose, out)
 	if seed != nil {
 		defer seed.Close()
 	}
-	plan, err := l.plan(&cfg, hl, jobID, "", nil, seed, out)
+	plan, err := l.plan(cfg, hl, jobID, "", nil, seed, out)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	j := &job{cfg: &cfg, plan: plan, out: out, logf: logf, secret: secret, l: l}
-	return j.run(ctx, seed), nil
+	j := &job{cfg: cfg, plan: plan, out: out, logf: logf, secret: secret, l: l}
+	status := j.run(ctx, seed)
+	return status, j.failed, nil
 }
 
 // plan plans the job on hl; with out it says there when it sets
@@ -180,7 +198,7 @@ func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, binds map
 		job.Seeds = []string{"<seed address, chosen at launch>"}
 	}
 	plan, err := NewPlan(cfg, job, hl.rankHost)
-	if err == nil && out != nil && plan.SetsOMP() {
+	if err == nil && out != nil && plan.SetsOMP() && cfg.restart == 0 {
 		out.Logf("setting OMP_NUM_THREADS=1 for each rank, as torchrun does, since ranks share a host's cores; set it, or pass -x OMP_NUM_THREADS=N, to choose")
 	}
 	return plan, err

@@ -106,8 +106,13 @@ func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
 			spmd.EnvTorchRoleRank:   strconv.Itoa(r),
 			spmd.EnvTorchRoleSize:   strconv.Itoa(cfg.NP),
 			spmd.EnvTorchRunID:      job.ID,
-			spmd.EnvTorchRestarts:   "0",
-			spmd.EnvTorchMaxRestart: "0",
+			spmd.EnvTorchRestarts:   strconv.Itoa(cfg.restart),
+			spmd.EnvTorchMaxRestart: strconv.Itoa(cfg.MaxRestarts),
+			spmd.EnvRestartCount:    strconv.Itoa(cfg.restart),
+			spmd.EnvMaxRestarts:     strconv.Itoa(cfg.MaxRestarts),
+		}
+		if cfg.runID != "" {
+			env[spmd.EnvTorchRunID] = cfg.runID
 		}
 		if ompShared(localSize[h], exports, getenv) {
 			env[spmd.EnvOMPThreads] = "1"
@@ -212,6 +217,7 @@ var contractVars = map[string]bool{
 	spmd.EnvTorchLocalWorld: true, spmd.EnvTorchGroupRank: true, spmd.EnvTorchGroupSize: true,
 	spmd.EnvTorchRoleRank: true, spmd.EnvTorchRoleSize: true, spmd.EnvTorchRunID: true,
 	spmd.EnvTorchRestarts: true, spmd.EnvTorchMaxRestart: true,
+	spmd.EnvRestartCount: true, spmd.EnvMaxRestarts: true,
 }
 
 func isContractVar(name string) bool { return contractVars[name] }

@@ -12,14 +12,14 @@ import (
 // that faces them, opens the seed there, starts one agent per host through
 // the spawn tree, and supervises the ranks through them.
 func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, jobID string, secret []byte,
-	out *Output, logf func(string, ...any)) (int, error) {
+	out *Output, logf func(string, ...any)) (int, bool, error) {
 	gorun, err := os.Executable()
 	if err != nil {
-		return 0, fmt.Errorf("finding gorun's own path for the agents: %w", err)
+		return 0, false, fmt.Errorf("finding gorun's own path for the agents: %w", err)
 	}
 	remote, err := NewRemote(hl.mode, cfg.SSHArgs, cfg.LaunchAgent, time.Duration(cfg.ConnectTimeout), gorun)
 	if err != nil {
-		return 0, errorf(ErrUsage, "%v", err)
+		return 0, false, errorf(ErrUsage, "%v", err)
 	}
 	targets := hl.targets()
 	bind, err := launcherAddr(cfg, remote, targets)
@@ -58,19 +58,20 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 	if err := c.connect(ctx, targets, connectWait(cfg, radix, len(targets))); err != nil {
 		if ctx.Err() != nil {
 			out.Logf("interrupted while starting the agents; stopping them")
-			return 128 + int(syscall.SIGINT), nil
+			return 128 + int(syscall.SIGINT), false, nil
 		}
-		return 0, err
+		return 0, false, err
 	}
 	plan, err := l.plan(cfg, hl, jobID, bind, c.binds(), seed, out)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if cfg.Wdir == "" {
 		cfg.Wdir, _ = os.Getwd() // the ranks' directory on every host, if it exists there
 	}
 	j := &job{cfg: cfg, plan: plan, out: out, logf: logf, secret: secret, l: l, starter: c}
-	return j.run(ctx, seed), nil
+	status := j.run(ctx, seed)
+	return status, j.failed, nil
 }
 
 // connectWait bounds the wait for every agent: the connect timeout per

@@ -25,6 +25,10 @@ type job struct {
 	starter Starter
 
 	procs []Proc // the started ranks, in rank order
+	// failed says that the job stopped because a rank failed or a host
+	// was lost (not a signal, the timeout or a start failure): a failure
+	// --max-restarts starts the job again after.
+	failed bool
 }
 
 // ended is a rank that ended.
@@ -164,6 +168,7 @@ func (s *supervisor) ended(e ended) {
 		return
 	}
 	s.decide(e.status.ExitCode())
+	s.failed = true
 	if e.status.Lost != "" {
 		s.out.Logf("host %s: %s; stopping the job", rp.Host, e.status.Lost)
 		s.stop()
@@ -222,7 +227,8 @@ func (s *supervisor) cancelled() {
 	}
 }
 
-// decide sets the job's exit status unless it was set already.
+// decide sets the job's exit status unless it was set already: the first
+// cause of the job's end decides it.
 func (s *supervisor) decide(status int) {
 	if !s.decided {
 		s.status, s.decided = status, true
