@@ -70,6 +70,13 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 		return usageError{fmt.Errorf("no program to run: usage is %s (see gorun --help)", cliCtx.App.UsageText)}
 	}
 	cfg.Program, cfg.Args = args[0], args[1:]
+	if !cliCtx.Bool(flagTopo) {
+		apps, first, err := splitApps(cfg.Args)
+		if err != nil {
+			return usageError{err}
+		}
+		cfg.Args, cfg.Apps = first, apps
+	}
 	if cfg.NP == 0 && !cliCtx.IsSet(flagNP) && cfg.Hosts == "" && cfg.Hostfile == "" && !inSlurm() {
 		return usageError{fmt.Errorf("how many ranks? give -np N, as in gorun -np 4 %s", cfg.Program)}
 	}

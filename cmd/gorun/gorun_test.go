@@ -572,6 +572,36 @@ func TestMaxRestarts(t *testing.T) {
 	}
 }
 
+// TestMPMD: Open MPI's MPMD syntax runs a server program and a worker
+// program as one job, ranks numbered in order, each program with its own
+// -x; they find each other and exchange messages.
+func TestMPMD(t *testing.T) {
+	r := gorun(t, "", "-np", "1", "./testdata/mpmd/server", ":", "-np", "3", "-x", "ROLE=worker", "./testdata/mpmd/worker")
+	if r.code != 0 || !strings.Contains(r.stdout, "server: rank 0 of 4 got 60 from the workers") {
+		t.Fatalf("want the server to get 10+20+30 from 3 workers\n%v", r)
+	}
+	for w := 1; w <= 3; w++ {
+		if line := fmt.Sprintf("worker: rank %d of 4, role worker\n", w); !strings.Contains(r.stdout, line) {
+			t.Errorf("stdout lacks %q\n%v", line, r)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-np", "1", "true", ":", "true"}, "how many ranks of true? give -np M"},
+		{[]string{"-np", "1", "true", ":", "-np", "2"}, "no program"},
+		{[]string{"-np", "1", "true", ":", "-np", "x", "true"}, `-np "x"`},
+		{[]string{"-np", "1", "true", ":", "-np", "1", "-H", "a", "true"}, "-H is not taken per program"},
+		{[]string{"-np", "1", "true", ":", "-np", "1", "-x"}, "-x needs a value"},
+		{[]string{"-H", "localhost:2", "true", ":", "-np", "1", "true"}, "every program of an MPMD job"},
+	} {
+		if r := gorun(t, "", tc.args...); r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("gorun %q: want status 2 and %q\n%v", tc.args, tc.want, r)
+		}
+	}
+}
+
 // TestDaemonsDie: a rank's descendants that detach from it (a double fork
 // with setsid, or a job of a shell with job control, in a process group of
 // its own) outlive the rank but not gorun: it is their subreaper and kills

@@ -55,6 +55,7 @@ type Config struct {
 	ProfileCPU      bool     `toml:"profile_cpu"`      // GORUN_PROFILE_CPU=1: CPU profiles too
 	MaxRestarts     int      `toml:"max_restarts"`     // start the job again after a rank's failure, up to this many times
 
+	apps    []App  // every context, the first included, once Run has counted them
 	restart int    // which start of the job this is (GORUN_RESTART_COUNT)
 	runID   string // the first start's job id: torchrun's run id, the same for every restart
 	Verbose bool   `toml:"verbose"` // log launch steps; GORUN_VERBOSE=1
@@ -85,6 +86,10 @@ type Config struct {
 
 	Program string   `toml:"-"` // executable, name on PATH, or Go package directory
 	Args    []string `toml:"-"` // the program's arguments
+	// Apps are the program contexts after the first of an MPMD job, Open
+	// MPI's gorun -np 1 ./server : -np 4 ./worker: each context's ranks
+	// follow the earlier ones' in rank order. Empty for an SPMD job.
+	Apps []App `toml:"-"`
 }
 
 // Duration is a time.Duration that reads and writes as "1m30s" in TOML.
@@ -169,6 +174,47 @@ func (c *Config) DecodeTOML(name string, b []byte) error {
 		return errorf(ErrUsage, "%s:%d: %s: fix the file or pass another with --config", name, line, what)
 	}
 	return errorf(ErrUsage, "%s: %v: fix the file or pass another with --config", name, err)
+}
+
+// App is one program context of an MPMD job after the first.
+type App struct {
+	NP      int
+	Program string
+	Args    []string
+	Export  []string // -x for this context's ranks, over the job's
+}
+
+// contexts returns every program context of the job, the first (NP,
+// Program, Args) included.
+func (c *Config) contexts() []App {
+	if c.apps != nil {
+		return c.apps
+	}
+	return []App{{NP: c.NP, Program: c.Program, Args: c.Args}}
+}
+
+// countApps fixes the contexts of an MPMD job and makes NP their total;
+// an SPMD job keeps its NP (0 may still mean one rank per slot).
+func (c *Config) countApps() error {
+	if len(c.Apps) == 0 {
+		return nil
+	}
+	if c.NP < 1 {
+		return errorf(ErrUsage, "-np %d before %s: every program of an MPMD job (PROG : -np N PROG2) needs its -np", c.NP, c.Program)
+	}
+	c.apps = append([]App{{NP: c.NP, Program: c.Program, Args: c.Args}}, c.Apps...)
+	total := 0
+	for i, a := range c.apps {
+		switch {
+		case a.Program == "":
+			return errorf(ErrUsage, "program %d of the MPMD job: no program after its -np %d", i+1, a.NP)
+		case a.NP < 1:
+			return errorf(ErrUsage, "program %d of the MPMD job (%s): -np %d: want at least 1 rank", i+1, a.Program, a.NP)
+		}
+		total += a.NP
+	}
+	c.NP = total
+	return nil
 }
 
 // Validate reports the first thing wrong with c, wrapping ErrUsage. NP 0

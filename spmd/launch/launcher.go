@@ -59,6 +59,9 @@ type Launcher struct {
 // they have all ended. It returns the job's exit status; err is set, and
 // the status meaningless, when the job could not be started (see ExitCode).
 func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
+	if err := cfg.countApps(); err != nil {
+		return 0, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return 0, err
 	}
@@ -68,9 +71,13 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	if cfg.Verbose {
 		logf = out.Logf
 	}
-	prog, err := ResolveProgram(cfg.Program)
-	if err != nil {
-		return 0, err
+	progs := make([]Program, len(cfg.contexts()))
+	for i, a := range cfg.contexts() {
+		p, err := ResolveProgram(a.Program)
+		if err != nil {
+			return 0, err
+		}
+		progs[i] = p
 	}
 	getenv := l.Getenv
 	if getenv == nil {
@@ -80,8 +87,15 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if cfg.apps == nil { // SPMD: one context of every rank, now counted
+		cfg.apps = cfg.contexts()
+		cfg.apps[0].NP = cfg.NP
+	}
 	if cfg.DryRun {
-		cfg.Program = prog.String()
+		for i, p := range progs {
+			cfg.apps[i].Program = p.String()
+		}
+		cfg.Program = cfg.apps[0].Program
 		plan, err := l.plan(&cfg, hl, newID(8), "", nil, nil, nil)
 		if err != nil {
 			return 0, err
@@ -91,19 +105,22 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 		}
 		return 0, plan.Format(l.Stdout)
 	}
-	if prog.Package != "" {
-		logf("building %s", prog.Package)
-	}
-	cleanup, err := prog.Build(ctx)
-	if err != nil {
-		if status, ok := l.interrupted(ctx); ok {
-			out.Logf("stopped while building %s", prog.Package)
-			return status, nil
+	for i, prog := range progs {
+		if prog.Package != "" {
+			logf("building %s", prog.Package)
 		}
-		return 0, err
+		cleanup, err := prog.Build(ctx)
+		if err != nil {
+			if status, ok := l.interrupted(ctx); ok {
+				out.Logf("stopped while building %s", prog.Package)
+				return status, nil
+			}
+			return 0, err
+		}
+		defer cleanup()
+		cfg.apps[i].Program = prog.Path
 	}
-	defer cleanup()
-	cfg.Program = prog.Path
+	cfg.Program = cfg.apps[0].Program
 	if err := prepareDirs(&cfg); err != nil {
 		return 0, err
 	}

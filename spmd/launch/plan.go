@@ -22,8 +22,11 @@ type Plan struct {
 	JobID   string
 	Program string   // what runs: a path, or the package that will be built
 	Args    []string // the program's arguments
-	Hosts   []string // the job's hosts, in node-rank order
-	Ranks   []RankPlan
+	// Apps are the job's programs, one per context of an MPMD job (the
+	// first is Program and Args); RankPlan.App indexes them.
+	Apps  []App
+	Hosts []string // the job's hosts, in node-rank order
+	Ranks []RankPlan
 }
 
 // RankPlan is one rank of a Plan.
@@ -32,6 +35,7 @@ type RankPlan struct {
 	Host      string
 	LocalRank int
 	NodeRank  int
+	App       int // which of Plan.Apps the rank runs
 	// Env is what gorun sets for this rank, "NAME=VALUE" sorted by name, on
 	// top of the environment the rank inherits.
 	Env []string
@@ -70,11 +74,27 @@ func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	exports, err := exports(cfg.Export, getenv)
+	jobExports, err := exports(cfg.Export, getenv)
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{JobID: job.ID, Program: cfg.Program, Args: cfg.Args}
+	p := &Plan{JobID: job.ID, Program: cfg.Program, Args: cfg.Args, Apps: cfg.contexts()}
+	if len(p.Apps) == 1 {
+		p.Apps[0].NP = cfg.NP
+	}
+	appOf := make([]int, 0, cfg.NP) // rank -> context
+	appExports := make([]map[string]string, len(p.Apps))
+	for i, a := range p.Apps {
+		for k := 0; k < a.NP; k++ {
+			appOf = append(appOf, i)
+		}
+		if appExports[i], err = exports(a.Export, getenv); err != nil {
+			return nil, err
+		}
+	}
+	if len(appOf) != cfg.NP {
+		return nil, fmt.Errorf("plan: the programs have %d ranks, the job %d", len(appOf), cfg.NP)
+	}
 	node := map[string]int{}
 	localSize := map[string]int{}
 	for _, h := range hosts {
@@ -86,7 +106,7 @@ func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
 	}
 	local := map[string]int{}
 	for r, h := range hosts {
-		rp := RankPlan{Rank: r, Host: h, LocalRank: local[h], NodeRank: node[h]}
+		rp := RankPlan{Rank: r, Host: h, LocalRank: local[h], NodeRank: node[h], App: appOf[r]}
 		local[h]++
 		env := map[string]string{
 			spmd.EnvRank:            strconv.Itoa(r),
@@ -114,7 +134,7 @@ func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
 		if cfg.runID != "" {
 			env[spmd.EnvTorchRunID] = cfg.runID
 		}
-		if ompShared(localSize[h], exports, getenv) {
+		if ompShared(localSize[h], jobExports, getenv) {
 			env[spmd.EnvOMPThreads] = "1"
 		}
 		setIf(env, spmd.EnvSeeds, strings.Join(job.Seeds, ","))
@@ -141,7 +161,10 @@ func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
 		if cfg.Verbose {
 			env[spmd.EnvVerbose] = "1"
 		}
-		for k, v := range exports {
+		for k, v := range jobExports {
+			env[k] = v
+		}
+		for k, v := range appExports[rp.App] {
 			env[k] = v
 		}
 		rp.Env = sortedEnv(env)
@@ -227,10 +250,21 @@ func isContractVar(name string) bool { return contractVars[name] }
 func (p *Plan) Format(w io.Writer) error {
 	var b strings.Builder
 	cmd := strings.Join(append([]string{p.Program}, p.Args...), " ")
+	if len(p.Apps) > 1 {
+		var parts []string
+		for _, a := range p.Apps {
+			parts = append(parts, fmt.Sprintf("-np %d %s", a.NP, strings.Join(append([]string{a.Program}, a.Args...), " ")))
+		}
+		cmd = strings.Join(parts, " : ")
+	}
 	fmt.Fprintf(&b, "job %s: %d %s of %s on %d %s\n",
 		p.JobID, len(p.Ranks), plural(len(p.Ranks), "rank"), cmd, len(p.Hosts), plural(len(p.Hosts), "host"))
 	for _, r := range p.Ranks {
-		fmt.Fprintf(&b, "rank %d: host %s, node %d, local rank %d\n", r.Rank, r.Host, r.NodeRank, r.LocalRank)
+		fmt.Fprintf(&b, "rank %d: host %s, node %d, local rank %d", r.Rank, r.Host, r.NodeRank, r.LocalRank)
+		if len(p.Apps) > 1 {
+			fmt.Fprintf(&b, ", program %d (%s)", r.App+1, p.Apps[r.App].Program)
+		}
+		b.WriteString("\n")
 		for _, kv := range r.Env {
 			fmt.Fprintf(&b, "    %s\n", kv)
 		}

@@ -52,7 +52,10 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 		return s
 	}, out, logf)
 	if cfg.Preload {
-		c.sp.preload = []string{gorun, cfg.Program}
+		c.sp.preload = []string{gorun}
+		for _, a := range cfg.contexts() {
+			c.sp.preload = append(c.sp.preload, a.Program)
+		}
 	}
 	defer c.close(time.Duration(cfg.KillGrace) + 5*time.Second)
 	if err := c.connect(ctx, targets, connectWait(cfg, radix, len(targets))); err != nil {

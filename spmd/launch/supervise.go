@@ -284,7 +284,7 @@ func (j *job) start(rp RankPlan, stdin *os.File) (Proc, error) {
 		starter = Local{}
 	}
 	p, err := starter.Start(&Spec{
-		Rank: rp, Path: j.cfg.Program, Args: j.cfg.Args, Dir: j.cfg.Wdir,
+		Rank: rp, Path: j.plan.Apps[rp.App].Program, Args: j.plan.Apps[rp.App].Args, Dir: j.cfg.Wdir,
 		Env:    append(inheritedEnv(), rp.Env...),
 		Secret: j.secret, Stdin: stdin, Stdout: stdout, Stderr: stderr,
 	})
