@@ -164,7 +164,25 @@ func TestRig(t *testing.T) {
 	t.Run("tree", func(t *testing.T) { testRigTree(t, rig) })
 	t.Run("preload", func(t *testing.T) { testRigPreload(t, rig) })
 	t.Run("unreachable", func(t *testing.T) { testRigUnreachable(t, rig) })
+	t.Run("mpmd", func(t *testing.T) { testRigMPMD(t, base) })
 	checkNoLeftovers(t, rig)
+}
+
+// testRigMPMD runs an MPMD job across the three hosts: a server program
+// on h1 and five workers after it, which send it their numbers.
+func testRigMPMD(t *testing.T, base []string) {
+	dir := t.TempDir()
+	for _, p := range []string{"server", "worker"} {
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, p), "./testdata/mpmd/"+p).CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", p, err, out)
+		}
+	}
+	args := append(append([]string{}, base...), filepath.Join(dir, "server"), ":", "-np", "5", "-x", "ROLE=worker", filepath.Join(dir, "worker"))
+	args = append([]string{"-np", "1"}, args...)
+	r := gorun(t, "", args...)
+	if r.code != 0 || !strings.Contains(r.stdout, "server: rank 0 of 6 got 150 from the workers") || strings.Count(r.stdout, ", role worker\n") != 5 {
+		t.Errorf("want the server to get 10+...+50 from 5 workers across the hosts\n%v", r)
+	}
 }
 
 // testRigNetPorts picks addresses by --net and keeps every listener of the
