@@ -50,6 +50,7 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 		Secret:   secret,
 		BindAddr: bind,
 		Seeds:    env.Seeds,
+		Crowd:    (env.LocalSize + runtime.NumCPU() - 1) / runtime.NumCPU(),
 		Logger:   verboseOnly(env, o),
 		OnLost: func(rank int, reason string) {
 			o.logger.Printf("gossip: rank %d %s", rank, reason)

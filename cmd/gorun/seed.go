@@ -11,7 +11,7 @@ import (
 
 // openSeed opens the job's gossip seed with net/gossip.
 func openSeed(ctx context.Context, cfg launch.SeedConfig) (launch.Seed, error) {
-	gc := gossip.Config{JobID: cfg.JobID, Secret: cfg.Secret, BindAddr: cfg.BindAddr}
+	gc := gossip.Config{JobID: cfg.JobID, Secret: cfg.Secret, BindAddr: cfg.BindAddr, Crowd: cfg.Crowd}
 	if cfg.Verbose {
 		gc.Logger = log.New(logWriter(cfg.Logf), "", 0)
 	}

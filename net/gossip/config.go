@@ -43,7 +43,14 @@ const (
 
 	retryMin = 10 * time.Millisecond  // first join retry / state pull while waiting
 	retryMax = 500 * time.Millisecond // longest pause between them
+
+	maxCrowd = 20 // the most Config.Crowd slows gossip by: 200ms ticks, 4s probes
 )
+
+// crowded scales d by cfg's crowd, up to maxCrowd.
+func crowded(cfg Config, d time.Duration) time.Duration {
+	return d * time.Duration(min(max(cfg.Crowd, 1), maxCrowd))
+}
 
 // keyLabel is the HMAC message that derives the memberlist key from the
 // job's secret.
@@ -90,11 +97,11 @@ func memberlistConfig(cfg Config, name string, c *core) *memberlist.Config {
 	mc.GossipVerifyOutgoing = true
 	mc.EnableCompression = false
 
-	mc.GossipInterval = gossipInterval
+	mc.GossipInterval = crowded(cfg, gossipInterval)
 	mc.GossipNodes = gossipNodes
 	mc.RetransmitMult = retransmitMult
-	mc.ProbeInterval = probeInterval
-	mc.ProbeTimeout = probeTimeout
+	mc.ProbeInterval = crowded(cfg, probeInterval)
+	mc.ProbeTimeout = crowded(cfg, probeTimeout)
 	mc.SuspicionMult = suspicionMult
 	mc.SuspicionMaxTimeoutMult = suspicionMaxMult
 	mc.PushPullInterval = pushPullInterval

@@ -101,7 +101,10 @@ func (c *core) await(ctx context.Context, size int, pull, arm bool) ([]Member, e
 			} else if pull {
 				c.pull()
 			}
-			delay = min(max(2*delay, retryMin), retryMax)
+			// Jittered, and slower on a crowded host: every waiting
+			// rank pulls, half of the time from the seed.
+			delay = min(max(2*delay, retryMin), crowded(c.cfg, retryMax))
+			delay = delay/2 + rand.N(delay/2+1)
 			retry.Reset(delay)
 		case <-ctx.Done():
 			return nil, c.missingErr(ctx, size, start, joined, joinErr)

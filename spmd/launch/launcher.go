@@ -35,6 +35,7 @@ type SeedConfig struct {
 	Ports    spmd.PortRange // the seed's port comes from here; zero: any
 	Verbose  bool
 	Logf     func(format string, args ...any) // gorun's log, one line per call
+	Crowd    int                              // ranks per core on the seed's host (gossip.Config.Crowd)
 }
 
 // SeedOpener opens the gossip seed of a job. cmd/gorun wires net/gossip.
@@ -161,7 +162,8 @@ func (l *Launcher) start(ctx context.Context, cfg *Config, hl *hostList, out *Ou
 			return 0, false, errorf(ErrUsage, "%v", err)
 		}
 	}
-	seed := l.openSeed(ctx, jobID, secret, "127.0.0.1", cfg.Ports, cfg.Verbose, out)
+	cpus := runtime.NumCPU()
+	seed := l.openSeed(ctx, jobID, secret, "127.0.0.1", cfg.Ports, cfg.Verbose, (cfg.NP+cpus-1)/cpus, out)
 	if seed != nil {
 		defer seed.Close()
 	}
@@ -223,13 +225,13 @@ func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, binds map
 
 // openSeed opens the gossip seed; a job without one still runs programs
 // that do not call spmd.Init, so failing to open it is only a warning.
-func (l *Launcher) openSeed(ctx context.Context, jobID string, secret []byte, bind, ports string, verbose bool, out *Output) Seed {
+func (l *Launcher) openSeed(ctx context.Context, jobID string, secret []byte, bind, ports string, verbose bool, crowd int, out *Output) Seed {
 	if l.OpenSeed == nil {
 		return nil
 	}
 	pr, _ := spmd.ParsePortRange(ports)
 	seed, err := l.OpenSeed(ctx, SeedConfig{
-		JobID: jobID, Secret: secret, BindAddr: bind, Ports: pr, Verbose: verbose, Logf: out.Logf,
+		JobID: jobID, Secret: secret, BindAddr: bind, Ports: pr, Verbose: verbose, Logf: out.Logf, Crowd: crowd,
 	})
 	if err != nil {
 		out.Logf("cannot open the gossip seed (%v); ranks that call spmd.Init will not find each other", err)
