@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gorun-hpc/gorun/spmd/contract"
+
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/spmdtest"
 	"github.com/gorun-hpc/gorun/topo"
@@ -105,7 +107,7 @@ func TestHierarchical(t *testing.T) {
 func TestChosen(t *testing.T) {
 	for _, env := range []string{"", "ring", "allreduce=hier,broadcast=linear"} {
 		t.Run("GORUN_ALGO="+env, func(t *testing.T) {
-			t.Setenv(spmd.EnvAlgo, env)
+			t.Setenv(contract.EnvAlgo, env)
 			spmdtest.RunHosts(t, []string{"a", "a", "b", "b", "b"}, func(ctx context.Context, w *spmd.World) error {
 				for _, coll := range topo.Collectives {
 					for _, n := range []int{3, 100000} {

@@ -1,60 +1,12 @@
 package spmd
 
 import (
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
-)
 
-// The launcher-to-rank contract: the environment gorun (or its agent) gives
-// every rank. gorun(1) lists each variable under ENVIRONMENT.
-const (
-	EnvRank           = "GORUN_RANK"            // this rank, 0..size-1
-	EnvSize           = "GORUN_SIZE"            // number of ranks in the job
-	EnvLocalRank      = "GORUN_LOCAL_RANK"      // rank among the ranks of this host
-	EnvLocalSize      = "GORUN_LOCAL_SIZE"      // number of ranks on this host
-	EnvNodeRank       = "GORUN_NODE_RANK"       // index of this host among the job's hosts
-	EnvNodeCount      = "GORUN_NODE_COUNT"      // number of hosts in the job
-	EnvJobID          = "GORUN_JOB_ID"          // job id; labels the gossip
-	EnvSeeds          = "GORUN_SEEDS"           // comma-separated gossip seed addresses
-	EnvHostID         = "GORUN_HOST_ID"         // host identity; overrides hostname+boot id
-	EnvProfileDir     = "GORUN_PROFILE_DIR"     // where to write trace files (profiling on)
-	EnvProfileCPU     = "GORUN_PROFILE_CPU"     // "1": each rank also writes its CPU profile to the profile directory
-	EnvSecretFD       = "GORUN_SECRET_FD"       // fd to read the per-job secret from (hex, one line)
-	EnvSecret         = "GORUN_SECRET"          // the per-job secret in hex, when no fd can be passed
-	EnvInitTimeout    = "GORUN_INIT_TIMEOUT"    // how long Init waits for every rank (Go duration)
-	EnvBindAddr       = "GORUN_BIND_ADDR"       // IP that gossip and data plane listen on
-	EnvPorts          = "GORUN_PORTS"           // LOW-HIGH: TCP/UDP ports listeners may use
-	EnvVerbose        = "GORUN_VERBOSE"         // "1": log rendezvous and connection steps to stderr
-	EnvTransport      = "GORUN_TRANSPORT"       // force a transport: tcp, shm
-	EnvAlgo           = "GORUN_ALGO"            // force a collective algorithm
-	EnvSingleCopy     = "GORUN_SHM_SINGLE_COPY" // smallest shared-memory message sent by single copy; 0: never
-	EnvHugePages      = "GORUN_SHM_HUGEPAGES"   // 0: do not collapse memory sent from by single copy into huge pages
-	EnvBindTo         = "GORUN_BIND_TO"         // how the rank was bound to CPUs: none, hwthread, core or socket (--bind-to)
-	EnvReportBindings = "GORUN_REPORT_BINDINGS" // "1": the starter reports each rank's binding (--report-bindings)
-	EnvRestartCount   = "GORUN_RESTART_COUNT"   // which start of the job this is: 0, then 1, 2, ... after failures (--max-restarts)
-	EnvMaxRestarts    = "GORUN_MAX_RESTARTS"    // how many times gorun starts the job again after a failure (--max-restarts)
-
-	// The names torchrun sets, for programs written against it.
-	EnvTorchRank       = "RANK"
-	EnvTorchWorldSize  = "WORLD_SIZE"
-	EnvTorchLocalRank  = "LOCAL_RANK"
-	EnvTorchLocalWorld = "LOCAL_WORLD_SIZE"
-	EnvMasterAddr      = "MASTER_ADDR"
-	EnvMasterPort      = "MASTER_PORT"
-	// torchrun's elastic names: one worker group per host, one role.
-	EnvTorchGroupRank  = "GROUP_RANK"                 // the host's node rank
-	EnvTorchGroupSize  = "GROUP_WORLD_SIZE"           // the number of hosts
-	EnvTorchRoleRank   = "ROLE_RANK"                  // the rank
-	EnvTorchRoleSize   = "ROLE_WORLD_SIZE"            // the number of ranks
-	EnvTorchRunID      = "TORCHELASTIC_RUN_ID"        // the job id
-	EnvTorchRestarts   = "TORCHELASTIC_RESTART_COUNT" // 0: gorun does not restart jobs
-	EnvTorchMaxRestart = "TORCHELASTIC_MAX_RESTARTS"  // 0
-	EnvOMPThreads      = "OMP_NUM_THREADS"            // 1 when ranks share a host and the user set none
+	"github.com/gorun-hpc/gorun/spmd/contract"
 )
 
 // DefaultInitTimeout is how long Init waits for every rank to arrive when
@@ -76,17 +28,17 @@ type Env struct {
 	Secret               []byte
 	InitTimeout          time.Duration
 	BindAddr             string
-	Transport            string    // "", tcp or shm (GORUN_TRANSPORT)
-	SingleCopy           int       // GORUN_SHM_SINGLE_COPY in bytes; -1 when unset (the transport's default)
-	NoHugePages          bool      // GORUN_SHM_HUGEPAGES=0
-	Ports                PortRange // zero: any port
+	Transport            string             // "", tcp or shm (GORUN_TRANSPORT)
+	SingleCopy           int                // GORUN_SHM_SINGLE_COPY in bytes; -1 when unset (the transport's default)
+	NoHugePages          bool               // GORUN_SHM_HUGEPAGES=0
+	Ports                contract.PortRange // zero: any port
 	Verbose              bool
 }
 
 // Launched reports whether the process was started by gorun (GORUN_RANK set)
 // or, for torchrun-style launchers, RANK and WORLD_SIZE.
 func Launched(getenv func(string) string) bool {
-	return getenv(EnvRank) != "" || getenv(EnvTorchRank) != "" && getenv(EnvTorchWorldSize) != ""
+	return getenv(contract.EnvRank) != "" || getenv(contract.EnvTorchRank) != "" && getenv(contract.EnvTorchWorldSize) != ""
 }
 
 // ReadEnv parses the launcher's environment through getenv (os.Getenv in
@@ -99,12 +51,12 @@ func ReadEnv(getenv func(string) string) (Env, error) {
 		names    []string
 		required bool
 	}{
-		{&e.Rank, []string{EnvRank, EnvTorchRank}, true},
-		{&e.Size, []string{EnvSize, EnvTorchWorldSize}, true},
-		{&e.LocalRank, []string{EnvLocalRank, EnvTorchLocalRank}, false},
-		{&e.LocalSize, []string{EnvLocalSize, EnvTorchLocalWorld}, false},
-		{&e.NodeRank, []string{EnvNodeRank}, false},
-		{&e.NodeCount, []string{EnvNodeCount}, false},
+		{&e.Rank, []string{contract.EnvRank, contract.EnvTorchRank}, true},
+		{&e.Size, []string{contract.EnvSize, contract.EnvTorchWorldSize}, true},
+		{&e.LocalRank, []string{contract.EnvLocalRank, contract.EnvTorchLocalRank}, false},
+		{&e.LocalSize, []string{contract.EnvLocalSize, contract.EnvTorchLocalWorld}, false},
+		{&e.NodeRank, []string{contract.EnvNodeRank}, false},
+		{&e.NodeCount, []string{contract.EnvNodeCount}, false},
 	}
 	for _, v := range ints {
 		name, val := first(getenv, v.names)
@@ -121,7 +73,7 @@ func ReadEnv(getenv func(string) string) (Env, error) {
 		*v.dst = n
 	}
 	if e.Size < 1 || e.Rank >= e.Size {
-		return e, fmt.Errorf("%s=%d with %s=%d: want 0 <= rank < size", EnvRank, e.Rank, EnvSize, e.Size)
+		return e, fmt.Errorf("%s=%d with %s=%d: want 0 <= rank < size", contract.EnvRank, e.Rank, contract.EnvSize, e.Size)
 	}
 	if e.LocalSize == 0 {
 		e.LocalSize = 1
@@ -129,51 +81,51 @@ func ReadEnv(getenv func(string) string) (Env, error) {
 	if e.NodeCount == 0 {
 		e.NodeCount = 1
 	}
-	e.JobID = getenv(EnvJobID)
-	if s := getenv(EnvSeeds); s != "" {
+	e.JobID = getenv(contract.EnvJobID)
+	if s := getenv(contract.EnvSeeds); s != "" {
 		for _, a := range strings.Split(s, ",") {
 			if a = strings.TrimSpace(a); a != "" {
 				e.Seeds = append(e.Seeds, a)
 			}
 		}
 	}
-	e.HostID = getenv(EnvHostID)
-	e.ProfileDir = getenv(EnvProfileDir)
-	e.ProfileCPU = getenv(EnvProfileCPU) == "1"
-	e.RestartCount, _ = strconv.Atoi(getenv(EnvRestartCount))
-	e.MaxRestarts, _ = strconv.Atoi(getenv(EnvMaxRestarts))
-	e.BindAddr = getenv(EnvBindAddr)
-	e.Verbose = getenv(EnvVerbose) == "1"
-	switch e.Transport = getenv(EnvTransport); e.Transport {
+	e.HostID = getenv(contract.EnvHostID)
+	e.ProfileDir = getenv(contract.EnvProfileDir)
+	e.ProfileCPU = getenv(contract.EnvProfileCPU) == "1"
+	e.RestartCount, _ = strconv.Atoi(getenv(contract.EnvRestartCount))
+	e.MaxRestarts, _ = strconv.Atoi(getenv(contract.EnvMaxRestarts))
+	e.BindAddr = getenv(contract.EnvBindAddr)
+	e.Verbose = getenv(contract.EnvVerbose) == "1"
+	switch e.Transport = getenv(contract.EnvTransport); e.Transport {
 	case "", "tcp", "shm":
 	default:
-		return e, fmt.Errorf("%s=%q: want tcp or shm (or unset: shared memory between ranks of a host, TCP between hosts)", EnvTransport, e.Transport)
+		return e, fmt.Errorf("%s=%q: want tcp or shm (or unset: shared memory between ranks of a host, TCP between hosts)", contract.EnvTransport, e.Transport)
 	}
-	if s := getenv(EnvSingleCopy); s != "" {
+	if s := getenv(contract.EnvSingleCopy); s != "" {
 		n, err := ParseSize(s)
 		if err != nil {
-			return e, fmt.Errorf("%s=%q: want a byte count such as 262144 or 256K, 0 or more (0 turns single copy off)", EnvSingleCopy, s)
+			return e, fmt.Errorf("%s=%q: want a byte count such as 262144 or 256K, 0 or more (0 turns single copy off)", contract.EnvSingleCopy, s)
 		}
 		e.SingleCopy = n
 	}
-	if s := getenv(EnvHugePages); s != "" {
+	if s := getenv(contract.EnvHugePages); s != "" {
 		on, err := strconv.ParseBool(s)
 		if err != nil {
-			return e, fmt.Errorf("%s=%q: want 1 or 0 (0: leave the pages of single-copy sends as they are)", EnvHugePages, s)
+			return e, fmt.Errorf("%s=%q: want 1 or 0 (0: leave the pages of single-copy sends as they are)", contract.EnvHugePages, s)
 		}
 		e.NoHugePages = !on
 	}
-	if s := getenv(EnvPorts); s != "" {
-		pr, err := ParsePortRange(s)
+	if s := getenv(contract.EnvPorts); s != "" {
+		pr, err := contract.ParsePortRange(s)
 		if err != nil {
-			return e, fmt.Errorf("%s: %w", EnvPorts, err)
+			return e, fmt.Errorf("%s: %w", contract.EnvPorts, err)
 		}
 		e.Ports = pr
 	}
-	if s := getenv(EnvInitTimeout); s != "" {
+	if s := getenv(contract.EnvInitTimeout); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 {
-			return e, fmt.Errorf("%s=%q: want a positive duration such as 30s", EnvInitTimeout, s)
+			return e, fmt.Errorf("%s=%q: want a positive duration such as 30s", contract.EnvInitTimeout, s)
 		}
 		e.InitTimeout = d
 	}
@@ -187,55 +139,4 @@ func first(getenv func(string) string, names []string) (string, string) {
 		}
 	}
 	return names[0], ""
-}
-
-// PortRange is the ports listeners may bind, Low to High inclusive
-// (GORUN_PORTS, gorun --ports). The zero value means any port.
-type PortRange struct{ Low, High int }
-
-// ParsePortRange reads "LOW-HIGH" (or one port "N").
-func ParsePortRange(s string) (PortRange, error) {
-	lo, hi, ok := strings.Cut(strings.TrimSpace(s), "-")
-	if !ok {
-		hi = lo
-	}
-	l, err1 := strconv.Atoi(strings.TrimSpace(lo))
-	h, err2 := strconv.Atoi(strings.TrimSpace(hi))
-	if err1 != nil || err2 != nil || l < 1 || h > 65535 || l > h {
-		return PortRange{}, fmt.Errorf("%q: want LOW-HIGH with 1 <= LOW <= HIGH <= 65535, as in 40000-40100", s)
-	}
-	return PortRange{l, h}, nil
-}
-
-// String formats r as LOW-HIGH; "" for the zero range.
-func (r PortRange) String() string {
-	if r.Low == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%d-%d", r.Low, r.High)
-}
-
-// Try calls bind with ports of r, starting at a random one, until bind
-// returns an error other than "address already in use", and returns that
-// result. For the zero range it calls bind(0) once: any port.
-func (r PortRange) Try(bind func(port int) error) error {
-	if r.Low == 0 {
-		return bind(0)
-	}
-	n := r.High - r.Low + 1
-	start := rand.IntN(n)
-	var err error
-	for i := range n {
-		err = bind(r.Low + (start+i)%n)
-		if !inUse(err) {
-			return err
-		}
-	}
-	return fmt.Errorf("every port in %s is in use: widen the range (%s): %w", r, EnvPorts, err)
-}
-
-// inUse reports whether err says that the address was taken; memberlist
-// formats its errors with %v, hence the text match.
-func inUse(err error) bool {
-	return err != nil && (errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use"))
 }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/gorun-hpc/gorun/spmd/contract"
 )
 
 // Init joins the job this process was started in and returns its World,
@@ -47,22 +49,22 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 // readSecret reads the per-job secret from the fd gorun passed
 // (GORUN_SECRET_FD) or, failing that, GORUN_SECRET.
 func readSecret(getenv func(string) string) ([]byte, error) {
-	text := getenv(EnvSecret)
-	if fdText := getenv(EnvSecretFD); fdText != "" {
+	text := getenv(contract.EnvSecret)
+	if fdText := getenv(contract.EnvSecretFD); fdText != "" {
 		fd, err := strconv.Atoi(fdText)
 		if err != nil || fd < 3 {
-			return nil, fmt.Errorf("%s=%q: want a file descriptor number >= 3", EnvSecretFD, fdText)
+			return nil, fmt.Errorf("%s=%q: want a file descriptor number >= 3", contract.EnvSecretFD, fdText)
 		}
 		f := os.NewFile(uintptr(fd), "gorun-secret")
 		line, err := bufio.NewReader(f).ReadString('\n')
 		f.Close()
 		if err != nil && line == "" {
-			return nil, fmt.Errorf("reading the job secret from fd %d (%s): %v; was the program started by gorun?", fd, EnvSecretFD, err)
+			return nil, fmt.Errorf("reading the job secret from fd %d (%s): %v; was the program started by gorun?", fd, contract.EnvSecretFD, err)
 		}
 		text = line
 	}
 	if text == "" {
-		return nil, fmt.Errorf("no job secret: neither %s nor %s is set; start the program with gorun", EnvSecretFD, EnvSecret)
+		return nil, fmt.Errorf("no job secret: neither %s nor %s is set; start the program with gorun", contract.EnvSecretFD, contract.EnvSecret)
 	}
 	secret, err := hex.DecodeString(strings.TrimSpace(text))
 	if err != nil || len(secret) < 16 {

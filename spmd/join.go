@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorun-hpc/gorun/spmd/contract"
+
 	"github.com/gorun-hpc/gorun/net/gossip"
 	"github.com/gorun-hpc/gorun/net/shm"
 	"github.com/gorun-hpc/gorun/net/tcp"
@@ -26,7 +28,7 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 	}
 	hostID := env.HostID
 	if hostID == "" {
-		hostID = LocalHostID()
+		hostID = contract.LocalHostID()
 	}
 	hostname, _ := os.Hostname()
 	var l *tcp.Listener
@@ -35,7 +37,7 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("opening the data-plane listener on %s (set %s to an address of this host): %w", bind, EnvBindAddr, err)
+		return nil, fmt.Errorf("opening the data-plane listener on %s (set %s to an address of this host): %w", bind, contract.EnvBindAddr, err)
 	}
 	o.logger.Printf("data plane listening on %s", l.Addr())
 
@@ -68,7 +70,7 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 	if err != nil {
 		l.Close()
 		if errors.Is(err, gossip.ErrTimeout) {
-			return nil, fmt.Errorf("%w (raise %s, or check that every rank started)", err, EnvInitTimeout)
+			return nil, fmt.Errorf("%w (raise %s, or check that every rank started)", err, contract.EnvInitTimeout)
 		}
 		return nil, err
 	}
@@ -192,7 +194,7 @@ func dataPlane(ctx context.Context, env Env, secret []byte, far transport.Transp
 	}
 	t, err := shm.New(env.JobID, env.Rank, near, env.Size, secret, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("shared memory with the %d ranks of this host: %w (set %s=tcp to use TCP instead)", len(near), err, EnvTransport)
+		return nil, fmt.Errorf("shared memory with the %d ranks of this host: %w (set %s=tcp to use TCP instead)", len(near), err, contract.EnvTransport)
 	}
 	o.logger.Printf("shared memory with ranks %v, TCP to the rest", near)
 	return &router{near: t, far: far, local: local}, nil

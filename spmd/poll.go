@@ -5,8 +5,9 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/gorun-hpc/gorun/spmd/transport"
 	"golang.org/x/sys/unix"
+
+	"github.com/gorun-hpc/gorun/spmd/transport"
 )
 
 // pollBudget is how long a goroutine waiting for a request drives a

@@ -9,8 +9,9 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/gorun-hpc/gorun/spmd/transport"
 	"golang.org/x/sys/unix"
+
+	"github.com/gorun-hpc/gorun/spmd/transport"
 )
 
 // ErrNotShared is wrapped by the error of Shared on a communicator whose

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gorun-hpc/gorun/spmd/contract"
+
 	"github.com/gorun-hpc/gorun/spmd/trace"
 	"github.com/gorun-hpc/gorun/spmd/transport"
 )
@@ -171,7 +173,7 @@ func (w *World) Close() error {
 // messages to itself never touch a transport.
 func singleton(o options) (*World, error) {
 	host, _ := os.Hostname()
-	peers := []Peer{{Rank: 0, HostID: LocalHostID(), Hostname: host, Pid: os.Getpid()}}
+	peers := []Peer{{Rank: 0, HostID: contract.LocalHostID(), Hostname: host, Pid: os.Getpid()}}
 	return New(selfOnly{}, 0, peers, WithLogger(o.logger), WithTrace(o.trace))
 }
 

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/gorun-hpc/gorun/spmd/contract"
+
 	"github.com/gorun-hpc/gorun/spmd"
 )
 
@@ -132,7 +134,7 @@ func Applies(coll Collective, algo Algo) bool {
 // ("allreduce=ring,broadcast=tree") that leaves the other collectives to
 // the model. A name that is unknown or does not apply to coll is an error.
 func Forced(coll Collective) (Algo, error) {
-	return forced(os.Getenv(spmd.EnvAlgo), coll)
+	return forced(os.Getenv(contract.EnvAlgo), coll)
 }
 
 func forced(v string, coll Collective) (Algo, error) {
@@ -146,10 +148,10 @@ func forced(v string, coll Collective) (Algo, error) {
 		for _, pair := range strings.Split(v, ",") {
 			k, a, ok := strings.Cut(strings.TrimSpace(pair), "=")
 			if !ok {
-				return "", fmt.Errorf("%s=%q: %q is not collective=algorithm", spmd.EnvAlgo, v, pair)
+				return "", fmt.Errorf("%s=%q: %q is not collective=algorithm", contract.EnvAlgo, v, pair)
 			}
 			if _, err := ParseCollective(k); err != nil {
-				return "", fmt.Errorf("%s=%q: %w", spmd.EnvAlgo, v, err)
+				return "", fmt.Errorf("%s=%q: %w", contract.EnvAlgo, v, err)
 			}
 			if k == coll.String() {
 				name = a
@@ -161,11 +163,11 @@ func forced(v string, coll Collective) (Algo, error) {
 	}
 	a, err := ParseAlgo(name)
 	if err != nil {
-		return "", fmt.Errorf("%s=%q: %w", spmd.EnvAlgo, v, err)
+		return "", fmt.Errorf("%s=%q: %w", contract.EnvAlgo, v, err)
 	}
 	if !Applies(coll, a) {
 		return "", fmt.Errorf("%s=%q: %s does not implement %s; for %s use one of %s",
-			spmd.EnvAlgo, v, a, coll, coll, algoList(Algos(coll)))
+			contract.EnvAlgo, v, a, coll, coll, algoList(Algos(coll)))
 	}
 	return a, nil
 }

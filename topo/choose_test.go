@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/gorun-hpc/gorun/spmd/contract"
+
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/spmdtest"
 )
@@ -38,7 +40,7 @@ func TestChooseAgrees(t *testing.T) {
 }
 
 func TestChooseForced(t *testing.T) {
-	t.Setenv(spmd.EnvAlgo, "tree")
+	t.Setenv(contract.EnvAlgo, "tree")
 	spmdtest.Run(t, 2, func(ctx context.Context, w *spmd.World) error {
 		if a, err := Choose(ctx, w.Comm, AllReduce, 1<<20); a != Tree || err != nil {
 			return fmt.Errorf("Choose(allreduce) with GORUN_ALGO=tree = %q, %v", a, err)

@@ -78,11 +78,11 @@ func renderMan(app *cli.App, src string) (string, error) {
 
 func manName(name string) string { return manpage.MPIDash(name) }
 
-// contractVars returns the values of the string constants of spmd/env.go:
+// contractVars returns the values of the string constants of spmd/contract:
 // every variable of the launcher-to-rank contract.
 func contractVars(t *testing.T) []string {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "../../spmd/env.go", nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), "../../spmd/contract/contract.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func contractVars(t *testing.T) []string {
 		return true
 	})
 	if len(names) < 10 {
-		t.Fatalf("found only %d variables in spmd/env.go", len(names))
+		t.Fatalf("found only %d variables in spmd/contract", len(names))
 	}
 	return names
 }

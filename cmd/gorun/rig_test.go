@@ -15,8 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorun-hpc/gorun/spmd/launch/netnstest"
 	"golang.org/x/sys/unix"
+
+	"github.com/gorun-hpc/gorun/spmd/launch/netnstest"
 )
 
 // Multi-host tests: gorun across the network-namespace hosts of a

@@ -11,8 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gorun-hpc/gorun/spmd/contract"
+
 	"github.com/gorun-hpc/gorun/net/shm"
-	"github.com/gorun-hpc/gorun/spmd"
 )
 
 // RunAgent is gorun in agent mode (gorun --agent), started by the launcher
@@ -220,8 +221,8 @@ func (a *agent) start(f Frame) {
 		}
 	}
 	env := append(inheritedEnv(), m.Env...)
-	if !hasVar(m.Env, spmd.EnvBindAddr) {
-		env = append(env, spmd.EnvBindAddr+"="+a.bind)
+	if !hasVar(m.Env, contract.EnvBindAddr) {
+		env = append(env, contract.EnvBindAddr+"="+a.bind)
 	}
 	spec := &Spec{
 		Rank: RankPlan{Rank: f.Rank}, Path: m.Path, Args: m.Args, Dir: m.Dir, Env: env,

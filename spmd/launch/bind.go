@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/contract"
 )
 
 // Binding ranks to CPUs (--bind-to), as mpirun does: each rank of a host
@@ -132,18 +132,18 @@ func bindingFor(env []string, hostCPUs func() ([]cpuInfo, error), host string) (
 		v, _ := envValue(env, name)
 		return v
 	}
-	b.report = get(spmd.EnvReportBindings) == "1"
-	p, err := ParseBindPolicy(get(spmd.EnvBindTo))
+	b.report = get(contract.EnvReportBindings) == "1"
+	p, err := ParseBindPolicy(get(contract.EnvBindTo))
 	if err != nil {
-		return b, fmt.Errorf("%s %w", spmd.EnvBindTo, err)
+		return b, fmt.Errorf("%s %w", contract.EnvBindTo, err)
 	}
 	if p.Unit == "none" {
 		return b, nil
 	}
-	local, err1 := strconv.Atoi(get(spmd.EnvLocalRank))
-	size, err2 := strconv.Atoi(get(spmd.EnvLocalSize))
+	local, err1 := strconv.Atoi(get(contract.EnvLocalRank))
+	size, err2 := strconv.Atoi(get(contract.EnvLocalSize))
 	if err1 != nil || err2 != nil || local < 0 || local >= size {
-		return b, fmt.Errorf("--bind-to %v: no valid %s and %s in the rank's environment", p, spmd.EnvLocalRank, spmd.EnvLocalSize)
+		return b, fmt.Errorf("--bind-to %v: no valid %s and %s in the rank's environment", p, contract.EnvLocalRank, contract.EnvLocalSize)
 	}
 	cpus, err := hostCPUs()
 	if err != nil {

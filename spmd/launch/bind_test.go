@@ -9,7 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/contract"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -79,13 +80,13 @@ func TestBindUnits(t *testing.T) {
 
 func bindEnv(policy string, local, size int, report bool) []string {
 	env := []string{
-		spmd.EnvLocalRank + "=0", // overridden below: the last setting wins
-		spmd.EnvBindTo + "=" + policy,
-		fmt.Sprintf("%s=%d", spmd.EnvLocalRank, local),
-		fmt.Sprintf("%s=%d", spmd.EnvLocalSize, size),
+		contract.EnvLocalRank + "=0", // overridden below: the last setting wins
+		contract.EnvBindTo + "=" + policy,
+		fmt.Sprintf("%s=%d", contract.EnvLocalRank, local),
+		fmt.Sprintf("%s=%d", contract.EnvLocalSize, size),
 	}
 	if report {
-		env = append(env, spmd.EnvReportBindings+"=1")
+		env = append(env, contract.EnvReportBindings+"=1")
 	}
 	return env
 }
@@ -128,7 +129,7 @@ func TestBindingFor(t *testing.T) {
 		}
 	}
 	if b, _ := bindingFor(bindEnv("core", 0, 1, false), twoSockets, "h"); b.report {
-		t.Errorf("report without %s", spmd.EnvReportBindings)
+		t.Errorf("report without %s", contract.EnvReportBindings)
 	}
 }
 

@@ -10,11 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorun-hpc/gorun/spmd/contract"
+
 	"net/netip"
 
 	"github.com/pelletier/go-toml/v2"
 
-	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/launch/hosts"
 )
 
@@ -262,7 +263,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.Ports != "" {
-		if _, err := spmd.ParsePortRange(c.Ports); err != nil {
+		if _, err := contract.ParsePortRange(c.Ports); err != nil {
 			return bad("--ports %v", err)
 		}
 	}

@@ -15,8 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gorun-hpc/gorun/spmd/contract"
+
 	"github.com/gorun-hpc/gorun/net/shm"
-	"github.com/gorun-hpc/gorun/spmd"
 )
 
 // Seed is the launcher's gossip node that ranks join (GORUN_SEEDS).
@@ -32,7 +33,7 @@ type SeedConfig struct {
 	JobID    string
 	Secret   []byte
 	BindAddr string
-	Ports    spmd.PortRange // the seed's port comes from here; zero: any
+	Ports    contract.PortRange // the seed's port comes from here; zero: any
 	Verbose  bool
 	Logf     func(format string, args ...any) // gorun's log, one line per call
 	Crowd    int                              // ranks per core on the seed's host (gossip.Config.Crowd)
@@ -181,7 +182,7 @@ func (l *Launcher) start(ctx context.Context, cfg *Config, hl *hostList, out *Ou
 // hosts ("" for a job on this machine only); binds holds, for each remote
 // host, the address its agent said its ranks listen on.
 func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, binds map[string]string, seed Seed, out *Output) (*Plan, error) {
-	pr, _ := spmd.ParsePortRange(cfg.Ports)
+	pr, _ := contract.ParsePortRange(cfg.Ports)
 	job := Job{
 		ID:         jobID,
 		MasterAddr: "127.0.0.1",
@@ -190,7 +191,7 @@ func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, binds map
 		Ports:      cfg.Ports,
 	}
 	if hl.mode == modeLocal {
-		job.HostIDs = map[string]string{hl.rankHost[0]: spmd.LocalHostID()}
+		job.HostIDs = map[string]string{hl.rankHost[0]: contract.LocalHostID()}
 	} else {
 		// Names from the host list, not hostnames: hosts may share one.
 		job.HostIDs, job.BindAddrs = map[string]string{}, map[string]string{}
@@ -229,7 +230,7 @@ func (l *Launcher) openSeed(ctx context.Context, jobID string, secret []byte, bi
 	if l.OpenSeed == nil {
 		return nil
 	}
-	pr, _ := spmd.ParsePortRange(ports)
+	pr, _ := contract.ParsePortRange(ports)
 	seed, err := l.OpenSeed(ctx, SeedConfig{
 		JobID: jobID, Secret: secret, BindAddr: bind, Ports: pr, Verbose: verbose, Logf: out.Logf, Crowd: crowd,
 	})
@@ -297,7 +298,7 @@ func newID(n int) string {
 
 // freePort returns a TCP port in ports that was free on bind (127.0.0.1
 // if "") a moment ago; 0 if none was.
-func freePort(bind string, ports spmd.PortRange) int {
+func freePort(bind string, ports contract.PortRange) int {
 	if bind == "" {
 		bind = "127.0.0.1"
 	}

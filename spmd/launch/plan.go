@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/contract"
 )
 
 // SecretFD is the descriptor a rank reads the per-job secret from: the first
@@ -109,57 +109,57 @@ func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
 		rp := RankPlan{Rank: r, Host: h, LocalRank: local[h], NodeRank: node[h], App: appOf[r]}
 		local[h]++
 		env := map[string]string{
-			spmd.EnvRank:            strconv.Itoa(r),
-			spmd.EnvSize:            strconv.Itoa(cfg.NP),
-			spmd.EnvLocalRank:       strconv.Itoa(rp.LocalRank),
-			spmd.EnvLocalSize:       strconv.Itoa(localSize[h]),
-			spmd.EnvNodeRank:        strconv.Itoa(rp.NodeRank),
-			spmd.EnvNodeCount:       strconv.Itoa(len(node)),
-			spmd.EnvJobID:           job.ID,
-			spmd.EnvSecretFD:        strconv.Itoa(SecretFD),
-			spmd.EnvTorchRank:       strconv.Itoa(r),
-			spmd.EnvTorchWorldSize:  strconv.Itoa(cfg.NP),
-			spmd.EnvTorchLocalRank:  strconv.Itoa(rp.LocalRank),
-			spmd.EnvTorchLocalWorld: strconv.Itoa(localSize[h]),
-			spmd.EnvTorchGroupRank:  strconv.Itoa(rp.NodeRank),
-			spmd.EnvTorchGroupSize:  strconv.Itoa(len(node)),
-			spmd.EnvTorchRoleRank:   strconv.Itoa(r),
-			spmd.EnvTorchRoleSize:   strconv.Itoa(cfg.NP),
-			spmd.EnvTorchRunID:      job.ID,
-			spmd.EnvTorchRestarts:   strconv.Itoa(cfg.restart),
-			spmd.EnvTorchMaxRestart: strconv.Itoa(cfg.MaxRestarts),
-			spmd.EnvRestartCount:    strconv.Itoa(cfg.restart),
-			spmd.EnvMaxRestarts:     strconv.Itoa(cfg.MaxRestarts),
+			contract.EnvRank:            strconv.Itoa(r),
+			contract.EnvSize:            strconv.Itoa(cfg.NP),
+			contract.EnvLocalRank:       strconv.Itoa(rp.LocalRank),
+			contract.EnvLocalSize:       strconv.Itoa(localSize[h]),
+			contract.EnvNodeRank:        strconv.Itoa(rp.NodeRank),
+			contract.EnvNodeCount:       strconv.Itoa(len(node)),
+			contract.EnvJobID:           job.ID,
+			contract.EnvSecretFD:        strconv.Itoa(SecretFD),
+			contract.EnvTorchRank:       strconv.Itoa(r),
+			contract.EnvTorchWorldSize:  strconv.Itoa(cfg.NP),
+			contract.EnvTorchLocalRank:  strconv.Itoa(rp.LocalRank),
+			contract.EnvTorchLocalWorld: strconv.Itoa(localSize[h]),
+			contract.EnvTorchGroupRank:  strconv.Itoa(rp.NodeRank),
+			contract.EnvTorchGroupSize:  strconv.Itoa(len(node)),
+			contract.EnvTorchRoleRank:   strconv.Itoa(r),
+			contract.EnvTorchRoleSize:   strconv.Itoa(cfg.NP),
+			contract.EnvTorchRunID:      job.ID,
+			contract.EnvTorchRestarts:   strconv.Itoa(cfg.restart),
+			contract.EnvTorchMaxRestart: strconv.Itoa(cfg.MaxRestarts),
+			contract.EnvRestartCount:    strconv.Itoa(cfg.restart),
+			contract.EnvMaxRestarts:     strconv.Itoa(cfg.MaxRestarts),
 		}
 		if cfg.runID != "" {
-			env[spmd.EnvTorchRunID] = cfg.runID
+			env[contract.EnvTorchRunID] = cfg.runID
 		}
 		if ompShared(localSize[h], jobExports, getenv) {
-			env[spmd.EnvOMPThreads] = "1"
+			env[contract.EnvOMPThreads] = "1"
 		}
-		setIf(env, spmd.EnvSeeds, strings.Join(job.Seeds, ","))
-		setIf(env, spmd.EnvHostID, job.HostIDs[h])
-		setIf(env, spmd.EnvMasterAddr, job.MasterAddr)
-		setIf(env, spmd.EnvBindAddr, job.BindAddrs[h])
-		setIf(env, spmd.EnvPorts, job.Ports)
+		setIf(env, contract.EnvSeeds, strings.Join(job.Seeds, ","))
+		setIf(env, contract.EnvHostID, job.HostIDs[h])
+		setIf(env, contract.EnvMasterAddr, job.MasterAddr)
+		setIf(env, contract.EnvBindAddr, job.BindAddrs[h])
+		setIf(env, contract.EnvPorts, job.Ports)
 		if job.MasterPort > 0 {
-			env[spmd.EnvMasterPort] = strconv.Itoa(job.MasterPort)
+			env[contract.EnvMasterPort] = strconv.Itoa(job.MasterPort)
 		}
 		if cfg.InitTimeout > 0 {
-			env[spmd.EnvInitTimeout] = time.Duration(cfg.InitTimeout).String()
+			env[contract.EnvInitTimeout] = time.Duration(cfg.InitTimeout).String()
 		}
-		setIf(env, spmd.EnvProfileDir, cfg.ProfileDir)
+		setIf(env, contract.EnvProfileDir, cfg.ProfileDir)
 		if cfg.ProfileCPU {
-			env[spmd.EnvProfileCPU] = "1"
+			env[contract.EnvProfileCPU] = "1"
 		}
 		if b, _ := ParseBindPolicy(cfg.BindTo); b.Unit != "none" {
-			env[spmd.EnvBindTo] = b.String()
+			env[contract.EnvBindTo] = b.String()
 		}
 		if cfg.ReportBindings {
-			env[spmd.EnvReportBindings] = "1"
+			env[contract.EnvReportBindings] = "1"
 		}
 		if cfg.Verbose {
-			env[spmd.EnvVerbose] = "1"
+			env[contract.EnvVerbose] = "1"
 		}
 		for k, v := range jobExports {
 			env[k] = v
@@ -179,8 +179,8 @@ func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
 // each rank's OpenMP (PyTorch's intra-op threads, OpenBLAS) does not start
 // a thread per core.
 func ompShared(local int, exports map[string]string, getenv func(string) string) bool {
-	_, exported := exports[spmd.EnvOMPThreads]
-	return local > 1 && !exported && getenv(spmd.EnvOMPThreads) == ""
+	_, exported := exports[contract.EnvOMPThreads]
+	return local > 1 && !exported && getenv(contract.EnvOMPThreads) == ""
 }
 
 // SetsOMP says whether the plan sets OMP_NUM_THREADS for some rank, for
@@ -188,7 +188,7 @@ func ompShared(local int, exports map[string]string, getenv func(string) string)
 func (p *Plan) SetsOMP() bool {
 	for _, r := range p.Ranks {
 		for _, kv := range r.Env {
-			if strings.HasPrefix(kv, spmd.EnvOMPThreads+"=") {
+			if strings.HasPrefix(kv, contract.EnvOMPThreads+"=") {
 				return true
 			}
 		}
@@ -233,14 +233,14 @@ func exports(xs []string, getenv func(string) string) (map[string]string, error)
 
 // contractVars are the variables gorun sets per rank; -x may not override them.
 var contractVars = map[string]bool{
-	spmd.EnvRank: true, spmd.EnvSize: true, spmd.EnvLocalRank: true, spmd.EnvLocalSize: true,
-	spmd.EnvNodeRank: true, spmd.EnvNodeCount: true, spmd.EnvJobID: true, spmd.EnvSeeds: true,
-	spmd.EnvSecretFD: true, spmd.EnvSecret: true,
-	spmd.EnvTorchRank: true, spmd.EnvTorchWorldSize: true, spmd.EnvTorchLocalRank: true,
-	spmd.EnvTorchLocalWorld: true, spmd.EnvTorchGroupRank: true, spmd.EnvTorchGroupSize: true,
-	spmd.EnvTorchRoleRank: true, spmd.EnvTorchRoleSize: true, spmd.EnvTorchRunID: true,
-	spmd.EnvTorchRestarts: true, spmd.EnvTorchMaxRestart: true,
-	spmd.EnvRestartCount: true, spmd.EnvMaxRestarts: true,
+	contract.EnvRank: true, contract.EnvSize: true, contract.EnvLocalRank: true, contract.EnvLocalSize: true,
+	contract.EnvNodeRank: true, contract.EnvNodeCount: true, contract.EnvJobID: true, contract.EnvSeeds: true,
+	contract.EnvSecretFD: true, contract.EnvSecret: true,
+	contract.EnvTorchRank: true, contract.EnvTorchWorldSize: true, contract.EnvTorchLocalRank: true,
+	contract.EnvTorchLocalWorld: true, contract.EnvTorchGroupRank: true, contract.EnvTorchGroupSize: true,
+	contract.EnvTorchRoleRank: true, contract.EnvTorchRoleSize: true, contract.EnvTorchRunID: true,
+	contract.EnvTorchRestarts: true, contract.EnvTorchMaxRestart: true,
+	contract.EnvRestartCount: true, contract.EnvMaxRestarts: true,
 }
 
 func isContractVar(name string) bool { return contractVars[name] }

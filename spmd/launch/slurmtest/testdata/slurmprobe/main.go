@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gorun-hpc/gorun/spmd/contract"
+
 	"github.com/gorun-hpc/gorun/spmd"
 )
 
@@ -36,7 +38,7 @@ func run(ctx context.Context) error {
 	defer w.Close()
 	node := os.Getenv("SLURMD_NODENAME")
 	fmt.Printf("rank %d of %d node %s host %s local %s of %s noderank %s\n", w.Rank(), w.Size(), node,
-		os.Getenv(spmd.EnvHostID), os.Getenv(spmd.EnvLocalRank), os.Getenv(spmd.EnvLocalSize), os.Getenv(spmd.EnvNodeRank))
+		os.Getenv(contract.EnvHostID), os.Getenv(contract.EnvLocalRank), os.Getenv(contract.EnvLocalSize), os.Getenv(contract.EnvNodeRank))
 	if err := w.Barrier(ctx); err != nil {
 		return err
 	}
