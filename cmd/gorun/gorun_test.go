@@ -512,7 +512,8 @@ func TestStopDuringStart(t *testing.T) {
 func TestStopDuringBuild(t *testing.T) {
 	bin := t.TempDir()
 	// A go command whose build never ends.
-	os.WriteFile(filepath.Join(bin, "go"), []byte("#!/bin/sh\nexec sleep 300\n"), 0o755)
+	marker := filepath.Join(bin, "building")
+	os.WriteFile(filepath.Join(bin, "go"), []byte("#!/bin/sh\ntouch "+marker+"\nexec sleep 300\n"), 0o755)
 	cmd := gorunCmd(t, "-np", "2", "./testdata/nobuild")
 	cmd.Env = append(cmd.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
 	var stderr syncBuffer
@@ -520,7 +521,15 @@ func TestStopDuringBuild(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // into the build; a signal before it stops the job as well
+	for i := 0; ; i++ { // until gorun runs the build
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		if i > 3000 {
+			t.Fatalf("gorun never ran go build\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
 	if code := exitCodeOf(err); code != 130 {
@@ -554,7 +563,8 @@ func TestMaxRestarts(t *testing.T) {
 			t.Errorf("%d failures, --max-restarts %d: status %d, want %d\n%v", tc.fails, tc.max, r.code, tc.code, r)
 		}
 		for start := 0; start < 4; start++ {
-			line := fmt.Sprintf("rank 0 start %d of %d\n", start, tc.max)
+			// Rank 1 prints before it fails; rank 0 may be stopped first.
+			line := fmt.Sprintf("rank 1 start %d of %d\n", start, tc.max)
 			if got := strings.Contains(r.stdout, line); got != (start < tc.starts) {
 				t.Errorf("%d failures, --max-restarts %d: start %d ran: %v, want %v\n%v", tc.fails, tc.max, start, got, start < tc.starts, r)
 			}
@@ -607,19 +617,26 @@ func TestMPMD(t *testing.T) {
 // its own) outlive the rank but not gorun: it is their subreaper and kills
 // them when the job is over.
 func TestDaemonsDie(t *testing.T) {
-	for name, script := range map[string]string{
-		"setsid":   `setsid sh -c 'echo $$ >> PIDS; sleep 300' & sleep 0.2`,
-		"set -m":   `set -m 2>/dev/null; sleep 300 & echo $! >> PIDS; sleep 0.2`,
-		"orphaned": `(sh -c 'echo $$ >> PIDS; exec sleep 300' &) ; sleep 0.2`,
+	// Each rank waits until its daemon has written its pid, then exits.
+	for name, daemon := range map[string]string{
+		"setsid":   `setsid sh -c 'echo $$ > PIDS.tmp; mv PIDS.tmp PIDS; sleep 300' &`,
+		"set -m":   `set -m 2>/dev/null; sleep 300 & echo $! > PIDS`,
+		"orphaned": `(sh -c 'echo $$ > PIDS.tmp; mv PIDS.tmp PIDS; exec sleep 300' &)`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			pidfile := filepath.Join(t.TempDir(), "pids")
-			r := gorun(t, "", "-np", "2", "sh", "-c", strings.ReplaceAll(script, "PIDS", pidfile))
+			dir := t.TempDir()
+			pids := filepath.Join(dir, "pid.$GORUN_RANK")
+			script := strings.ReplaceAll(daemon, "PIDS", pids) + "\n" + `while [ ! -s ` + pids + ` ]; do sleep 0.02; done`
+			r := gorun(t, "", "-np", "2", "sh", "-c", script)
 			if r.code != 0 {
 				t.Fatalf("gorun: %v", r)
 			}
-			pids := waitPids(t, pidfile, 2)
-			for _, pid := range pids {
+			for rank := 0; rank < 2; rank++ {
+				b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("pid.%d", rank)))
+				var pid int
+				if _, serr := fmt.Sscan(string(b), &pid); err != nil || serr != nil {
+					t.Fatalf("rank %d's daemon left no pid: %v %v", rank, err, serr)
+				}
 				for i := 0; alive(pid) && i < 100; i++ {
 					time.Sleep(10 * time.Millisecond) // a zombie's reaping
 				}
