@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -647,6 +648,78 @@ func TestDaemonsDie(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOrphansReaped: the rank's detached children that exit during the job
+// do not stay zombies of gorun, their subreaper, until the job ends.
+func TestOrphansReaped(t *testing.T) {
+	dir := t.TempDir()
+	ready, done := filepath.Join(dir, "ready"), filepath.Join(dir, "done")
+	cmd := gorunCmd(t, "-np", "1", "sh", "-c", `for i in 1 2 3; do (sh -c 'sleep 0.2' &); done; sleep 0.5; touch `+ready+`; while [ ! -e `+done+` ]; do sleep 0.05; done`)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		os.WriteFile(done, nil, 0o644)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("gorun: %v\n%s", err, stderr.String())
+		}
+	}()
+	waitFile(t, ready)
+	zombies := func() int {
+		n := 0
+		for _, pid := range childrenOf(cmd.Process.Pid) {
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+				if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "Z" {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	for i := 0; zombies() > 0; i++ {
+		if i > 1000 {
+			t.Fatalf("%d exited orphans are still zombies of gorun after 10s", zombies())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitFile waits until path exists.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if i > 3000 {
+			t.Fatalf("%s never appeared", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// childrenOf lists the processes whose parent is pid.
+func childrenOf(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var kids []int
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			kids = append(kids, n)
+		}
+	}
+	return kids
 }
 
 // TestSigintReachesPython: Ctrl-C on gorun reaches Python ranks as

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -81,4 +82,37 @@ func ppidOf(pid int) int {
 		return -1
 	}
 	return p
+}
+
+// reapOrphans reaps the children of this process that have exited and
+// that it did not start itself (not in started): descendants of ranks
+// that detached and were re-parented here. It does nothing unless this
+// process is a subreaper (Subreap): elsewhere every child is someone's to
+// wait for.
+func reapOrphans(started map[int]bool) {
+	var on int
+	if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&on)), 0, 0, 0); err != nil || on == 0 {
+		return
+	}
+	for _, pid := range children(os.Getpid()) {
+		if started[pid] || stateOf(pid) != 'Z' {
+			continue
+		}
+		var ws syscall.WaitStatus
+		syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	}
+}
+
+// stateOf reads the state letter of pid from /proc/pid/stat (R, S, Z,
+// ...), or 0.
+func stateOf(pid int) byte {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
 }

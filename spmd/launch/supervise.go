@@ -123,8 +123,22 @@ func (s *supervisor) poll(exits <-chan ended) {
 
 // loop acts on events until every started rank has ended.
 func (s *supervisor) loop(ctx context.Context, exits <-chan ended) int {
+	var reap <-chan time.Time
+	if s.starter == nil { // ranks started here: orphans of theirs come here
+		t := time.NewTicker(reapEvery)
+		defer t.Stop()
+		reap = t.C
+	}
 	for s.running > 0 {
 		select {
+		case <-reap:
+			// In the goroutine that starts the ranks, so that no rank is
+			// started but not yet known here.
+			started := make(map[int]bool, len(s.procs))
+			for _, p := range s.procs {
+				started[p.Pid()] = true
+			}
+			reapOrphans(started)
 		case e := <-exits:
 			s.running--
 			s.ended(e)
@@ -144,6 +158,10 @@ func (s *supervisor) loop(ctx context.Context, exits <-chan ended) int {
 	}
 	return s.status
 }
+
+// reapEvery is how often a job of local ranks reaps the exited orphans
+// of its ranks (see Subreap), which would stay zombies until the end.
+const reapEvery = time.Second
 
 // timedOut stops the job at --timeout.
 func (s *supervisor) timedOut() {
