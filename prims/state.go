@@ -53,6 +53,9 @@ type state struct {
 	// algorithm was forced (collbench forces topo's own choice), so that
 	// a loop of them does not run the model per call.
 	forced atomic.Pointer[forcedChoice]
+	// asyncTrack is the trace's id of the track of this communicator's
+	// non-blocking collectives, once interned.
+	asyncTrack atomic.Uint32
 	// area is the Shared algorithms' memory, mapped on first use (under
 	// mu) and then read without the lock by every call.
 	area atomic.Pointer[area]

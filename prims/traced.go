@@ -46,7 +46,11 @@ func (t *traced) start(rec *trace.Recorder, st *state, c *spmd.Comm, coll topo.C
 	t.rec = rec
 	if o.queued {
 		e.Flags = trace.NonBlocking
-		e.Track = rec.Intern(asyncTrack(c.ID()))
+		e.Track = st.asyncTrack.Load()
+		if e.Track == 0 {
+			e.Track = rec.Intern(asyncTrack(c.ID()))
+			st.asyncTrack.Store(e.Track)
+		}
 		t.stack = trace.Stack{}
 	} else if e.Site == 0 {
 		rec.Caller(&t.stack)

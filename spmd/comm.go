@@ -162,18 +162,21 @@ func checkTag(op string, tag int) error {
 // takes such a send back, which drops the link to dst, as a send cancelled
 // half-way does.
 func (c *Comm) Isend(ctx context.Context, dst, tag int, buf []byte) *Request {
-	return c.send(ctx, dst, tag, buf, false)
+	return c.send(ctx, dst, tag, buf, false, true)
 }
 
 // Send sends buf to rank dst with tag and returns once buf may be reused.
 func (c *Comm) Send(ctx context.Context, dst, tag int, buf []byte) error {
-	r := c.send(ctx, dst, tag, buf, true)
+	r := c.send(ctx, dst, tag, buf, true, false)
 	_, err := r.Wait(ctx)
 	r.release()
 	return err
 }
 
-func (c *Comm) send(ctx context.Context, dst, tag int, buf []byte, wait bool) *Request {
+// send starts a send. With wait, the caller's goroutine moves the bytes
+// (see engine.isend); nonBlocking says, for the trace, that the caller
+// does not wait for it at once (Isend).
+func (c *Comm) send(ctx context.Context, dst, tag int, buf []byte, wait, nonBlocking bool) *Request {
 	e := c.core.engine
 	r := newRequest(e, sendReq, buf)
 	r.ctx = ctx
@@ -186,7 +189,7 @@ func (c *Comm) send(ctx context.Context, dst, tag int, buf []byte, wait bool) *R
 		return r
 	}
 	r.key = matchKey{comm: c.id, src: w, tag: int32(tag)} // src holds the destination for sends
-	c.traceRequest(r, trace.SendEvent, w, tag, !wait)
+	c.traceRequest(r, trace.SendEvent, w, tag, nonBlocking)
 	e.isend(r, w, wait)
 	return r
 }
@@ -225,10 +228,7 @@ func (c *Comm) Recv(ctx context.Context, src, tag int, buf []byte) (int, error) 
 // same time, so that ranks exchanging in a ring cannot deadlock.
 func (c *Comm) Sendrecv(ctx context.Context, sendbuf []byte, dst, sendtag int, recvbuf []byte, src, recvtag int) (int, error) {
 	rr := c.irecv(src, recvtag, recvbuf, false)
-	sr := c.send(ctx, dst, sendtag, sendbuf, false)
-	if sr.tr != nil {
-		sr.tr.flags &^= trace.NonBlocking // Sendrecv waits for both
-	}
+	sr := c.send(ctx, dst, sendtag, sendbuf, false, false) // Sendrecv waits for both
 	n, rerr := rr.Wait(ctx)
 	_, serr := sr.Wait(ctx)
 	rr.release()

@@ -12,7 +12,7 @@ type traced struct {
 	peer  int32
 	tag   int32
 	start int64
-	site  uint32
+	stack trace.Stack // the caller's, resolved to its site when recorded
 }
 
 // traceRequest makes r record itself, when c is traced and is not a
@@ -22,10 +22,12 @@ func (c *Comm) traceRequest(r *Request, kind trace.Kind, peer, tag int, nonBlock
 	if t == nil || c.coll {
 		return
 	}
-	tr := &traced{rec: t, kind: kind, comm: c.id, peer: int32(peer), tag: int32(tag), start: t.Now(), site: t.Site()}
+	tr := &traced{rec: t, kind: kind, comm: c.id, peer: int32(peer), tag: int32(tag)}
 	if nonBlocking {
 		tr.flags = trace.NonBlocking
 	}
+	t.Caller(&tr.stack)
+	tr.start = t.Now()
 	r.tr = tr
 }
 
@@ -37,8 +39,8 @@ func (tr *traced) record(r *Request, waitStart int64) {
 	if r.err != nil {
 		flags |= trace.Failed
 	}
-	e := trace.Event{Kind: tr.kind, Flags: flags, Start: tr.start, End: now, Comm: tr.comm, Peer: tr.peer, Tag: tr.tag, Bytes: int64(r.n), Site: tr.site}
-	tr.rec.Record(e, "", "")
+	e := trace.Event{Kind: tr.kind, Flags: flags, Start: tr.start, End: now, Comm: tr.comm, Peer: tr.peer, Tag: tr.tag, Bytes: int64(r.n)}
+	e.Site = tr.rec.RecordStack(e, &tr.stack)
 	if waitStart != 0 && tr.flags&trace.NonBlocking != 0 {
 		e.Kind, e.Start = trace.WaitEvent, waitStart
 		tr.rec.Record(e, tr.kind.String(), "")

@@ -224,11 +224,12 @@ func (r *Recorder) Record(e Event, name, algo string) {
 }
 
 // RecordStack writes e, whose Name, Algo and Track are ids from Intern,
-// with its call site taken from s when e.Site is not set; a zero e.End is
-// stamped now. It is Record for a hot path: one lock, no string lookups.
-func (r *Recorder) RecordStack(e Event, s *Stack) {
+// with its call site taken from s when e.Site is not set, and returns the
+// site's id; a zero e.End is stamped now. It is Record for a hot path:
+// one lock, no string lookups.
+func (r *Recorder) RecordStack(e Event, s *Stack) uint32 {
 	if r == nil {
-		return
+		return 0
 	}
 	if e.End == 0 {
 		e.End = r.Now()
@@ -239,6 +240,7 @@ func (r *Recorder) RecordStack(e Event, s *Stack) {
 	}
 	r.recordLocked(&e)
 	r.mu.Unlock()
+	return e.Site
 }
 
 func (r *Recorder) recordLocked(e *Event) {
