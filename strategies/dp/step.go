@@ -21,38 +21,37 @@ import (
 // computation), and "wait" for the reductions backward did not hide.
 func (d *DDP) Step(ctx context.Context, micro []*nn.Batch, opt nn.Optimizer) (float32, error) {
 	defer trace.Region(ctx, "step").End()
-	if len(micro) == 0 {
-		return 0, fmt.Errorf("dp: a step needs at least one micro-batch")
-	}
-	st := d.model.Store()
-	st.ZeroGrads()
-	k := float32(len(micro))
-	var loss float32
-	for i, b := range micro {
-		fw := trace.Region(ctx, "forward")
-		l, err := d.model.Forward(b, true)
+	last := len(micro) - 1
+	// Accumulate runs each micro-batch's Forward, then the callback: each
+	// callback ends a forward region and starts the next.
+	fw := trace.Region(ctx, "forward")
+	loss, err := nn.Accumulate(d.model, micro, func(i int, scale float32) {
 		fw.End()
-		if err != nil {
-			return 0, fmt.Errorf("dp: %w", err)
-		}
-		loss += l
 		bw := trace.Region(ctx, "backward")
-		if i < len(micro)-1 {
-			d.NoSync(func() error { d.Backward(ctx, 1/k); return nil })
+		if i < last {
+			d.NoSync(func() error { d.Backward(ctx, scale); return nil })
 		} else {
-			d.Backward(ctx, 1/k)
+			d.Backward(ctx, scale)
 		}
 		bw.End()
+		if i < last {
+			fw = trace.Region(ctx, "forward")
+		}
+	})
+	if err != nil {
+		fw.End() // the forward that failed
+		return 0, fmt.Errorf("dp: %w", err)
 	}
 	wait := trace.Region(ctx, "wait")
-	err := d.Wait(ctx)
+	err = d.Wait(ctx)
 	wait.End()
 	if err != nil {
 		return 0, err
 	}
 	defer trace.Region(ctx, "optimizer").End()
+	st := d.model.Store()
 	opt.Step(st.W, st.G)
-	return loss / k, nil
+	return loss, nil
 }
 
 // MeanLoss is the mean of every rank's loss, for reporting.
