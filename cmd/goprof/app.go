@@ -119,5 +119,3 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	return 1
 }
-
-func errorf(format string, a ...any) error { return fmt.Errorf(format, a...) }

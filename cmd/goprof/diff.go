@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 
 	"github.com/urfave/cli/v2"
@@ -16,7 +17,7 @@ func diffCommand() *cli.Command {
 		Flags:     append(narrowFlags(), outputFlag("-")),
 		Action: func(cliCtx *cli.Context) error {
 			if cliCtx.Args().Len() != 2 {
-				return usageError{errorf("goprof diff needs two directories, the runs to compare (got %d arguments)", cliCtx.Args().Len())}
+				return usageError{fmt.Errorf("goprof diff needs two directories, the runs to compare (got %d arguments)", cliCtx.Args().Len())}
 			}
 			a, err := loadDir(cliCtx, cliCtx.Args().Get(0), cliCtx.App.ErrWriter)
 			if err != nil {

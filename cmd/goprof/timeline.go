@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 
 	"github.com/urfave/cli/v2"
@@ -38,7 +39,7 @@ func svgCommand() *cli.Command {
 				return err
 			}
 			if wd := cliCtx.Int(flagWidth); wd < 200 || wd > 100000 {
-				return usageError{errorf("--width %d: want 200 to 100000 pixels", wd)}
+				return usageError{fmt.Errorf("--width %d: want 200 to 100000 pixels", wd)}
 			}
 			opt := render.SVGOptions{Width: cliCtx.Int(flagWidth), Title: j.Dir}
 			return output(cliCtx, func(w io.Writer) error { return render.SVG(w, j, opt) })

@@ -89,10 +89,7 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if cfg.apps == nil { // SPMD: one context of every rank, now counted
-		cfg.apps = cfg.contexts()
-		cfg.apps[0].NP = cfg.NP
-	}
+	cfg.apps = cfg.contexts() // an SPMD job's one context, of the ranks now counted
 	if cfg.DryRun {
 		for i, p := range progs {
 			cfg.apps[i].Program = p.String()

@@ -79,9 +79,6 @@ func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
 		return nil, err
 	}
 	p := &Plan{JobID: job.ID, Program: cfg.Program, Args: cfg.Args, Apps: cfg.contexts()}
-	if len(p.Apps) == 1 {
-		p.Apps[0].NP = cfg.NP
-	}
 	appOf := make([]int, 0, cfg.NP) // rank -> context
 	appExports := make([]map[string]string, len(p.Apps))
 	for i, a := range p.Apps {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/gorun-hpc/gorun/spmd/trace"
 )
@@ -135,33 +136,32 @@ func Load(dir string) (*Job, error) {
 	}
 	if len(files) == 0 {
 		if len(j.Problems) > 0 {
-			return nil, fmt.Errorf("%s: %w that could be read:\n  %s", dir, ErrNoTraces, joinLines(j.Problems))
+			return nil, fmt.Errorf("%s: %w that could be read:\n  %s", dir, ErrNoTraces, strings.Join(j.Problems, "\n  "))
 		}
 		return nil, fmt.Errorf("%s: %w (rank.N.trace): was the job run with gorun --profile %s?", dir, ErrNoTraces, dir)
 	}
 	// Files of several jobs: keep the job with the most files, preferring
 	// the one rank 0 belongs to.
-	count := map[string]int{}
-	key := func(f *trace.File) string { return fmt.Sprintf("%s/%d", f.Header.Job, f.Header.Size) }
+	count := map[jobKey]int{}
 	for _, l := range files {
-		count[key(l.f)]++
+		count[keyOf(l.f)]++
 	}
-	best := key(files[0].f)
+	best := keyOf(files[0].f)
 	for k, c := range count {
-		if c > count[best] || (c == count[best] && k < best) {
+		if c > count[best] || (c == count[best] && k.less(best)) {
 			best = k
 		}
 	}
 	for _, l := range files {
-		if l.rank == 0 && count[key(l.f)] == count[best] {
-			best = key(l.f)
+		if l.rank == 0 && count[keyOf(l.f)] == count[best] {
+			best = keyOf(l.f)
 		}
 	}
 	var kept []loaded
 	for _, l := range files {
-		if key(l.f) != best {
-			j.Problems = append(j.Problems, fmt.Sprintf("%s: from another job (id %q, %d ranks) than the rest (%s): left out",
-				filepath.Join(dir, l.name), l.f.Header.Job, l.f.Header.Size, describe(best)))
+		if keyOf(l.f) != best {
+			j.Problems = append(j.Problems, fmt.Sprintf("%s: from another job (id %q, %d ranks) than the rest (id %q, %d ranks): left out",
+				filepath.Join(dir, l.name), l.f.Header.Job, l.f.Header.Size, best.id, best.size))
 			continue
 		}
 		kept = append(kept, l)
@@ -184,13 +184,15 @@ func Load(dir string) (*Job, error) {
 	return j, nil
 }
 
-func describe(key string) string {
-	i := len(key) - 1
-	for i >= 0 && key[i] != '/' {
-		i--
-	}
-	return fmt.Sprintf("id %q, %s ranks", key[:i], key[i+1:])
+// jobKey is what a trace file's job is known by: its id and size.
+type jobKey struct {
+	id   string
+	size int
 }
+
+func keyOf(f *trace.File) jobKey { return jobKey{f.Header.Job, f.Header.Size} }
+
+func (k jobKey) less(o jobKey) bool { return k.id < o.id || k.id == o.id && k.size < o.size }
 
 // add remaps f's strings to the job's, puts its times on rank 0's clock
 // and sorts its events by start.
@@ -265,17 +267,6 @@ func Ranges(rs []int) string {
 			s += strconv.Itoa(rs[i])
 		}
 		i = k + 1
-	}
-	return s
-}
-
-func joinLines(ls []string) string {
-	s := ""
-	for i, l := range ls {
-		if i > 0 {
-			s += "\n  "
-		}
-		s += l
 	}
 	return s
 }
