@@ -110,8 +110,17 @@ func NewGPT(cfg GPTConfig, seed uint64) (*GPT, error) {
 	g.LNF = NewLayerNorm(b.Scope("ln_f"), cfg.Dim)
 	g.Head = NewLinearInit(b.Scope("lm_head"), cfg.Dim, cfg.Vocab, false, Normal(gpt2Std))
 	g.store = b.Build(seed)
-	for _, blk := range g.Blocks {
+	names := []string{"embeddings"}
+	groups := [][]*Param{{g.WTE.W, g.WPE.W}}
+	for i, blk := range g.Blocks {
 		blk.Ready = g.store.Ready
+		names = append(names, fmt.Sprintf("h.%d", i))
+		groups = append(groups, blk.Params())
+	}
+	names = append(names, "head")
+	groups = append(groups, append(g.LNF.Params(), g.Head.Params()...))
+	if err := g.store.SetUnits(names, groups); err != nil {
+		panic("nn: gpt: " + err.Error()) // the layout above is fixed
 	}
 	return g, nil
 }
@@ -147,21 +156,30 @@ func (g *GPT) Forward(b *Batch, train bool) (float32, error) {
 	if err := g.check(b); err != nil {
 		return 0, err
 	}
+	st := g.store
+	st.Enter(0, BeforeForward)
 	tok, err := g.WTE.Forward(b.Tokens, b.N, b.T)
 	if err != nil {
+		st.Enter(0, AfterForward)
 		return 0, fmt.Errorf("gpt: tokens: %w", err)
 	}
 	pos, err := g.WPE.Forward(g.positions(b.N, b.T), b.N, b.T)
+	st.Enter(0, AfterForward)
 	if err != nil {
 		return 0, fmt.Errorf("gpt: positions: %w", err)
 	}
 	g.x = reuse(g.x, b.N, b.T, g.Config.Dim)
 	add(g.x.Data, tok.Data, pos.Data)
 	x := g.Drop.Forward(g.x, train)
-	for _, blk := range g.Blocks {
+	for i, blk := range g.Blocks {
+		st.Enter(1+i, BeforeForward)
 		x = blk.Forward(x, train)
+		st.Enter(1+i, AfterForward)
 	}
+	head := len(g.Blocks) + 1
+	st.Enter(head, BeforeForward)
 	g.logits = g.Head.Forward(g.LNF.Forward(x, train), train)
+	st.Enter(head, AfterForward)
 	loss, err := g.loss.Forward(g.logits, b.Y)
 	if err != nil {
 		return 0, fmt.Errorf("gpt: targets: %w", err)
@@ -202,15 +220,23 @@ func (g *GPT) positions(n, t int) []int32 {
 // whose gradients come from every position, last. It follows a Forward
 // that succeeded.
 func (g *GPT) Backward(scale float32) {
+	st := g.store
+	head := len(g.Blocks) + 1
+	st.Enter(head, BeforeBackward)
 	d := g.Head.Backward(g.loss.Backward(scale))
-	g.store.Ready(g.Head.Params()...)
+	st.Ready(g.Head.Params()...)
 	d = g.LNF.Backward(d)
-	g.store.Ready(g.LNF.Params()...)
+	st.Ready(g.LNF.Params()...)
+	st.Enter(head, AfterBackward)
 	for i := len(g.Blocks) - 1; i >= 0; i-- {
+		st.Enter(1+i, BeforeBackward)
 		d = g.Blocks[i].Backward(d)
+		st.Enter(1+i, AfterBackward)
 	}
 	d = g.Drop.Backward(d)
+	st.Enter(0, BeforeBackward)
 	g.WPE.Backward(d)
 	g.WTE.Backward(d)
-	g.store.Ready(g.WPE.W, g.WTE.W)
+	st.Ready(g.WPE.W, g.WTE.W)
+	st.Enter(0, AfterBackward)
 }

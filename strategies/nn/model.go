@@ -41,17 +41,40 @@ type Sequential struct {
 	store  *Store
 	loss   CrossEntropy
 	in     Tensor
+	unit   []int // per layer, its unit in the Store, or -1 for a layer without parameters
+	whole  bool  // the layers' parameters do not tile the Store: one unit runs around them all
 }
 
 // NewSequential wraps layers whose parameters are all in store. Layers
-// that can report their own parameters ready (Linear) are told to.
+// that can report their own parameters ready (Linear) are told to. Each
+// layer with parameters is a unit of the store when the layers' parameters
+// tile it in order (NewMLP's do); otherwise the whole model is one unit.
 func NewSequential(store *Store, layers ...Layer) *Sequential {
-	for _, l := range layers {
+	s := &Sequential{Layers: layers, store: store, unit: make([]int, len(layers))}
+	var names []string
+	var groups [][]*Param
+	for i, l := range layers {
 		if r, ok := l.(reporter); ok {
 			r.ReportTo(store)
 		}
+		s.unit[i] = -1
+		if ps := l.Params(); len(ps) > 0 {
+			s.unit[i] = len(groups)
+			names = append(names, fmt.Sprintf("layer %d", i))
+			groups = append(groups, ps)
+		}
 	}
-	return &Sequential{Layers: layers, store: store}
+	if store.SetUnits(names, groups) != nil {
+		s.whole = true
+	}
+	return s
+}
+
+// enter calls the unit hook for layer i.
+func (s *Sequential) enter(i int, ph Phase) {
+	if u := s.unit[i]; u >= 0 && !s.whole {
+		s.store.Enter(u, ph)
+	}
 }
 
 // reporter is a layer that reports its parameters ready during its
@@ -70,8 +93,16 @@ func (s *Sequential) Forward(b *Batch, train bool) (float32, error) {
 	}
 	s.in = Tensor{Shape: []int{b.N, b.XDim}, Data: b.X}
 	x := &s.in
-	for _, l := range s.Layers {
+	if s.whole {
+		s.store.Enter(0, BeforeForward)
+	}
+	for i, l := range s.Layers {
+		s.enter(i, BeforeForward)
 		x = l.Forward(x, train)
+		s.enter(i, AfterForward)
+	}
+	if s.whole {
+		s.store.Enter(0, AfterForward)
 	}
 	return s.loss.Forward(x, b.Y)
 }
@@ -80,8 +111,12 @@ func (s *Sequential) Forward(b *Batch, train bool) (float32, error) {
 // layer's parameters ready as soon as it is done.
 func (s *Sequential) Backward(scale float32) {
 	dy := s.loss.Backward(scale)
+	if s.whole {
+		s.store.Enter(0, BeforeBackward)
+	}
 	for i := len(s.Layers) - 1; i >= 0; i-- {
 		l := s.Layers[i]
+		s.enter(i, BeforeBackward)
 		if i == 0 {
 			dy = backwardNoInput(l, dy)
 		} else {
@@ -90,6 +125,10 @@ func (s *Sequential) Backward(scale float32) {
 		if _, ok := l.(reporter); !ok {
 			s.store.Ready(l.Params()...)
 		}
+		s.enter(i, AfterBackward)
+	}
+	if s.whole {
+		s.store.Enter(0, AfterBackward)
 	}
 }
 

@@ -109,6 +109,7 @@ func (b *Builder) Build(seed uint64) *Store {
 		n += p.Len()
 	}
 	s := &Store{W: make([]float32, n), G: make([]float32, n), Params: ps}
+	s.Units = []Unit{{Name: "model", Lo: 0, Hi: n, Params: ps}}
 	for _, p := range ps {
 		p.W, p.G = s.W[p.Offset:p.End():p.End()], s.G[p.Offset:p.End():p.End()]
 		if p.init != nil {
@@ -124,8 +125,12 @@ func (b *Builder) Build(seed uint64) *Store {
 type Store struct {
 	W, G   []float32
 	Params []*Param
+	// Units are the groups of parameters the model runs together, in
+	// forward order (see Unit). A model with no units of its own has one.
+	Units  []Unit
 	ready  func(*Param)
 	ranges func(lo, hi int)
+	unit   func(u int, ph Phase)
 }
 
 // OnReadyRange sets the function that Backward calls for each range
