@@ -6,7 +6,7 @@ GO ?= go
 TEST_DEBS := mandoc iproute2 openssh-server openssh-client chromium
 BENCH_DEBS := openmpi-bin libopenmpi-dev hyperfine
 
-.PHONY: all build test deps bench-deps vet bench-launch bench-mpi bench-tcp bench-choice bench-ddp bench-profile man
+.PHONY: all build test deps bench-deps vet bench-launch bench-mpi bench-tcp bench-choice bench-ddp bench-zero bench-profile man
 
 all: build
 
@@ -68,6 +68,11 @@ man:
 # examples/ddp against PyTorch DDP on the same MLP, in one run.
 bench-ddp:
 	bench/ddp.sh
+
+# strategies/zero's stages against DDP (step time) and the ZeRO paper's
+# memory table measured on a 50M-parameter model at 4 ranks.
+bench-zero:
+	bench/zero.sh
 
 # What gorun --profile costs collbench's 8-byte all-reduce and a DDP step,
 # the trace's size per event, and goprof report on a million events.

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/gorun-hpc/gorun/strategies/nn/shardckpt"
+	"github.com/gorun-hpc/gorun/strategies/zero"
+)
+
+// save writes the sharded checkpoint after step steps. With --crash-in-save
+// N, rank 1 kills itself at the N-th save, after writing its shard and
+// before the index is committed: what a crash mid-save leaves.
+func save(ctx context.Context, z *zero.Zero, cfg config, step int, saves *int) error {
+	*saves++
+	if *saves == cfg.crashInSave && z.Comm().Rank() == 1%z.Comm().Size() {
+		z.CrashAfterShard(func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) })
+	}
+	return z.Save(ctx, cfg.ckpt, step, map[string]string{"model": cfg.Model})
+}
+
+// resume loads --ckpt's checkpoint and returns its step. Under gorun
+// --max-restarts a directory with no checkpoint yet means a first start.
+func resume(ctx context.Context, z *zero.Zero, dir string, restarts bool, out io.Writer) (int, error) {
+	path := filepath.Join(dir, shardckpt.IndexFile)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if restarts {
+			if z.Comm().Rank() == 0 {
+				fmt.Fprintf(out, "no checkpoint at %s yet: training from step 0\n", path)
+			}
+			return 0, nil
+		}
+		return 0, fmt.Errorf("--resume: no checkpoint at %s: train with --ckpt %s first", path, dir)
+	}
+	step, err := z.Load(ctx, dir)
+	if err != nil {
+		return 0, err
+	}
+	if z.Comm().Rank() == 0 {
+		fmt.Fprintf(out, "resuming from step %d of %s\n", step, dir)
+	}
+	return step, nil
+}

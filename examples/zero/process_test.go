@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorun-hpc/gorun/strategies/nn/shardckpt"
+)
+
+// small is a model and set that train in a fraction of a second.
+var small = []string{"--hidden", "32,24,24", "--examples", "480", "--batch", "24", "--optim", "adamw", "--lr", "0.01"}
+
+// build compiles gorun and this example into a temporary directory.
+func build(t *testing.T) (gorun, zero string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: skipping the jobs of real processes")
+	}
+	dir := t.TempDir()
+	gorun, zero = filepath.Join(dir, "gorun"), filepath.Join(dir, "zero")
+	for bin, pkg := range map[string]string{gorun: "../../cmd/gorun", zero: "."} {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, out)
+		}
+	}
+	return gorun, zero
+}
+
+// job runs the example with args on np ranks under gorun; it returns the
+// output and the error.
+func job(gorun, zero string, np int, args ...string) (string, string, error) {
+	cmd := exec.Command(gorun, append([]string{"-np", fmt.Sprint(np), "--timeout", "2m", zero}, args...)...)
+	cmd.WaitDelay = 10 * time.Second
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	return string(out), stderr.String(), err
+}
+
+func mustJob(t *testing.T, gorun, zero string, np int, args ...string) string {
+	t.Helper()
+	out, stderr, err := job(gorun, zero, np, args...)
+	if err != nil {
+		t.Fatalf("-np %d %v: %v\n%s%s", np, args, err, out, stderr)
+	}
+	return out
+}
+
+// losses reads the "step N loss L samples/s S" lines into step -> loss.
+func losses(out string) map[int]float64 {
+	m := map[int]float64{}
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 6 && f[0] == "step" && f[2] == "loss" {
+			n, _ := strconv.Atoi(f[1])
+			v, _ := strconv.ParseFloat(f[3], 64)
+			m[n] = v
+		}
+	}
+	return m
+}
+
+// TestCrashInSaveThenResume: a job killed in the middle of a save (rank
+// 1's shard written, the index not committed) leaves the save before it
+// loadable; a job at another size and stage resumes from it and trains as
+// the uninterrupted job did.
+func TestCrashInSaveThenResume(t *testing.T) {
+	gorun, zero := build(t)
+	args := append([]string{"--steps", "6"}, small...)
+	want := losses(mustJob(t, gorun, zero, 4, append(args, "--zero", "3")...))
+	dir := t.TempDir()
+	out, stderr, err := job(gorun, zero, 4, append(args, "--zero", "3", "--ckpt", dir, "--ckpt-every", "2", "--crash-in-save", "2")...)
+	if err == nil {
+		t.Fatalf("the job whose rank 1 died in its second save succeeded:\n%s%s", out, stderr)
+	}
+	ix, err := shardckpt.Open(dir)
+	if err != nil {
+		t.Fatalf("the checkpoint before the crash is not loadable: %v", err)
+	}
+	if ix.Meta()["step"] != "2" {
+		t.Fatalf("the checkpoint is of step %s, want 2", ix.Meta()["step"])
+	}
+	out = mustJob(t, gorun, zero, 2, append(args, "--zero", "1", "--ckpt", dir, "--resume")...)
+	if !strings.Contains(out, "resuming from step 2") {
+		t.Fatalf("no resume line:\n%s", out)
+	}
+	got := losses(out)
+	for s := 3; s <= 6; s++ {
+		if g, ok := got[s]; !ok || math.Abs(g-want[s]) > 1e-5*want[s]+1e-6 {
+			t.Errorf("step %d: loss %v (present %v) after resuming at 2 ranks, %v uninterrupted at 4", s, g, ok, want[s])
+		}
+	}
+}
+
+// TestMemoryLines: each stage prints a memory line per rank, and what it
+// shards shrinks by the number of ranks.
+func TestMemoryLines(t *testing.T) {
+	gorun, zero := build(t)
+	const np = 4
+	mem := map[string][np][5]int64{}
+	for _, flags := range [][]string{{"--zero", "0"}, {"--zero", "1"}, {"--zero", "2"}, {"--zero", "3"}, {"--shard", "full", "--mixed", "bf16"}} {
+		out := mustJob(t, gorun, zero, np, append([]string{"--steps", "2", "--hidden", "128,128,128,128"}, append(small[2:], flags...)...)...)
+		var m [np][5]int64
+		n := 0
+		for _, l := range strings.Split(out, "\n") {
+			var r int
+			var v [5]int64
+			if _, err := fmt.Sscanf(l, "memory rank %d params %d grads %d optim %d peak %d heap %d", &r, &v[0], &v[1], &v[2], &v[3], &v[4]); err == nil && r >= 0 && r < np {
+				m[r] = v
+				n++
+			}
+		}
+		if n != np {
+			t.Fatalf("%v: %d memory lines, want %d:\n%s", flags, n, np, out)
+		}
+		mem[strings.Join(flags, " ")] = m
+	}
+	near := func(label string, got, want int64) {
+		if math.Abs(float64(got-want)) > 0.1*float64(want) {
+			t.Errorf("%s: %d bytes, want about %d", label, got, want)
+		}
+	}
+	ddp := mem["--zero 0"][0]
+	for r := range np {
+		near(fmt.Sprintf("stage 1 rank %d optim", r), mem["--zero 1"][r][2], ddp[2]/np)
+		near(fmt.Sprintf("stage 2 rank %d grads", r), mem["--zero 2"][r][1], ddp[1]/np)
+		near(fmt.Sprintf("stage 3 rank %d params", r), mem["--zero 3"][r][0], ddp[0]/np)
+		near(fmt.Sprintf("bf16 stage 3 rank %d params", r), mem["--shard full --mixed bf16"][r][0], ddp[0]/np/2)
+	}
+}
