@@ -36,9 +36,10 @@
 //	shared        ranks of one host, through memory they share instead of
 //	              messages: every rank publishes its part and reads the
 //	              others': AllReduce, Broadcast, AllGather, ReduceScatter,
-//	              Barrier (on ranks that cannot share memory it runs
-//	              recdbl, tree for Broadcast or ring for ReduceScatter,
-//	              instead)
+//	              AllToAll, Barrier (on ranks that cannot share memory it
+//	              runs recdbl, tree for Broadcast, ring for ReduceScatter
+//	              or linear for AllToAll instead, and says so in the trace;
+//	              SharedMemory says whether, and why)
 //
 // Rank counts that are not powers of two are folded in the standard way:
 // the first 2r ranks (r = p - 2^floor(lg p)) pair up and one of each pair

@@ -16,3 +16,25 @@ func Drained(ctx context.Context, c *spmd.Comm) error {
 func SameState(a, b *spmd.Comm) bool {
 	return stateOf(a.Collective()) == stateOf(b.Collective())
 }
+
+// SharedRounds returns how many rounds, and pieces of broadcasts, this
+// rank has run through c's shared memory: a Shared call that ran there
+// adds to it, one that ran message algorithms instead does not. Call it
+// between c's calls, from the goroutine that makes them.
+func SharedRounds(c *spmd.Comm) int {
+	a := stateOf(c.Collective()).area.Load()
+	if a == nil {
+		return 0
+	}
+	return int(a.rounds + a.casts + a.chunks)
+}
+
+// LoseSharedMemory makes the Shared algorithms on c run message algorithms
+// from now on, for the reason why, as though its ranks could not share
+// memory, while topo still says they can: what a failure of the setup of
+// c's shared memory that went unseen would do. Every rank of c calls it
+// before c's first Shared call.
+func LoseSharedMemory(c *spmd.Comm, why error) {
+	cc := c.Collective()
+	stateOf(cc).area.Store(&area{p: cc.Size(), unshared: why})
+}

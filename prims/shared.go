@@ -1,10 +1,13 @@
 package prims
 
 import (
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/contract"
 	"github.com/gorun-hpc/gorun/topo"
 )
 
@@ -118,6 +121,10 @@ type area struct {
 	p              int
 	todo           []int // the other ranks, for asReady
 	in             slotWriter
+	// unshared says why mem is nil: the ranks cannot share memory (it
+	// wraps spmd.ErrNotShared), and the Shared algorithms run message
+	// algorithms instead.
+	unshared error
 }
 
 // roundKind is how the ranks read a round's data, which says when they are
@@ -134,32 +141,74 @@ const (
 // Shared algorithms run message algorithms instead (recursive doubling, a
 // tree for broadcast), as the hierarchical ones run on a single host, so
 // that GORUN_ALGO=shared serves a job of several hosts too. Every rank of
-// the communicator gets the same answer. The area takes 2 slots of
-// topo.SharedChunk bytes per rank, the cells and the streams (areaSize):
-// 8 MiB for 8 ranks, of which a call touches only the pages it uses.
+// the communicator gets the same answer; SharedMemory says which, and why.
+// The area takes 2 slots of topo.SharedChunk bytes per rank, the cells and
+// the streams (areaSize): 8 MiB for 8 ranks, of which a call touches only
+// the pages it uses.
 func areaOf(k *call) (*area, error) {
-	st := k.st
-	a := st.area.Load()
-	if a == nil {
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		if a = st.area.Load(); a == nil {
-			a = &area{todo: make([]int, 0, k.cc.Size()), p: k.cc.Size()}
-			a.cells, a.streams, _ = rings(a.p)
-			if k.cc.Shares() {
-				mem, err := k.cc.Shared(areaSize(k.cc.Size()))
-				if err != nil {
-					return nil, err
-				}
-				a.mem = mem
-			}
-			st.area.Store(a)
-		}
-	}
-	if a.mem == nil {
-		return nil, nil
+	a, err := k.st.sharedArea(k.cc)
+	if a == nil || a.mem == nil {
+		return nil, err
 	}
 	return a, nil
+}
+
+// SharedMemory reports whether the Shared algorithms (topo.Shared) run on
+// c in memory that its ranks share: nil when they do. When the ranks cannot
+// share memory, the Shared algorithms run message algorithms instead, at
+// several times the cost on one host, and topo.Choose does not pick them:
+// the error, which wraps spmd.ErrNotShared, says why (the ranks are on
+// several hosts, or their transport maps none). When mapping the memory
+// fails, the error is that failure, with which every Shared call on c
+// fails too.
+//
+// It maps c's memory as the first Shared call on c does, sending no
+// messages: each rank answers for itself (a mapping may fail on one rank
+// alone). Like a collective call, it must not run concurrently with
+// another call on c.
+func SharedMemory(c *spmd.Comm) error {
+	cc := c.Collective()
+	a, err := stateOf(cc).sharedArea(cc)
+	if err != nil {
+		return err
+	}
+	return a.unshared
+}
+
+// sharedArea returns cc's area, st its state, mapping it on first use (under
+// st.mu): an area without memory, that says why, when the ranks cannot
+// share. A mapping that fails is no area: the call fails, and breaks the
+// communicator, instead of running message algorithms on this rank alone.
+func (st *state) sharedArea(cc *spmd.Comm) (*area, error) {
+	if a := st.area.Load(); a != nil {
+		return a, nil
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if a := st.area.Load(); a != nil {
+		return a, nil
+	}
+	a := &area{todo: make([]int, 0, cc.Size()), p: cc.Size()}
+	a.cells, a.streams, _ = rings(a.p)
+	mem, err := cc.Shared(areaSize(a.p))
+	switch {
+	case errors.Is(err, spmd.ErrNotShared):
+		a.unshared = notShared(cc, err)
+	case err != nil:
+		return nil, fmt.Errorf("mapping the memory of the Shared algorithms: %w", err)
+	}
+	a.mem = mem
+	st.area.Store(a)
+	return a, nil
+}
+
+// notShared says why the ranks of cc cannot share memory, err being
+// spmd.Comm.Shared's error.
+func notShared(cc *spmd.Comm, err error) error {
+	if hosts := len(topo.LayoutOf(cc).Hosts); hosts > 1 {
+		return fmt.Errorf("%w: they are on %d hosts", err, hosts)
+	}
+	return fmt.Errorf("%w: they are on one host, but their transport maps none (%s=tcp?)", err, contract.EnvTransport)
 }
 
 func (a *area) head(r int, round uint32) *slotHead {

@@ -8,13 +8,24 @@ import (
 // The Shared algorithms, round by round in the area that shared.go lays
 // out.
 
+// fellBack says that k runs algo instead of the Shared algorithm, its
+// ranks being unable to share memory (areaOf): the call's errors and its
+// record in the trace name the algorithm that ran.
+func (k *call) fellBack(algo topo.Algo) {
+	k.algo = algo
+	if k.tr.rec != nil {
+		k.tr.e.Algo = k.tr.rec.Intern(string(algo))
+	}
+}
+
 // sharedAllReduce reduces buf in rounds of up to topo.SharedChunk bytes:
 // folds below topo.SharedScatter bytes, where a round's latency counts
 // most, and scatters from there, where the reductions do.
 func sharedAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 	a, err := areaOf(k)
-	if a == nil || err != nil {
+	if a == nil {
 		if err == nil {
+			k.fellBack(topo.RecursiveDoubling)
 			err = recdblAllReduce(k, buf, op)
 		}
 		return err
@@ -126,8 +137,9 @@ func sharedScatter[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
 // sharedBarrier is one round without data.
 func sharedBarrier(k *call) error {
 	a, err := areaOf(k)
-	if a == nil || err != nil {
+	if a == nil {
 		if err == nil {
+			k.fellBack(topo.RecursiveDoubling)
 			err = dissemination(k)
 		}
 		return err
@@ -151,8 +163,9 @@ func sharedBarrier(k *call) error {
 // streams (castPiece).
 func sharedBcast[T spmd.Number](k *call, buf []T, root int) error {
 	a, err := areaOf(k)
-	if a == nil || err != nil {
+	if a == nil {
 		if err == nil {
+			k.fellBack(topo.Tree)
 			err = treeBcast(k, buf, root, phaseMain)
 		}
 		return err
@@ -204,8 +217,9 @@ func castPiece[T spmd.Number](k *call, a *area, g castRing, s uint32, buf []T, r
 // block's piece and copies the others' out.
 func sharedAllGather[T spmd.Number](k *call, buf []T, b []int) error {
 	a, err := areaOf(k)
-	if a == nil || err != nil {
+	if a == nil {
 		if err == nil {
+			k.fellBack(topo.RecursiveDoubling)
 			err = recdblAllGather(k, buf, b)
 		}
 		return err
@@ -237,8 +251,9 @@ func sharedAllGather[T spmd.Number](k *call, buf []T, b []int) error {
 // scatter round of the all-reduce: no reduced block goes back.
 func sharedReduceScatter[T spmd.Number](k *call, send, recv []T, b []int, op Op[T]) error {
 	a, err := areaOf(k)
-	if a == nil || err != nil {
+	if a == nil {
 		if err == nil {
+			k.fellBack(topo.Ring)
 			err = ringReduceScatterTo(k, send, recv, b, op)
 		}
 		return err
@@ -282,8 +297,9 @@ func sharedReduceScatter[T spmd.Number](k *call, send, recv []T, b []int, op Op[
 // come. Its own block is already in place.
 func sharedAllToAll[T spmd.Number](k *call, send, recv []T, kk int) error {
 	a, err := areaOf(k)
-	if a == nil || err != nil {
+	if a == nil {
 		if err == nil {
+			k.fellBack(topo.Linear)
 			err = pairwiseAllToAll(k, send, recv, kk)
 		}
 		return err

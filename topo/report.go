@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/contract"
 )
 
 // Report is what gorun --topo prints: every rank of w calls it (it probes
@@ -27,8 +28,9 @@ func Report(ctx context.Context, w *spmd.World, out io.Writer) error {
 }
 
 // Format writes the report of model m on layout lay: the hosts and their
-// ranks, the constants, and per collective the ranges of sizes from
-// TableMin to TableMax at which each algorithm is chosen.
+// ranks, whether the ranks of one host share memory, the constants, and
+// per collective the ranges of sizes from TableMin to TableMax at which
+// each algorithm is chosen.
 func Format(w io.Writer, m Model, lay Layout) error {
 	var b strings.Builder
 	p := lay.Size()
@@ -42,6 +44,9 @@ func Format(w io.Writer, m Model, lay Layout) error {
 		fmt.Fprintf(tw, "host %d\t%s\t%d ranks:\t%s\n", h, name, len(ranks), rankList(ranks))
 	}
 	tw.Flush()
+	if line := sharing(lay); line != "" {
+		fmt.Fprintln(&b, line)
+	}
 	fmt.Fprintf(&b, "\n# model\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "same host\talpha %s\tbeta %s%s%s\n", micros(m.Local.Alpha), perByte(m.Local.Beta), pulls(m.Local.Pull), assumed(m.LocalProbed))
@@ -65,6 +70,20 @@ func Format(w io.Writer, m Model, lay Layout) error {
 	tw.Flush()
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// sharing says whether the ranks of lay, when they are on one host, share
+// memory (Layout.Shared), as the Shared algorithms need: without it they
+// are no candidates, and collectives cost several times what they would.
+// It is "" for several hosts or one rank.
+func sharing(lay Layout) string {
+	switch {
+	case len(lay.Hosts) != 1 || lay.Size() < 2:
+		return ""
+	case lay.Shared:
+		return "shared memory: yes, the Shared algorithms apply"
+	}
+	return "shared memory: no, the ranks' transport maps none (" + contract.EnvTransport + "=tcp?): the Shared algorithms do not apply"
 }
 
 func rankList(ranks []int) string {
