@@ -152,7 +152,9 @@ type watcher struct{ t transport.Transport }
 // ms, 16 MiB 12.3 -> 11.9 ms. Ranks that share memory keep every core:
 // they wait on the memory, not on the netpoller, and there GOMAXPROCS=1
 // made most sizes slower (np 4 1 MiB all-reduce 0.60 -> 0.92 ms, np 8 8 B
-// 14 -> 20 us).
+// 14 -> 20 us). gorun sets GOMAXPROCS itself for every rank that shares a
+// host, whatever its transport, unless the user chose (spmd/launch/procs.go);
+// this rule is for ranks started by other launchers.
 func shareCores(local int, o options) {
 	if _, set := os.LookupEnv("GOMAXPROCS"); set {
 		return

@@ -91,17 +91,22 @@ func TestProcessHello(t *testing.T) {
 
 // Ranks that reach the others of their host over TCP run with their share
 // of the cores as Go processors, unless GOMAXPROCS is set; ranks that share
-// memory keep all of them.
+// memory keep all of them. gorun itself gives every rank that share unless
+// the user chose a GOMAXPROCS: -x GOMAXPROCS, unset, chooses none, and so
+// leaves the rank's own rule to be seen.
 func TestProcessShareCores(t *testing.T) {
 	const np = 4
 	share := max(1, runtime.NumCPU()/np)
+	own := []string{"-x", "GOMAXPROCS"}
 	for _, c := range []struct {
 		name, transport, procs string
+		x                      []string
 		want                   int
 	}{
-		{"tcp", "tcp", "", share},
-		{"tcp with GOMAXPROCS", "tcp", "3", 3},
-		{"shm", "shm", "", runtime.NumCPU()},
+		{"tcp", "tcp", "", own, share},
+		{"tcp with GOMAXPROCS", "tcp", "3", own, 3},
+		{"shm", "shm", "", own, runtime.NumCPU()},
+		{"shm, gorun's share", "shm", "", nil, share},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv("GORUN_TRANSPORT", c.transport)
@@ -109,7 +114,7 @@ func TestProcessShareCores(t *testing.T) {
 			if c.procs == "" {
 				os.Unsetenv("GOMAXPROCS")
 			}
-			out, code := gorun(t, time.Minute, "-np", fmt.Sprint(np), ranksBin, "procs")
+			out, code := gorun(t, time.Minute, append(c.x, "-np", fmt.Sprint(np), ranksBin, "procs")...)
 			if code != 0 {
 				t.Fatalf("exit %d:\n%s", code, out)
 			}

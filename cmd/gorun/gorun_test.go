@@ -61,6 +61,12 @@ func gorun(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
 	cmd := gorunCmd(t, args...)
 	cmd.Stdin = strings.NewReader(stdin)
+	return runGorun(t, cmd)
+}
+
+// runGorun runs cmd, a gorunCmd, and returns what it left.
+func runGorun(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -70,7 +76,7 @@ func gorun(t *testing.T, stdin string, args ...string) result {
 	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
 	case err != nil:
-		t.Fatalf("gorun %v: %v", args, err)
+		t.Fatalf("gorun %v: %v", cmd.Args[1:], err)
 	}
 	return r
 }

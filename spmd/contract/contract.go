@@ -55,6 +55,10 @@ const (
 	EnvTorchRestarts   = "TORCHELASTIC_RESTART_COUNT" // 0: gorun does not restart jobs
 	EnvTorchMaxRestart = "TORCHELASTIC_MAX_RESTARTS"  // 0
 	EnvOMPThreads      = "OMP_NUM_THREADS"            // 1 when ranks share a host and the user set none
+
+	// Go's own: the rank's share of its CPUs, when ranks share them and
+	// the user set none (set by the starter of the rank's host).
+	EnvGoMaxProcs = "GOMAXPROCS"
 )
 
 // PortRange is the ports listeners may bind, Low to High inclusive

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -184,7 +185,7 @@ func (a *agent) doSetup(f Frame) {
 		}
 		a.sp.start(s.Subtree)
 	}
-	a.send(jsonFrame(frameReady, a.self, 0, readyMsg{BindAddr: bind}))
+	a.send(jsonFrame(frameReady, a.self, 0, readyMsg{BindAddr: bind, CPUs: runtime.NumCPU()}))
 }
 
 // preloadFiles lists what a preloaded agent copies on to its children:
@@ -225,7 +226,7 @@ func (a *agent) start(f Frame) {
 		env = append(env, contract.EnvBindAddr+"="+a.bind)
 	}
 	spec := &Spec{
-		Rank: RankPlan{Rank: f.Rank}, Path: m.Path, Args: m.Args, Dir: m.Dir, Env: env,
+		Rank: RankPlan{Rank: f.Rank, ShareProcs: m.ShareProcs}, Path: m.Path, Args: m.Args, Dir: m.Dir, Env: env,
 		Secret: a.setup.Secret,
 		Stdout: &frameWriter{a: a, rank: f.Rank, stream: 1},
 		Stderr: &frameWriter{a: a, rank: f.Rank, stream: 2},

@@ -117,6 +117,7 @@ func bindUnits(cpus []cpuInfo, unit string) []bindUnit {
 // none) and how to say so.
 type binding struct {
 	cpus   []int
+	ranks  int // the ranks of the host bound to the same CPUs, this one included
 	report bool
 	what   string // "core 1 (cpus 1,3)", or "not bound"
 }
@@ -156,11 +157,12 @@ func bindingFor(env []string, hostCPUs func() ([]cpuInfo, error), host string) (
 	// Local ranks go round-robin over the units: unit u holds the ranks
 	// u, u+n, u+2n, ... of the host.
 	u := local % len(units)
-	if on := (size - u + len(units) - 1) / len(units); on > units[u].cores && !p.Overload {
+	on := (size - u + len(units) - 1) / len(units)
+	if on > units[u].cores && !p.Overload {
 		return b, errorf(ErrUsage, "--bind-to %v: %d ranks on %s would put %d on %s %d, which holds %d (one per core); use --bind-to %s:overload-allowed to have ranks share it, or --bind-to none",
 			p, size, host, on, p.Unit, u, units[u].cores, p.Unit)
 	}
-	b.cpus = units[u].cpus
+	b.cpus, b.ranks = units[u].cpus, on
 	b.what = fmt.Sprintf("%s %d (%s %s)", p.Unit, u, plural(len(b.cpus), "cpu"), cpuList(b.cpus))
 	return b, nil
 }

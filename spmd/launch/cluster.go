@@ -37,8 +37,8 @@ type remoteHost struct {
 	t     target
 	hello helloMsg
 	ready bool
-	bind  string
-	lost  string // why its agent is gone; "" while it is there
+	said  readyMsg // what its agent said when ready
+	lost  string   // why its agent is gone; "" while it is there
 	procs map[int]*remoteProc
 }
 
@@ -129,7 +129,7 @@ func (c *cluster) frame(f Frame) {
 		f.decode(&m)
 		c.logf("host %s: agent ready, ranks listen on %s", h.t.Name, m.BindAddr)
 		c.mu.Lock()
-		h.ready, h.bind = true, m.BindAddr
+		h.ready, h.said = true, m
 		c.notifyLocked()
 		c.mu.Unlock()
 	case frameLog:
@@ -214,6 +214,7 @@ func (c *cluster) Start(spec *Spec) (Proc, error) {
 	c.mu.Unlock()
 	c.send(jsonFrame(frameStart, h.t.Index, p.rank, startMsg{
 		Path: spec.Path, Args: spec.Args, Dir: spec.Dir, Env: spec.Rank.Env, Stdin: spec.Stdin != nil,
+		ShareProcs: spec.Rank.ShareProcs,
 	}))
 	if spec.Stdin != nil {
 		go p.forwardStdin(spec.Stdin)
@@ -225,13 +226,14 @@ func (c *cluster) Start(spec *Spec) (Proc, error) {
 // up to wait, then kills the ssh processes still running.
 func (c *cluster) close(wait time.Duration) { c.sp.close(wait) }
 
-// binds returns, per host name, the address its agent's ranks listen on.
-func (c *cluster) binds() map[string]string {
+// agents returns, per host name, what its agent said when ready: the
+// address its ranks listen on, its CPUs.
+func (c *cluster) agents() map[string]readyMsg {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m := map[string]string{}
+	m := map[string]readyMsg{}
 	for _, h := range c.hosts {
-		m[h.t.Name] = h.bind
+		m[h.t.Name] = h.said
 	}
 	return m
 }

@@ -27,9 +27,9 @@
 // the line Preamble (what a remote shell printed before it is discarded)
 // and hello; the launcher answers with setup (the job id, the secret, which
 // never appears in any argv, the agent's subtree and how to reach it), the
-// agent with ready and the address its ranks bind (the one that routes to
-// the launcher's seed, or --iface/--net); then start, signal and stdin
-// frames go down, started, output, exited, log and lost frames come up.
+// agent with ready, its CPUs and the address its ranks bind (the one that
+// routes to the launcher's seed, or --iface/--net); then start, signal and
+// stdin frames go down, started, output, exited, log and lost frames come up.
 // When its input ends the agent stops its ranks (SIGTERM, SIGKILL after the
 // kill grace) and its children agents, and exits; so a dead launcher or
 // link leaves nothing behind. A lost agent ends its host's ranks with a

@@ -175,6 +175,9 @@ type startMsg struct {
 	Dir   string   `json:",omitempty"`
 	Env   []string // what gorun sets; the agent adds its own environment
 	Stdin bool     `json:",omitempty"` // stdin frames follow; else /dev/null
+	// ShareProcs: the user chose no GOMAXPROCS; the agent gives the rank
+	// its share of the host's CPUs (RankPlan.ShareProcs).
+	ShareProcs bool `json:",omitempty"`
 }
 
 // helloMsg is an agent's first frame.
@@ -188,6 +191,7 @@ type helloMsg struct {
 // readyMsg answers setup.
 type readyMsg struct {
 	BindAddr string // the address ranks on this host listen on
+	CPUs     int    `json:",omitempty"` // the CPUs the agent may run on; 0: not said (an older agent)
 }
 
 // exitMsg says how a rank ended.

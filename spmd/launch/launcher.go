@@ -175,10 +175,10 @@ func (l *Launcher) start(ctx context.Context, cfg *Config, hl *hostList, out *Ou
 }
 
 // plan plans the job on hl; with out it says there when it sets
-// OMP_NUM_THREADS. bind is the launcher's address facing the
-// hosts ("" for a job on this machine only); binds holds, for each remote
-// host, the address its agent said its ranks listen on.
-func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, binds map[string]string, seed Seed, out *Output) (*Plan, error) {
+// OMP_NUM_THREADS, and when the starters will set GOMAXPROCS. bind is the
+// launcher's address facing the hosts ("" for a job on this machine only);
+// agents holds, for each remote host, what its agent said when ready.
+func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, agents map[string]readyMsg, seed Seed, out *Output) (*Plan, error) {
 	pr, _ := contract.ParsePortRange(cfg.Ports)
 	job := Job{
 		ID:         jobID,
@@ -201,8 +201,8 @@ func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, binds map
 		// torchrun's MASTER_ADDR is rank 0's host, where such programs
 		// open their rendezvous store.
 		switch rank0 := hl.rankHost[0]; {
-		case binds[rank0] != "":
-			job.MasterAddr = binds[rank0]
+		case agents[rank0].BindAddr != "":
+			job.MasterAddr = agents[rank0].BindAddr
 		case hl.local[rank0] && bind != "":
 			job.MasterAddr = bind
 		case !hl.local[rank0]:
@@ -215,10 +215,28 @@ func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, binds map
 		job.Seeds = []string{"<seed address, chosen at launch>"}
 	}
 	plan, err := NewPlan(cfg, job, hl.rankHost)
-	if err == nil && out != nil && plan.SetsOMP() && cfg.restart == 0 {
-		out.Logf("setting OMP_NUM_THREADS=1 for each rank, as torchrun does, since ranks share a host's cores; set it, or pass -x OMP_NUM_THREADS=N, to choose")
+	if err == nil && out != nil && cfg.restart == 0 {
+		notices(plan, cfg, hl, agents, out)
 	}
 	return plan, err
+}
+
+// notices says, in a line each, what gorun sets for the ranks that the
+// user did not ask for: OMP_NUM_THREADS and GOMAXPROCS.
+func notices(plan *Plan, cfg *Config, hl *hostList, agents map[string]readyMsg, out *Output) {
+	if plan.SetsOMP() {
+		out.Logf("setting OMP_NUM_THREADS=1 for each rank, as torchrun does, since ranks share a host's cores; set it, or pass -x OMP_NUM_THREADS=N, to choose")
+	}
+	policy, _ := ParseBindPolicy(cfg.BindTo)
+	shares := foreseeShares(plan, policy, func(host string) (int, bool) {
+		if hl.local[host] {
+			return runtime.NumCPU(), true
+		}
+		return agents[host].CPUs, false
+	})
+	if msg := procsNotice(shares); msg != "" {
+		out.Logf("%s", msg)
+	}
 }
 
 // openSeed opens the gossip seed; a job without one still runs programs

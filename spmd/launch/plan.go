@@ -39,6 +39,9 @@ type RankPlan struct {
 	// Env is what gorun sets for this rank, "NAME=VALUE" sorted by name, on
 	// top of the environment the rank inherits.
 	Env []string
+	// ShareProcs says that the user chose no GOMAXPROCS for the rank, so
+	// that its starter gives it its share of the host's CPUs (procs.go).
+	ShareProcs bool
 }
 
 // Job is what is decided once per job, before planning.
@@ -81,6 +84,7 @@ func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
 	p := &Plan{JobID: job.ID, Program: cfg.Program, Args: cfg.Args, Apps: cfg.contexts()}
 	appOf := make([]int, 0, cfg.NP) // rank -> context
 	appExports := make([]map[string]string, len(p.Apps))
+	appProcs := make([]bool, len(p.Apps)) // the starter picks GOMAXPROCS
 	for i, a := range p.Apps {
 		for k := 0; k < a.NP; k++ {
 			appOf = append(appOf, i)
@@ -88,6 +92,7 @@ func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
 		if appExports[i], err = exports(a.Export, getenv); err != nil {
 			return nil, err
 		}
+		appProcs[i] = !choseVar(contract.EnvGoMaxProcs, getenv, cfg.Export, a.Export)
 	}
 	if len(appOf) != cfg.NP {
 		return nil, fmt.Errorf("plan: the programs have %d ranks, the job %d", len(appOf), cfg.NP)
@@ -103,7 +108,7 @@ func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
 	}
 	local := map[string]int{}
 	for r, h := range hosts {
-		rp := RankPlan{Rank: r, Host: h, LocalRank: local[h], NodeRank: node[h], App: appOf[r]}
+		rp := RankPlan{Rank: r, Host: h, LocalRank: local[h], NodeRank: node[h], App: appOf[r], ShareProcs: appProcs[appOf[r]]}
 		local[h]++
 		env := map[string]string{
 			contract.EnvRank:            strconv.Itoa(r),

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -127,7 +128,7 @@ func (Local) Start(spec *Spec) (Proc, error) {
 
 	cmd := exec.Command(spec.Path, spec.Args...)
 	cmd.Dir = spec.Dir
-	cmd.Env = spec.Env
+	cmd.Env = procsEnv(spec.Env, spec.Rank, bind, runtime.NumCPU())
 	if spec.Stdin != nil {
 		cmd.Stdin = spec.Stdin
 		defer spec.Stdin.Close()

@@ -65,7 +65,7 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 		}
 		return 0, false, err
 	}
-	plan, err := l.plan(cfg, hl, jobID, bind, c.binds(), seed, out)
+	plan, err := l.plan(cfg, hl, jobID, bind, c.agents(), seed, out)
 	if err != nil {
 		return 0, false, err
 	}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// TestGoMaxProcs runs 4 Go ranks on this machine: unless the user chose a
+// GOMAXPROCS, each runs with its share of the CPUs, max(1, CPUs/4), and
+// gorun says so in one line; a value the user chose (in gorun's
+// environment, with -x, with -x for one program of an MPMD job) is what
+// those ranks get, and gorun says nothing of it. Through agents each
+// host's share is of the ranks on that host.
+func TestGoMaxProcs(t *testing.T) {
+	cpus := runtime.NumCPU()
+	share := max(1, cpus/4)
+	if share >= cpus {
+		t.Skipf("on %d CPU a share is all of them", cpus)
+	}
+	prog := filepath.Join(t.TempDir(), "procs")
+	if out, err := exec.Command("go", "build", "-o", prog, "./testdata/procs").CombinedOutput(); err != nil {
+		t.Fatalf("building testdata/procs: %v\n%s", err, out)
+	}
+	rsh := filepath.Join(t.TempDir(), "rsh")
+	if err := os.WriteFile(rsh, []byte(fakeRsh), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	notice := func(procs, ranks int, where string) string {
+		each := fmt.Sprintf("each of %d ranks", ranks)
+		if ranks == 1 {
+			each = "1 rank"
+		}
+		return fmt.Sprintf("gorun: GOMAXPROCS=%d for %s on %d CPUs of %s; set GOMAXPROCS to choose another\n", procs, each, cpus, where)
+	}
+	for _, tc := range []struct {
+		name   string
+		env    string // GOMAXPROCS in gorun's environment; "" unset
+		args   []string
+		want   []int // GOMAXPROCS per rank
+		notice string
+	}{
+		{"nobody chose", "", []string{"-np", "4", prog}, []int{share, share, share, share}, notice(share, 4, "this host")},
+		{"in gorun's environment", "2", []string{"-np", "4", prog}, []int{2, 2, 2, 2}, ""},
+		{"with -x", "", []string{"-np", "4", "-x", "GOMAXPROCS=3", prog}, []int{3, 3, 3, 3}, ""},
+		{"with -x for one program", "", []string{"-np", "1", prog, ":", "-np", "3", "-x", "GOMAXPROCS=2", prog},
+			[]int{share, 2, 2, 2}, notice(share, 1, "this host")},
+		{"through agents", "", []string{"--launch-agent", rsh, "-H", "127.0.0.2:2,127.0.0.3:1", prog},
+			[]int{max(1, cpus/2), max(1, cpus/2), cpus}, notice(max(1, cpus/2), 2, "host 127.0.0.2")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runProcs(t, tc.env, tc.args...)
+			if r.code != 0 {
+				t.Fatal(r)
+			}
+			for rank, procs := range tc.want {
+				if line := fmt.Sprintf("rank %d GOMAXPROCS=%d\n", rank, procs); !strings.Contains(r.stdout, line) {
+					t.Errorf("stdout lacks %q on %d CPUs\n%v", line, cpus, r)
+				}
+			}
+			var said []string // gorun's lines on GOMAXPROCS
+			for _, l := range strings.SplitAfter(r.stderr, "\n") {
+				if strings.Contains(l, "GOMAXPROCS") {
+					said = append(said, l)
+				}
+			}
+			switch {
+			case tc.notice == "" && len(said) > 0:
+				t.Errorf("gorun spoke of GOMAXPROCS, which the user chose\n%v", r)
+			case tc.notice != "" && (len(said) != 1 || said[0] != tc.notice):
+				t.Errorf("want the one line %q\n%v", tc.notice, r)
+			}
+		})
+	}
+}
+
+// runProcs runs gorun with args, GOMAXPROCS in its environment set to
+// procs ("": unset).
+func runProcs(t *testing.T, procs string, args ...string) result {
+	t.Helper()
+	cmd := gorunCmd(t, args...)
+	env := cmd.Env[:0:0]
+	for _, kv := range cmd.Env {
+		if !strings.HasPrefix(kv, "GOMAXPROCS=") {
+			env = append(env, kv)
+		}
+	}
+	if procs != "" {
+		env = append(env, "GOMAXPROCS="+procs)
+	}
+	cmd.Env = env
+	return runGorun(t, cmd)
+}

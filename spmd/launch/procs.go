@@ -1,0 +1,188 @@
+package launch
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gorun-hpc/gorun/spmd/contract"
+)
+
+// Go processors per rank (GOMAXPROCS). A Go rank's runtime runs Go code
+// on as many threads as it has CPUs; with a rank on every core, the
+// threads it has to spare (GC workers, idle processors spinning for work)
+// take the cores of the ranks that poll for messages: on 16 cores at np
+// 16 an 8-byte all-reduce took 17-55 us, against 1.5 us with GOMAXPROCS=2
+// (issue #29). So, as torchrun sets OMP_NUM_THREADS=1, a rank whose user
+// chose no GOMAXPROCS gets its share of the CPUs: those its host's starter
+// may run on (runtime.NumCPU, which heeds the affinity mask: gorun here,
+// the agent elsewhere) divided by the ranks of the host, at least 1; a
+// rank bound to CPUs (--bind-to) gets the CPUs of its binding divided by
+// the ranks bound to them. The starter decides, as it does the binding,
+// because only the host knows its CPUs; the plan says whether the user
+// chose (RankPlan.ShareProcs), and the launcher says so in one line.
+// Programs not written in Go ignore the variable.
+
+// shareProcs is the rule: the Go processors for each of ranks ranks that
+// share cpus CPUs, cpus/ranks and at least 1; 0 when that is not fewer
+// than cpus, which Go would take anyway, so that GOMAXPROCS is left alone.
+func shareProcs(cpus, ranks int) int {
+	n := max(1, cpus/max(1, ranks))
+	if n >= cpus {
+		return 0
+	}
+	return n
+}
+
+// procsShare is a rank's share: procs Go processors (0: GOMAXPROCS left
+// alone) for each of ranks ranks on cpus CPUs.
+type procsShare struct {
+	procs, cpus, ranks int
+	bound              bool // cpus are the rank's binding, not the host's
+}
+
+// rankShare is the share of a rank with environment env (its
+// GORUN_LOCAL_SIZE) and binding b, on a host whose starter may run on
+// hostCPUs CPUs.
+func rankShare(env []string, b binding, hostCPUs int) procsShare {
+	if b.cpus != nil {
+		return procsShare{shareProcs(len(b.cpus), b.ranks), len(b.cpus), b.ranks, true}
+	}
+	v, _ := envValue(env, contract.EnvLocalSize)
+	ranks, _ := strconv.Atoi(v)
+	return procsShare{shareProcs(hostCPUs, ranks), hostCPUs, ranks, false}
+}
+
+// procsEnv is the environment a starter gives a rank: env, with
+// GOMAXPROCS set to the rank's share when rp.ShareProcs and env sets none
+// (an agent's own environment may).
+func procsEnv(env []string, rp RankPlan, b binding, hostCPUs int) []string {
+	if !rp.ShareProcs {
+		return env
+	}
+	if v, _ := envValue(env, contract.EnvGoMaxProcs); v != "" {
+		return env
+	}
+	s := rankShare(env, b, hostCPUs)
+	if s.procs == 0 {
+		return env
+	}
+	return append(slices.Clip(env), contract.EnvGoMaxProcs+"="+strconv.Itoa(s.procs))
+}
+
+// choseVar says whether the user chose name's value for a rank: in gorun's
+// environment, or with -x for the job or for the rank's program, with a
+// value or without one (gorun's value, or none).
+func choseVar(name string, getenv func(string) string, xs ...[]string) bool {
+	if getenv(name) != "" {
+		return true
+	}
+	for _, list := range xs {
+		for _, x := range list {
+			if n, _, _ := strings.Cut(x, "="); n == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hostShares is what the starter of one host gives the ranks it shares
+// processors among, as the launcher foresees it.
+type hostShares struct {
+	host   string
+	here   bool         // the host is this machine
+	shares []procsShare // of the ranks given a GOMAXPROCS
+	// unknown says that the host's agent may give shares that the
+	// launcher cannot foresee: it binds by CPUs only the host knows.
+	unknown bool
+}
+
+// foreseeShares works out, per host of p in node order, the shares the
+// starters will give. cpusOf returns a host's CPUs and whether the host is
+// this machine; 0 CPUs: an agent that did not say, older than the rule,
+// which sets none.
+func foreseeShares(p *Plan, policy BindPolicy, cpusOf func(host string) (int, bool)) []hostShares {
+	hosts := make(map[string]*hostShares, len(p.Hosts))
+	cpus := make(map[string]int, len(p.Hosts))
+	for _, h := range p.Hosts {
+		n, here := cpusOf(h)
+		hosts[h], cpus[h] = &hostShares{host: h, here: here}, n
+	}
+	for _, rp := range p.Ranks {
+		hs := hosts[rp.Host]
+		if !rp.ShareProcs || cpus[rp.Host] == 0 {
+			continue
+		}
+		b := binding{}
+		switch {
+		case policy.Unit != "none" && !hs.here:
+			// Bound to one core or hardware thread each, a rank keeps
+			// its CPUs; bound to a socket, or overloaded, it may share
+			// them.
+			hs.unknown = hs.unknown || policy.Unit == "socket" || policy.Overload
+			continue
+		case policy.Unit != "none":
+			var err error
+			if b, err = bindingFor(rp.Env, hostCPUs, rp.Host); err != nil {
+				continue // the start fails, and says why
+			}
+		}
+		if s := rankShare(rp.Env, b, cpus[rp.Host]); s.procs > 0 {
+			hs.shares = append(hs.shares, s)
+		}
+	}
+	var out []hostShares
+	for _, h := range p.Hosts {
+		if hs := hosts[h]; len(hs.shares) > 0 || hs.unknown {
+			out = append(out, *hs)
+		}
+	}
+	return out
+}
+
+// procsNotice is the launcher's one line on the GOMAXPROCS the starters
+// give the ranks, "" when they give none:
+//
+//	GOMAXPROCS=1 for each of 16 ranks on 16 CPUs of this host; set GOMAXPROCS to choose another
+//
+// It describes the first host, and counts the others, which their
+// starters give a share of their own CPUs.
+func procsNotice(hosts []hostShares) string {
+	if len(hosts) == 0 {
+		return ""
+	}
+	const tail = "; set GOMAXPROCS to choose another"
+	i := slices.IndexFunc(hosts, func(h hostShares) bool { return len(h.shares) > 0 })
+	if i < 0 {
+		return fmt.Sprintf("GOMAXPROCS for each rank that shares its binding with others on %d %s: the binding's CPUs divided by its ranks%s",
+			len(hosts), plural(len(hosts), "host"), tail)
+	}
+	h := hosts[i]
+	lo, hi := h.shares[0].procs, h.shares[0].procs
+	for _, s := range h.shares {
+		lo, hi = min(lo, s.procs), max(hi, s.procs)
+	}
+	procs := strconv.Itoa(lo)
+	if hi > lo {
+		procs += " to " + strconv.Itoa(hi)
+	}
+	who := "1 rank"
+	if n := len(h.shares); n > 1 {
+		who = fmt.Sprintf("each of %d ranks", n)
+	}
+	where := "this host"
+	if !h.here {
+		where = "host " + h.host
+	}
+	s := h.shares[0]
+	msg := fmt.Sprintf("GOMAXPROCS=%s for %s on %d CPUs of %s", procs, who, s.cpus, where)
+	if s.bound {
+		msg = fmt.Sprintf("GOMAXPROCS=%s for %s of %s, %d bound to %d CPUs", procs, who, where, s.ranks, s.cpus)
+	}
+	if more := len(hosts) - 1; more > 0 {
+		msg += fmt.Sprintf(", and likewise by their own CPUs on %d more %s", more, plural(more, "host"))
+	}
+	return msg + tail
+}

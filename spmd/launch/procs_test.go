@@ -1,0 +1,227 @@
+package launch
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/contract"
+)
+
+// TestShareProcs: each rank gets the CPUs divided by the ranks that share
+// them, at least 1, and GOMAXPROCS is left alone (0) where that is all of
+// them.
+func TestShareProcs(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		cpus, ranks int
+		want        int
+	}{
+		{"a rank per core", 16, 16, 1},
+		{"two cores each", 16, 8, 2},
+		{"rounded down", 16, 3, 5},
+		{"more ranks than cpus", 2, 4, 1},
+		{"one rank", 16, 1, 0},
+		{"one cpu", 1, 4, 0},
+		{"no local size", 16, 0, 0},
+	} {
+		if got := shareProcs(tc.cpus, tc.ranks); got != tc.want {
+			t.Errorf("%s: shareProcs(%d cpus, %d ranks) = %d, want %d", tc.name, tc.cpus, tc.ranks, got, tc.want)
+		}
+	}
+}
+
+// TestProcsEnv: what a starter gives the rank, from the host's CPUs or
+// its binding, unless the user chose (the plan says) or the starter's own
+// environment sets GOMAXPROCS.
+func TestProcsEnv(t *testing.T) {
+	share := RankPlan{ShareProcs: true}
+	size := func(n int) []string { return []string{fmt.Sprintf("%s=%d", contract.EnvLocalSize, n)} }
+	bound := func(cpus, ranks int) binding {
+		b := binding{ranks: ranks}
+		for c := range cpus {
+			b.cpus = append(b.cpus, c)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name     string
+		env      []string
+		rp       RankPlan
+		b        binding
+		hostCPUs int
+		want     string // GOMAXPROCS in the rank's environment; "" unset
+	}{
+		{"16 ranks on 16 cpus", size(16), share, binding{}, 16, "1"},
+		{"4 ranks on 16 cpus", size(4), share, binding{}, 16, "4"},
+		{"4 ranks on 2 cpus", size(4), share, binding{}, 2, "1"},
+		{"one rank", size(1), share, binding{}, 16, ""},
+		{"the user chose", size(16), RankPlan{}, binding{}, 16, ""},
+		{"the agent's environment sets it", append(size(16), "GOMAXPROCS=3"), share, binding{}, 16, "3"},
+		{"set empty", append(size(16), "GOMAXPROCS="), share, binding{}, 16, "1"},
+		{"8 ranks bound to a socket of 8 cpus", size(16), share, bound(8, 8), 16, "1"},
+		{"2 ranks bound to a socket of 8 cpus", size(4), share, bound(8, 2), 16, "4"},
+		{"bound to a core of its own", size(16), share, bound(2, 1), 32, ""},
+	} {
+		env := procsEnv(tc.env, tc.rp, tc.b, tc.hostCPUs)
+		if got, _ := envValue(env, contract.EnvGoMaxProcs); got != tc.want {
+			t.Errorf("%s: GOMAXPROCS=%q, want %q (%v)", tc.name, got, tc.want, env)
+		}
+	}
+}
+
+// TestBoundShare: the ranks bound to one unit share its CPUs.
+func TestBoundShare(t *testing.T) {
+	for _, tc := range []struct {
+		policy      string
+		local, size int
+		want        int
+	}{
+		{"socket", 0, 4, 2},                  // 2 ranks on the 4 cpus of socket 0
+		{"socket", 1, 3, 0},                  // alone on socket 1: all of its 4 cpus
+		{"socket:overload-allowed", 0, 8, 1}, // 4 ranks on 4 cpus
+		{"core", 1, 4, 0},                    // a core of 2 cpus each
+		{"core:overload-allowed", 0, 8, 1},   // 2 ranks on a core of 2 cpus
+	} {
+		env := bindEnv(tc.policy, tc.local, tc.size, false)
+		b, err := bindingFor(env, twoSockets, "h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rankShare(env, b, 8).procs; got != tc.want {
+			t.Errorf("%s rank %d of %d: GOMAXPROCS %d, want %d", tc.policy, tc.local, tc.size, got, tc.want)
+		}
+	}
+}
+
+// TestPlanShareProcs: the plan leaves GOMAXPROCS to the starter unless
+// the user chose: in gorun's environment, with -x for the job, with or
+// without a value, or with -x for one program of an MPMD job.
+func TestPlanShareProcs(t *testing.T) {
+	none := func(string) string { return "" }
+	set := func(k string) string { return map[string]string{"GOMAXPROCS": "2"}[k] }
+	for _, tc := range []struct {
+		name   string
+		getenv func(string) string
+		export []string
+		apps   []App // after the first, of 2 ranks
+		want   string
+	}{
+		{"nobody chose", none, nil, nil, "true true"},
+		{"in gorun's environment", set, nil, nil, "false false"},
+		{"-x with a value", none, []string{"GOMAXPROCS=3"}, nil, "false false"},
+		{"-x passing gorun's", set, []string{"GOMAXPROCS"}, nil, "false false"},
+		{"-x of an unset variable", none, []string{"GOMAXPROCS"}, nil, "false false"},
+		{"-x of another", none, []string{"GOMAXPROCSX=1"}, nil, "true true"},
+		{"per program", none, nil, []App{{NP: 2, Program: "b", Export: []string{"GOMAXPROCS=2"}}}, "true true false false"},
+		{"per program, unset", none, nil, []App{{NP: 2, Program: "b", Export: []string{"GOMAXPROCS"}}}, "true true false false"},
+		{"for the job", none, []string{"GOMAXPROCS=2"}, []App{{NP: 2, Program: "b"}}, "false false false false"},
+	} {
+		cfg := DefaultConfig()
+		cfg.NP, cfg.Program, cfg.Export, cfg.Apps = 2, "a", tc.export, tc.apps
+		if err := cfg.countApps(); err != nil {
+			t.Fatal(err)
+		}
+		job := testJob()
+		job.Getenv = tc.getenv
+		plan, err := NewPlan(&cfg, job, LocalHosts(cfg.NP, "a"))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var got []string
+		for _, rp := range plan.Ranks {
+			got = append(got, fmt.Sprint(rp.ShareProcs))
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("%s: ShareProcs per rank %s, want %s", tc.name, strings.Join(got, " "), tc.want)
+		}
+	}
+}
+
+// TestProcsNotice: one line for the job, from the first host the rule
+// gives a share, counting the others.
+func TestProcsNotice(t *testing.T) {
+	const tail = "; set GOMAXPROCS to choose another"
+	plan := func(hosts ...string) *Plan {
+		cfg := DefaultConfig()
+		cfg.NP, cfg.Program = len(hosts), "p"
+		p, err := NewPlan(&cfg, testJob(), hosts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cpus := func(m map[string]int) func(string) (int, bool) {
+		return func(h string) (int, bool) { return m[h], h == "a" }
+	}
+	a16 := make([]string, 16)
+	for i := range a16 {
+		a16[i] = "a"
+	}
+	for _, tc := range []struct {
+		name   string
+		plan   *Plan
+		policy string
+		cpus   map[string]int
+		want   string
+	}{
+		{"16 ranks on 16 cpus here", plan(a16...), "none", map[string]int{"a": 16},
+			"GOMAXPROCS=1 for each of 16 ranks on 16 CPUs of this host" + tail},
+		{"one rank", plan("a"), "none", map[string]int{"a": 16}, ""},
+		{"a remote host", plan("b", "b", "b", "b"), "none", map[string]int{"b": 16},
+			"GOMAXPROCS=4 for each of 4 ranks on 16 CPUs of host b" + tail},
+		{"one rank a host", plan("a", "b"), "none", map[string]int{"a": 16, "b": 16}, ""},
+		{"two hosts", plan("b", "b", "c", "c"), "none", map[string]int{"b": 2, "c": 8},
+			"GOMAXPROCS=1 for each of 2 ranks on 2 CPUs of host b, and likewise by their own CPUs on 1 more host" + tail},
+		{"an agent older than the rule", plan("b", "b"), "none", nil, ""},
+		{"bound to a socket elsewhere", plan("b", "b"), "socket", map[string]int{"b": 16},
+			"GOMAXPROCS for each rank that shares its binding with others on 1 host: the binding's CPUs divided by its ranks" + tail},
+		{"bound to cores elsewhere", plan("b", "b"), "core", map[string]int{"b": 16}, ""},
+	} {
+		policy, _ := ParseBindPolicy(tc.policy)
+		if got := procsNotice(foreseeShares(tc.plan, policy, cpus(tc.cpus))); got != tc.want {
+			t.Errorf("%s:\ngot  %q\nwant %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestAgentShareProcs: an agent says how many CPUs it has, and gives the
+// ranks it starts their share of them unless the plan says the user chose.
+func TestAgentShareProcs(t *testing.T) {
+	n := runtime.NumCPU()
+	if n < 2 {
+		t.Skipf("a share of 1 CPU is all of it: this machine has %d", n)
+	}
+	t.Setenv("GOMAXPROCS", "") // the agent's own environment sets none
+	p := startAgent(t)
+	p.next(frameHello)
+	p.send(jsonFrame(frameSetup, 1, 0, setupMsg{Name: "h1", Seed: "127.0.0.1", KillGrace: time.Second}))
+	var ready readyMsg
+	if err := p.next(frameReady).decode(&ready); err != nil || ready.CPUs != n {
+		t.Fatalf("ready = %+v, %v; want %d CPUs", ready, err, n)
+	}
+	for rank, share := range []bool{true, false} {
+		env := []string{fmt.Sprintf("%s=%d", contract.EnvLocalSize, 2*n)}
+		p.send(jsonFrame(frameStart, 1, rank, startMsg{Path: "/bin/sh", Args: []string{"-c", `echo "GOMAXPROCS=$GOMAXPROCS"`},
+			Env: env, ShareProcs: share}))
+		var out strings.Builder
+		for done := false; !done; {
+			f, err := p.frame()
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch f.Type {
+			case frameOutput:
+				out.Write(f.Payload[1:])
+			case frameExited:
+				done = true
+			}
+		}
+		want := map[bool]string{true: "GOMAXPROCS=1\n", false: "GOMAXPROCS=\n"}[share]
+		if out.String() != want {
+			t.Errorf("ShareProcs %v: the rank said %q, want %q", share, out.String(), want)
+		}
+	}
+}
