@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
+	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/topo"
 )
@@ -33,6 +35,11 @@ func runTopoRank(ctx context.Context) error {
 	defer w.Close()
 	if err := topo.Report(ctx, w, os.Stdout); err != nil {
 		return fmt.Errorf("rank %d: %w", w.Rank(), err)
+	}
+	// The report says whether the ranks can share memory; a rank on which
+	// mapping it fails says so itself (each rank maps its own).
+	if err := prims.SharedMemory(w.Comm); err != nil && !errors.Is(err, spmd.ErrNotShared) {
+		fmt.Fprintf(os.Stderr, "rank %d: shared memory: %v\n", w.Rank(), err)
 	}
 	return w.Barrier(ctx)
 }
