@@ -17,7 +17,7 @@ import (
 // (issue #29). So, as torchrun sets OMP_NUM_THREADS=1, a rank whose user
 // chose no GOMAXPROCS gets its share of the CPUs: those its host's starter
 // may run on (runtime.NumCPU, which heeds the affinity mask: gorun here,
-// the agent elsewhere) divided by the ranks of the host, at least 1; a
+// the agent elsewhere) divided by the ranks of the host, at least 2; a
 // rank bound to CPUs (--bind-to) gets the CPUs of its binding divided by
 // the ranks bound to them. The starter decides, as it does the binding,
 // because only the host knows its CPUs; the plan says whether the user
@@ -25,10 +25,16 @@ import (
 // Programs not written in Go ignore the variable.
 
 // shareProcs is the rule: the Go processors for each of ranks ranks that
-// share cpus CPUs, cpus/ranks and at least 1; 0 when that is not fewer
+// share cpus CPUs, cpus/ranks and at least 2; 0 when that is not fewer
 // than cpus, which Go would take anyway, so that GOMAXPROCS is left alone.
+// Two, not one: a rank's non-blocking collectives run on a goroutine of
+// their own, which must progress beside the computation that they
+// overlap. On 16 cores at np 16 (bench/manycore.sh), a step of
+// examples/zero's MLP took 44-48 ms with GOMAXPROCS=1 against 26-29 with
+// 2 (DDP's 43 against 37), while the collectives alone were as fast with
+// 2 as with 1, both much faster than with 16.
 func shareProcs(cpus, ranks int) int {
-	n := max(1, cpus/max(1, ranks))
+	n := max(2, cpus/max(1, ranks))
 	if n >= cpus {
 		return 0
 	}
@@ -145,7 +151,7 @@ func foreseeShares(p *Plan, policy BindPolicy, cpusOf func(host string) (int, bo
 // procsNotice is the launcher's one line on the GOMAXPROCS the starters
 // give the ranks, "" when they give none:
 //
-//	GOMAXPROCS=1 for each of 16 ranks on 16 CPUs of this host; set GOMAXPROCS to choose another
+//	GOMAXPROCS=2 for each of 16 ranks on 16 CPUs of this host; set GOMAXPROCS to choose another
 //
 // It describes the first host, and counts the others, which their
 // starters give a share of their own CPUs.

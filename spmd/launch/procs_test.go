@@ -11,7 +11,7 @@ import (
 )
 
 // TestShareProcs: each rank gets the CPUs divided by the ranks that share
-// them, at least 1, and GOMAXPROCS is left alone (0) where that is all of
+// them, at least 2, and GOMAXPROCS is left alone (0) where that is all of
 // them.
 func TestShareProcs(t *testing.T) {
 	for _, tc := range []struct {
@@ -19,10 +19,11 @@ func TestShareProcs(t *testing.T) {
 		cpus, ranks int
 		want        int
 	}{
-		{"a rank per core", 16, 16, 1},
+		{"a rank per core", 16, 16, 2},
 		{"two cores each", 16, 8, 2},
 		{"rounded down", 16, 3, 5},
-		{"more ranks than cpus", 2, 4, 1},
+		{"more ranks than cpus", 4, 8, 2},
+		{"two cpus", 2, 4, 0},
 		{"one rank", 16, 1, 0},
 		{"one cpu", 1, 4, 0},
 		{"no local size", 16, 0, 0},
@@ -54,14 +55,15 @@ func TestProcsEnv(t *testing.T) {
 		hostCPUs int
 		want     string // GOMAXPROCS in the rank's environment; "" unset
 	}{
-		{"16 ranks on 16 cpus", size(16), share, binding{}, 16, "1"},
+		{"16 ranks on 16 cpus", size(16), share, binding{}, 16, "2"},
 		{"4 ranks on 16 cpus", size(4), share, binding{}, 16, "4"},
-		{"4 ranks on 2 cpus", size(4), share, binding{}, 2, "1"},
+		{"4 ranks on 2 cpus: 2 is all of them", size(4), share, binding{}, 2, ""},
+		{"8 ranks on 4 cpus", size(8), share, binding{}, 4, "2"},
 		{"one rank", size(1), share, binding{}, 16, ""},
 		{"the user chose", size(16), RankPlan{}, binding{}, 16, ""},
 		{"the agent's environment sets it", append(size(16), "GOMAXPROCS=3"), share, binding{}, 16, "3"},
-		{"set empty", append(size(16), "GOMAXPROCS="), share, binding{}, 16, "1"},
-		{"8 ranks bound to a socket of 8 cpus", size(16), share, bound(8, 8), 16, "1"},
+		{"set empty", append(size(16), "GOMAXPROCS="), share, binding{}, 16, "2"},
+		{"8 ranks bound to a socket of 8 cpus", size(16), share, bound(8, 8), 16, "2"},
 		{"2 ranks bound to a socket of 8 cpus", size(4), share, bound(8, 2), 16, "4"},
 		{"bound to a core of its own", size(16), share, bound(2, 1), 32, ""},
 	} {
@@ -81,9 +83,9 @@ func TestBoundShare(t *testing.T) {
 	}{
 		{"socket", 0, 4, 2},                  // 2 ranks on the 4 cpus of socket 0
 		{"socket", 1, 3, 0},                  // alone on socket 1: all of its 4 cpus
-		{"socket:overload-allowed", 0, 8, 1}, // 4 ranks on 4 cpus
+		{"socket:overload-allowed", 0, 8, 2}, // 4 ranks on 4 cpus: at least 2
 		{"core", 1, 4, 0},                    // a core of 2 cpus each
-		{"core:overload-allowed", 0, 8, 1},   // 2 ranks on a core of 2 cpus
+		{"core:overload-allowed", 0, 8, 0},   // 2 ranks on a core of 2 cpus: 2 is all of them
 	} {
 		env := bindEnv(tc.policy, tc.local, tc.size, false)
 		b, err := bindingFor(env, twoSockets, "h")
@@ -168,13 +170,15 @@ func TestProcsNotice(t *testing.T) {
 		want   string
 	}{
 		{"16 ranks on 16 cpus here", plan(a16...), "none", map[string]int{"a": 16},
-			"GOMAXPROCS=1 for each of 16 ranks on 16 CPUs of this host" + tail},
+			"GOMAXPROCS=2 for each of 16 ranks on 16 CPUs of this host" + tail},
 		{"one rank", plan("a"), "none", map[string]int{"a": 16}, ""},
 		{"a remote host", plan("b", "b", "b", "b"), "none", map[string]int{"b": 16},
 			"GOMAXPROCS=4 for each of 4 ranks on 16 CPUs of host b" + tail},
 		{"one rank a host", plan("a", "b"), "none", map[string]int{"a": 16, "b": 16}, ""},
-		{"two hosts", plan("b", "b", "c", "c"), "none", map[string]int{"b": 2, "c": 8},
-			"GOMAXPROCS=1 for each of 2 ranks on 2 CPUs of host b, and likewise by their own CPUs on 1 more host" + tail},
+		{"two hosts", plan("b", "b", "c", "c"), "none", map[string]int{"b": 4, "c": 8},
+			"GOMAXPROCS=2 for each of 2 ranks on 4 CPUs of host b, and likewise by their own CPUs on 1 more host" + tail},
+		{"two hosts, one with too few cpus to share", plan("b", "b", "c", "c"), "none", map[string]int{"b": 2, "c": 8},
+			"GOMAXPROCS=4 for each of 2 ranks on 8 CPUs of host c" + tail},
 		{"an agent older than the rule", plan("b", "b"), "none", nil, ""},
 		{"bound to a socket elsewhere", plan("b", "b"), "socket", map[string]int{"b": 16},
 			"GOMAXPROCS for each rank that shares its binding with others on 1 host: the binding's CPUs divided by its ranks" + tail},
@@ -219,7 +223,10 @@ func TestAgentShareProcs(t *testing.T) {
 				done = true
 			}
 		}
-		want := map[bool]string{true: "GOMAXPROCS=1\n", false: "GOMAXPROCS=\n"}[share]
+		want := "GOMAXPROCS=\n"
+		if procs := shareProcs(n, 2*n); share && procs > 0 {
+			want = fmt.Sprintf("GOMAXPROCS=%d\n", procs)
+		}
 		if out.String() != want {
 			t.Errorf("ShareProcs %v: the rank said %q, want %q", share, out.String(), want)
 		}
