@@ -32,6 +32,9 @@ import (
 // same error. The directory must be one that every rank can reach (a
 // shared file system across hosts).
 func (z *Zero) Save(ctx context.Context, dir string, step int, meta map[string]string) error {
+	if err := z.settle(ctx); err != nil {
+		return err
+	}
 	// One tag per save, agreed on, so that a save never writes over the
 	// files of the checkpoint it replaces.
 	nonce := []int64{rand.Int64N(1 << 40)}
@@ -151,6 +154,9 @@ func (z *Zero) counters() map[string]int64 {
 // after. A missing or corrupt shard is an error naming its file; every
 // rank gets an error.
 func (z *Zero) Load(ctx context.Context, dir string) (step int, err error) {
+	if err := z.settle(ctx); err != nil {
+		return 0, err
+	}
 	step, err = z.load(dir)
 	if err = agree(ctx, z.comm, err, "loading the checkpoint"); err != nil {
 		return 0, fmt.Errorf("zero: load %s: %w", dir, err)
@@ -231,7 +237,8 @@ func (z *Zero) publish(ctx context.Context) error {
 			}
 		}
 	}
-	return z.gatherUnits(ctx)
+	z.gatherUnits(ctx)
+	return z.settle(ctx)
 }
 
 // LoadModel reads the whole parameters of a checkpoint that Save wrote

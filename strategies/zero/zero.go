@@ -64,6 +64,7 @@ type unit struct {
 	gb     []compress.BF16 // the same in bf16 (Mixed)
 	opt    nn.Optimizer    // over the chunk; nil when it is empty
 
+	updated *prims.Request // stages 1-2: the unit being gathered after an update
 	gather  *prims.Request // stage 3: the unit's parameters being gathered
 	gbuf32  []float32      // its buffer (fp32)
 	gbuf16  []compress.BF16
@@ -440,6 +441,9 @@ func (z *Zero) prefetch(u *unit) {
 
 // materialize makes u's fp32 parameters readable by the layers.
 func (z *Zero) materialize(u *unit) {
+	if err := z.awaitUpdate(z.ctx, u); err != nil {
+		panic(abort{err})
+	}
 	if z.cfg.Stage < 3 && !z.cfg.Mixed {
 		return // bound for good
 	}
@@ -690,28 +694,49 @@ func (z *Zero) update(ctx context.Context) error {
 			}
 		}
 	}
-	return z.gatherUnits(ctx)
+	z.gatherUnits(ctx)
+	return nil
 }
 
 // gatherUnits brings the whole units of stages 1 and 2 up to date on
-// every rank of the shard group, each from its chunk's owner.
-func (z *Zero) gatherUnits(ctx context.Context) error {
+// every rank of the shard group, each from its chunk's owner. The gathers
+// run in the background: each unit's is waited for when the unit next
+// runs (materialize), so that they overlap the next step's forward pass,
+// or by settle.
+func (z *Zero) gatherUnits(ctx context.Context) {
 	if z.cfg.Stage == 3 || z.n == 1 {
-		return nil
+		return
 	}
-	reqs := make([]*prims.Request, len(z.units))
-	for i, u := range z.units {
+	for _, u := range z.units {
 		lo, hi := z.r*u.s, (z.r+1)*u.s
 		if z.cfg.Mixed {
-			reqs[i] = prims.IAllGather(ctx, z.shard, u.wb[lo:hi], u.wb)
+			u.updated = prims.IAllGather(ctx, z.shard, u.wb[lo:hi], u.wb)
 		} else {
-			reqs[i] = prims.IAllGather(ctx, z.shard, u.w[lo:hi], u.w)
+			u.updated = prims.IAllGather(ctx, z.shard, u.w[lo:hi], u.w)
 		}
 	}
+}
+
+// awaitUpdate waits for u's gather after the last update, if any.
+func (z *Zero) awaitUpdate(ctx context.Context, u *unit) error {
+	if u.updated == nil {
+		return nil
+	}
+	err := u.updated.Wait(ctx)
+	u.updated = nil
+	if err != nil {
+		return fmt.Errorf("zero: gathering the updated unit %s: %w", u.Name, err)
+	}
+	return nil
+}
+
+// settle waits for every unit's gather after the last update: then every
+// rank holds the same whole parameters (stages 0-2).
+func (z *Zero) settle(ctx context.Context) error {
 	var err error
-	for i, r := range reqs {
-		if e := r.Wait(ctx); e != nil && err == nil {
-			err = fmt.Errorf("zero: gathering the updated unit %s: %w", z.units[i].Name, e)
+	for _, u := range z.units {
+		if e := z.awaitUpdate(ctx, u); e != nil && err == nil {
+			err = e
 		}
 	}
 	return err
@@ -738,12 +763,12 @@ func (z *Zero) MeanLoss(ctx context.Context, loss float32) (float32, error) {
 
 // Close lets go of the driver's communicators. Every rank calls it.
 func (z *Zero) Close() error {
+	err := z.settle(context.Background())
 	if z.chain != nil {
 		z.chain.close()
 		z.chain = nil
 	}
 	z.st.OnUnit(nil)
-	var err error
 	if z.rep != nil && z.rep != z.comm {
 		err = errors.Join(err, z.rep.Free())
 	}
@@ -761,6 +786,9 @@ func (z *Zero) Close() error {
 // mixed precision), in the flat layout, on every rank: for evaluation,
 // tests and single-file checkpoints. Every rank of the driver calls it.
 func (z *Zero) Params(ctx context.Context) ([]float32, error) {
+	if err := z.settle(ctx); err != nil {
+		return nil, err
+	}
 	total := 0
 	for _, u := range z.units {
 		total = max(total, u.Hi)
