@@ -507,7 +507,7 @@ func (z *Zero) reduce(u *unit) {
 		if !z.last {
 			return
 		}
-		red.req = z.reduceScatter32(u.g, u)
+		red.req = z.reduceScatter32(u.g, u.g[z.r*u.s:(z.r+1)*u.s], u)
 	case stage < 2:
 		g := u.grad32
 		if z.first {
@@ -521,13 +521,19 @@ func (z *Zero) reduce(u *unit) {
 		if !z.last {
 			return
 		}
-		red.req = z.reduceScatter16(u.gb, u)
+		red.req = z.reduceScatter16(u.gb, u.gb[z.r*u.s:(z.r+1)*u.s], u)
 	case !mixed:
 		buf := u.grad32
 		u.grad32 = nil
 		u.bind(false, nil)
 		red.buf32 = buf
-		red.req = z.reduceScatter32(buf, u)
+		// The step's first reduction lands in the chunk's gradients; a
+		// later one in buf's own block, which retire adds to them.
+		recv := buf[z.r*u.s : (z.r+1)*u.s]
+		if z.first {
+			recv = u.g
+		}
+		red.req = z.reduceScatter32(buf, recv, u)
 	default:
 		buf := z.pool.get16(full, false)
 		compress.EncodeBF16(buf, u.grad32)
@@ -536,7 +542,11 @@ func (z *Zero) reduce(u *unit) {
 		u.grad32 = nil
 		u.bind(false, nil)
 		red.buf16 = buf
-		red.req = z.reduceScatter16(buf, u)
+		recv := buf[z.r*u.s : (z.r+1)*u.s]
+		if z.first {
+			recv = u.gb
+		}
+		red.req = z.reduceScatter16(buf, recv, u)
 	}
 	z.inflight = append(z.inflight, red)
 	for len(z.inflight) > z.cfg.MaxInFlight {
@@ -546,39 +556,40 @@ func (z *Zero) reduce(u *unit) {
 	}
 }
 
-// reduceScatter32 reduces buf (a padded unit) into this rank's chunk of
-// it, in place, then across the replica group.
-func (z *Zero) reduceScatter32(buf []float32, u *unit) waiter {
-	own := buf[z.r*u.s : (z.r+1)*u.s]
+// reduceScatter32 reduces buf (a padded unit) into recv, this rank's
+// chunk of it (buf's own block, or the chunk's gradients), then across
+// the replica group.
+func (z *Zero) reduceScatter32(buf, recv []float32, u *unit) waiter {
 	if z.n == 1 {
+		copy(recv, buf[:u.s]) // nothing to reduce within the group: a no-op in place
 		if z.rep == nil {
 			return done{}
 		}
-		return prims.IAllReduce(z.ctx, z.rep, own, prims.Sum[float32]())
+		return prims.IAllReduce(z.ctx, z.rep, recv, prims.Sum[float32]())
 	}
-	req := prims.IReduceScatter(z.ctx, z.shard, buf, own, prims.Sum[float32]())
+	req := prims.IReduceScatter(z.ctx, z.shard, buf, recv, prims.Sum[float32]())
 	if z.chain == nil {
 		return req
 	}
 	return z.chain.then(z.ctx, req, func(ctx context.Context, c *spmd.Comm) error {
-		return prims.AllReduce(ctx, c, own, prims.Sum[float32]())
+		return prims.AllReduce(ctx, c, recv, prims.Sum[float32]())
 	})
 }
 
-func (z *Zero) reduceScatter16(buf []compress.BF16, u *unit) waiter {
-	own := buf[z.r*u.s : (z.r+1)*u.s]
+func (z *Zero) reduceScatter16(buf, recv []compress.BF16, u *unit) waiter {
 	if z.n == 1 {
+		copy(recv, buf[:u.s])
 		if z.rep == nil {
 			return done{}
 		}
-		return prims.IAllReduce(z.ctx, z.rep, own, z.add16)
+		return prims.IAllReduce(z.ctx, z.rep, recv, z.add16)
 	}
-	req := prims.IReduceScatter(z.ctx, z.shard, buf, own, z.add16)
+	req := prims.IReduceScatter(z.ctx, z.shard, buf, recv, z.add16)
 	if z.chain == nil {
 		return req
 	}
 	return z.chain.then(z.ctx, req, func(ctx context.Context, c *spmd.Comm) error {
-		return prims.AllReduce(ctx, c, own, z.add16)
+		return prims.AllReduce(ctx, c, recv, z.add16)
 	})
 }
 
@@ -598,12 +609,9 @@ func (z *Zero) retire() error {
 	if err == nil {
 		lo, hi := z.r*u.s, z.r*u.s+u.s
 		switch {
-		case red.buf32 != nil && red.first:
-			copy(u.g, red.buf32[lo:hi])
+		case red.first: // reduced into the chunk's gradients
 		case red.buf32 != nil:
 			addTo(u.g, red.buf32[lo:hi])
-		case red.buf16 != nil && red.first:
-			copy(u.gb, red.buf16[lo:hi])
 		case red.buf16 != nil:
 			compress.AddBF16(u.gb, red.buf16[lo:hi])
 		}
