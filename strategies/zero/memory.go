@@ -2,6 +2,7 @@ package zero
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/gorun-hpc/gorun/compress"
 )
@@ -28,56 +29,42 @@ func (m Memory) String() string {
 // asks for the same buffers in the same order each time. Every buffer
 // it has made counts in the accounting until the driver is closed.
 type pool struct {
-	f32  map[int][][]float32
-	u16  map[int][][]compress.BF16
-	mem  *Memory
-	temp int64
+	f32 freeList[float32]
+	u16 freeList[compress.BF16]
+	mem *Memory
 }
 
 func newPool(mem *Memory) *pool {
-	return &pool{f32: map[int][][]float32{}, u16: map[int][][]compress.BF16{}, mem: mem}
+	return &pool{f32: freeList[float32]{}, u16: freeList[compress.BF16]{}, mem: mem}
 }
 
-func (p *pool) grow(bytes int) {
-	p.mem.Temp += int64(bytes)
-	p.mem.Peak = max(p.mem.Peak, p.mem.Total())
-}
+// freeList holds the free buffers of one element type by length.
+type freeList[T float32 | compress.BF16] map[int][][]T
 
-// get32 returns a buffer of n float32s, zeroed if zero is set.
-func (p *pool) get32(n int, zero bool) []float32 {
-	if l := p.f32[n]; len(l) > 0 {
-		b := l[len(l)-1]
-		p.f32[n] = l[:len(l)-1]
+// get returns a buffer of n elements, zeroed if zero is set, and counts a
+// new one's bytes in mem.
+func (l freeList[T]) get(n int, zero bool, mem *Memory) []T {
+	if free := l[n]; len(free) > 0 {
+		b := free[len(free)-1]
+		l[n] = free[:len(free)-1]
 		if zero {
 			clear(b)
 		}
 		return b
 	}
-	p.grow(4 * n)
-	return make([]float32, n)
+	var t T
+	mem.Temp += int64(n) * int64(unsafe.Sizeof(t))
+	mem.Peak = max(mem.Peak, mem.Total())
+	return make([]T, n)
 }
 
-func (p *pool) put32(b []float32) {
+func (l freeList[T]) put(b []T) {
 	if b != nil {
-		p.f32[len(b)] = append(p.f32[len(b)], b)
+		l[len(b)] = append(l[len(b)], b)
 	}
 }
 
-func (p *pool) get16(n int, zero bool) []compress.BF16 {
-	if l := p.u16[n]; len(l) > 0 {
-		b := l[len(l)-1]
-		p.u16[n] = l[:len(l)-1]
-		if zero {
-			clear(b)
-		}
-		return b
-	}
-	p.grow(2 * n)
-	return make([]compress.BF16, n)
-}
-
-func (p *pool) put16(b []compress.BF16) {
-	if b != nil {
-		p.u16[len(b)] = append(p.u16[len(b)], b)
-	}
-}
+func (p *pool) get32(n int, zero bool) []float32       { return p.f32.get(n, zero, p.mem) }
+func (p *pool) put32(b []float32)                      { p.f32.put(b) }
+func (p *pool) get16(n int, zero bool) []compress.BF16 { return p.u16.get(n, zero, p.mem) }
+func (p *pool) put16(b []compress.BF16)                { p.u16.put(b) }

@@ -560,36 +560,27 @@ func (z *Zero) reduce(u *unit) {
 // chunk of it (buf's own block, or the chunk's gradients), then across
 // the replica group.
 func (z *Zero) reduceScatter32(buf, recv []float32, u *unit) waiter {
+	return reduceScatter(z, buf, recv, u, prims.Sum[float32]())
+}
+
+func (z *Zero) reduceScatter16(buf, recv []compress.BF16, u *unit) waiter {
+	return reduceScatter(z, buf, recv, u, z.add16)
+}
+
+func reduceScatter[T spmd.Number](z *Zero, buf, recv []T, u *unit, op prims.Op[T]) waiter {
 	if z.n == 1 {
 		copy(recv, buf[:u.s]) // nothing to reduce within the group: a no-op in place
 		if z.rep == nil {
 			return done{}
 		}
-		return prims.IAllReduce(z.ctx, z.rep, recv, prims.Sum[float32]())
+		return prims.IAllReduce(z.ctx, z.rep, recv, op)
 	}
-	req := prims.IReduceScatter(z.ctx, z.shard, buf, recv, prims.Sum[float32]())
+	req := prims.IReduceScatter(z.ctx, z.shard, buf, recv, op)
 	if z.chain == nil {
 		return req
 	}
 	return z.chain.then(z.ctx, req, func(ctx context.Context, c *spmd.Comm) error {
-		return prims.AllReduce(ctx, c, recv, prims.Sum[float32]())
-	})
-}
-
-func (z *Zero) reduceScatter16(buf, recv []compress.BF16, u *unit) waiter {
-	if z.n == 1 {
-		copy(recv, buf[:u.s])
-		if z.rep == nil {
-			return done{}
-		}
-		return prims.IAllReduce(z.ctx, z.rep, recv, z.add16)
-	}
-	req := prims.IReduceScatter(z.ctx, z.shard, buf, recv, z.add16)
-	if z.chain == nil {
-		return req
-	}
-	return z.chain.then(z.ctx, req, func(ctx context.Context, c *spmd.Comm) error {
-		return prims.AllReduce(ctx, c, recv, z.add16)
+		return prims.AllReduce(ctx, c, recv, op)
 	})
 }
 
