@@ -12,6 +12,10 @@
 #
 #   bench/zero.sh                      # make bench-zero: np 2 and 4, 3 rounds
 #   NPS=2 REPS=5 MEM=0 bench/zero.sh
+#   GORUN=devrun/bin/gorun ZERO=devrun/bin/zero DATA=strategies bench/zero.sh   # prebuilt, no Go
+#
+# The GPT reads DATA (text files or directories; default: the Go
+# distribution's source, which a machine without Go lacks).
 set -eu
 cd "$(dirname "$0")/.."
 NPS=${NPS:-"2 4"}
@@ -21,9 +25,12 @@ SKIP=${SKIP:-5}
 MEM=${MEM:-1}
 OUT=${OUT:-bench/out}
 mkdir -p "$OUT"
-GORUN=$OUT/gorun ZERO=$OUT/zero
-go build -o "$GORUN" ./cmd/gorun
-go build -o "$ZERO" ./examples/zero
+DATA=${DATA:-}
+if [ -z "${GORUN:-}" ] || [ -z "${ZERO:-}" ]; then
+	GORUN=$OUT/gorun ZERO=$OUT/zero
+	go build -o "$GORUN" ./cmd/gorun
+	go build -o "$ZERO" ./examples/zero
+fi
 
 median() {
 	sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else printf "%.2f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
@@ -37,7 +44,7 @@ step() {
 		set -- --model mlp --batch $((64 * np)) "$@"
 		batch=$((64 * np))
 	else
-		set -- --model gpt --layers 4 --dim 128 --heads 4 --context 64 --batch $((8 * np)) "$@"
+		set -- --model gpt --layers 4 --dim 128 --heads 4 --context 64 --batch $((8 * np)) ${DATA:+--data "$DATA"} "$@"
 		batch=$((8 * np))
 	fi
 	"$GORUN" -np "$np" --timeout 10m "$ZERO" --steps "$STEPS" --optim adamw --lr 1e-3 "$@" >"$OUT/zero.run" 2>"$OUT/zero.err" || {
