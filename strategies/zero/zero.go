@@ -372,20 +372,24 @@ func (z *Zero) hook(i int, ph nn.Phase) {
 	z.calls[ph]++
 	switch ph {
 	case nn.BeforeForward:
-		z.materialize(u)
+		// The next unit's gather goes into the queue behind this one's,
+		// before this one is waited for.
 		if z.cfg.Stage == 3 && !z.cfg.NoPrefetch && i+1 < len(z.units) {
+			z.prefetch(u)
 			z.prefetch(z.units[i+1])
 		}
+		z.materialize(u)
 	case nn.AfterForward:
 		z.release(u)
 	case nn.BeforeBackward:
 		if !z.inStep {
 			panic(abort{fmt.Errorf("zero: the model's Backward ran outside Step: train through Zero.Step")})
 		}
-		z.materialize(u)
 		if z.cfg.Stage == 3 && !z.cfg.NoPrefetch && i > 0 {
+			z.prefetch(u)
 			z.prefetch(z.units[i-1])
 		}
+		z.materialize(u)
 		switch {
 		case z.cfg.Stage >= 2 && !z.cfg.Mixed:
 			// Padded: the reduce-scatter runs on it in place.
@@ -455,8 +459,8 @@ func (z *Zero) materialize(u *unit) {
 		r.End()
 		u.gather = nil
 		if err != nil {
-			z.pool.put32(u.gbuf32)
-			z.pool.put16(u.gbuf16)
+			// A failed collective may still have receives pending into
+			// its buffer: it is dropped, not pooled.
 			u.gbuf32, u.gbuf16 = nil, nil
 			panic(abort{fmt.Errorf("zero: gathering unit %s: %w", u.Name, err)})
 		}
@@ -607,11 +611,11 @@ func (z *Zero) retire() error {
 			compress.AddBF16(u.gb, red.buf16[lo:hi])
 		}
 	}
-	z.pool.put32(red.buf32)
-	z.pool.put16(red.buf16)
-	if err != nil {
+	if err != nil { // its buffer is dropped, as a failed gather's
 		return fmt.Errorf("zero: reducing the gradients of unit %s: %w", u.Name, err)
 	}
+	z.pool.put32(red.buf32)
+	z.pool.put16(red.buf16)
 	return nil
 }
 
@@ -626,12 +630,15 @@ func (z *Zero) drain() error {
 	}
 	for _, u := range z.units {
 		if u.gather != nil {
-			if e := u.gather.Wait(z.ctx); e != nil && err == nil {
+			e := u.gather.Wait(z.ctx)
+			if e != nil && err == nil {
 				err = fmt.Errorf("zero: gathering unit %s: %w", u.Name, e)
 			}
+			if e == nil {
+				z.pool.put32(u.gbuf32)
+				z.pool.put16(u.gbuf16)
+			}
 			u.gather = nil
-			z.pool.put32(u.gbuf32)
-			z.pool.put16(u.gbuf16)
 			u.gbuf32, u.gbuf16 = nil, nil
 		}
 		if u.grad32 != nil {
