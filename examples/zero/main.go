@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/gorun-hpc/gorun/examples/internal/workload"
@@ -40,7 +41,11 @@ func main() {
 		return
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "zero:", err)
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "zero: ") { // the driver's errors say zero already
+			msg = "zero: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(1)
 	}
 }
