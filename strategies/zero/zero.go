@@ -126,8 +126,12 @@ func New(ctx context.Context, comm *spmd.Comm, model nn.Model, cfg Config) (z *Z
 	if err := agreeSize(ctx, c, len(st.W), len(st.Units)); err != nil {
 		return nil, err
 	}
-	if err := prims.Broadcast(ctx, c, st.W, 0); err != nil {
-		return nil, fmt.Errorf("zero: broadcasting rank 0's parameters: %w", err)
+	// In pieces, so that the collective's scratch, which a communicator
+	// keeps for its next calls, stays small beside the shards.
+	for lo := 0; lo < len(st.W); lo += broadcastPiece {
+		if err := prims.Broadcast(ctx, c, st.W[lo:min(lo+broadcastPiece, len(st.W))], 0); err != nil {
+			return nil, fmt.Errorf("zero: broadcasting rank 0's parameters: %w", err)
+		}
 	}
 	if err := z.groups(ctx); err != nil {
 		return nil, err
@@ -160,6 +164,9 @@ func New(ctx context.Context, comm *spmd.Comm, model nn.Model, cfg Config) (z *Z
 	}
 	return z, nil
 }
+
+// broadcastPiece is the most elements New broadcasts in one call (4 MiB).
+const broadcastPiece = 1 << 20
 
 // agreeSize fails every rank if the ranks' models differ.
 func agreeSize(ctx context.Context, c *spmd.Comm, n, units int) error {
