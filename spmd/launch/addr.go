@@ -111,12 +111,12 @@ func routeTo(peer string) (string, error) {
 // hostIP resolves what an agent's host is reached at to an IP: an ssh
 // destination through ssh -G (so that aliases of ~/.ssh/config and -F
 // count), then DNS.
-func hostIP(remote Remote, t target) (string, error) {
+func hostIP(remote remote, t target) (string, error) {
 	name := t.Dest
 	if i := strings.LastIndexByte(name, '@'); i >= 0 {
 		name = name[i+1:]
 	}
-	if remote.Mode == ModeSSH && len(remote.Argv) > 0 && filepath.Base(remote.Argv[0]) == "ssh" {
+	if remote.Mode == modeSSH && len(remote.Argv) > 0 && filepath.Base(remote.Argv[0]) == "ssh" {
 		if h := sshHostname(remote.Argv, t.Dest); h != "" {
 			name = h
 		}

@@ -74,11 +74,11 @@ func TestParseSSHConfigHostname(t *testing.T) {
 }
 
 func TestHostIP(t *testing.T) {
-	r := Remote{Mode: ModeSSH, Argv: []string{"rsh"}}
+	r := remote{Mode: modeSSH, Argv: []string{"rsh"}}
 	if ip, err := hostIP(r, target{Name: "n", Dest: "bob@127.0.0.1"}); err != nil || ip != "127.0.0.1" {
 		t.Errorf("hostIP of bob@127.0.0.1 = %q, %v", ip, err)
 	}
-	if ip, err := hostIP(Remote{Mode: ModeSrun}, target{Name: "localhost", Dest: "x"}); err != nil || net.ParseIP(ip) == nil {
+	if ip, err := hostIP(remote{Mode: ModeSrun}, target{Name: "localhost", Dest: "x"}); err != nil || net.ParseIP(ip) == nil {
 		t.Errorf("hostIP of srun node localhost = %q, %v", ip, err)
 	}
 }

@@ -29,13 +29,13 @@ import (
 // log gets lines that cannot go up (before the connection is set up).
 func RunAgent(ctx context.Context, in io.Reader, out io.Writer, log io.Writer) int {
 	a := &agent{out: out, log: log, ranks: map[int]*agentRank{}}
-	if err := a.write(append([]byte("\n"+Preamble+"\n"), appendFrame(nil, jsonFrame(frameHello, 0, 0, helloMsg{
+	if err := a.write(append([]byte("\n"+preamble+"\n"), appendFrame(nil, jsonFrame(frameHello, 0, 0, helloMsg{
 		Hostname: hostname(), Pid: os.Getpid(), SSH: os.Getenv("SSH_CONNECTION"),
 	}))...)); err != nil {
 		fmt.Fprintf(log, "gorun agent: %v\n", err)
 		return 1
 	}
-	frames := make(chan Frame)
+	frames := make(chan frame)
 	readDone := make(chan error, 1)
 	go func() {
 		r := bufio.NewReaderSize(in, 64<<10)
@@ -84,7 +84,7 @@ type agent struct {
 
 // agentRank is a rank this agent started.
 type agentRank struct {
-	proc  Proc
+	proc  proc
 	stdin *os.File // write end of its stdin, or nil
 	done  chan struct{}
 }
@@ -98,7 +98,7 @@ func (a *agent) write(b []byte) error {
 	return err
 }
 
-func (a *agent) send(f Frame) { a.write(appendFrame(nil, f)) }
+func (a *agent) send(f frame) { a.write(appendFrame(nil, f)) }
 
 // logf sends a line for gorun's log.
 func (a *agent) logf(format string, args ...any) {
@@ -107,7 +107,7 @@ func (a *agent) logf(format string, args ...any) {
 		fmt.Fprintf(a.log, "gorun agent: %s\n", msg)
 		return
 	}
-	a.send(Frame{Type: frameLog, Host: a.self, Payload: []byte(msg)})
+	a.send(frame{Type: frameLog, Host: a.self, Payload: []byte(msg)})
 }
 
 // verbosef logs with --verbose only.
@@ -117,7 +117,7 @@ func (a *agent) verbosef(format string, args ...any) {
 	}
 }
 
-func (a *agent) handle(f Frame) {
+func (a *agent) handle(f frame) {
 	if f.Type == frameSetup && a.self == 0 {
 		a.doSetup(f)
 		return
@@ -152,7 +152,7 @@ func (a *agent) handle(f Frame) {
 
 // doSetup takes the agent's identity and job, picks the address its ranks
 // bind, starts the agents below it and answers ready.
-func (a *agent) doSetup(f Frame) {
+func (a *agent) doSetup(f frame) {
 	var s setupMsg
 	if err := f.decode(&s); err != nil || f.Host == 0 {
 		fmt.Fprintf(a.log, "gorun agent: bad setup: %v\n", err)
@@ -172,9 +172,9 @@ func (a *agent) doSetup(f Frame) {
 	if len(s.Subtree) > 0 {
 		a.sp = &spawner{
 			remote: s.Remote, radix: s.Radix, via: s.Name, logf: a.verbosef,
-			up: func(f Frame) { a.send(f) },
+			up: func(f frame) { a.send(f) },
 			lost: func(host int, reason string) {
-				a.send(Frame{Type: frameLost, Host: host, Payload: []byte(reason)})
+				a.send(frame{Type: frameLost, Host: host, Payload: []byte(reason)})
 			},
 		}
 		if s.Preload {
@@ -203,7 +203,7 @@ func preloadFiles(dir string) []string {
 
 // start starts one rank and reports started, or exited with 127 or 126
 // when it cannot be started.
-func (a *agent) start(f Frame) {
+func (a *agent) start(f frame) {
 	var m startMsg
 	if err := f.decode(&m); err != nil {
 		a.logf("rank %d: %v", f.Rank, err)
@@ -225,8 +225,8 @@ func (a *agent) start(f Frame) {
 	if !hasVar(m.Env, contract.EnvBindAddr) {
 		env = append(env, contract.EnvBindAddr+"="+a.bind)
 	}
-	spec := &Spec{
-		Rank: RankPlan{Rank: f.Rank, ShareProcs: m.ShareProcs}, Path: m.Path, Args: m.Args, Dir: m.Dir, Env: env,
+	spec := &spec{
+		Rank: rankPlan{Rank: f.Rank, ShareProcs: m.ShareProcs}, Path: m.Path, Args: m.Args, Dir: m.Dir, Env: env,
 		Secret: a.setup.Secret,
 		Stdout: &frameWriter{a: a, rank: f.Rank, stream: 1},
 		Stderr: &frameWriter{a: a, rank: f.Rank, stream: 2},
@@ -238,7 +238,7 @@ func (a *agent) start(f Frame) {
 			spec.Stdin, stdinW = r, w
 		}
 	}
-	p, err := Local{}.Start(spec)
+	p, err := local{}.Start(spec)
 	if err != nil {
 		if stdinW != nil {
 			stdinW.Close()
@@ -322,7 +322,7 @@ func (w *frameWriter) Write(p []byte) (int, error) {
 		k := min(len(p), outputChunk)
 		payload := make([]byte, 0, k+1)
 		payload = append(append(payload, w.stream), p[:k]...)
-		w.a.send(Frame{Type: frameOutput, Host: w.a.self, Rank: w.rank, Payload: payload})
+		w.a.send(frame{Type: frameOutput, Host: w.a.self, Rank: w.rank, Payload: payload})
 		p = p[k:]
 	}
 	return n, nil

@@ -19,11 +19,11 @@ type agentPeer struct {
 	done chan int
 	// held keeps the output frames that next passed over: a rank's first
 	// output may come before the frame that says it started.
-	held []Frame
+	held []frame
 }
 
 // frame returns the next frame, held ones first.
-func (p *agentPeer) frame() (Frame, error) {
+func (p *agentPeer) frame() (frame, error) {
 	if len(p.held) > 0 {
 		f := p.held[0]
 		p.held = p.held[1:]
@@ -47,14 +47,14 @@ func startAgent(t *testing.T) *agentPeer {
 	return p
 }
 
-func (p *agentPeer) send(f Frame) {
+func (p *agentPeer) send(f frame) {
 	if _, err := p.w.Write(appendFrame(nil, f)); err != nil {
 		p.t.Fatal(err)
 	}
 }
 
 // next reads frames until one of type typ, skipping logs.
-func (p *agentPeer) next(typ byte) Frame {
+func (p *agentPeer) next(typ byte) frame {
 	p.t.Helper()
 	for {
 		f, err := readFrame(p.r)
@@ -95,8 +95,8 @@ func TestAgentProtocol(t *testing.T) {
 	if pid, err := p.next(frameStarted).u32(); err != nil || pid == 0 {
 		t.Fatalf("started: pid %d, %v", pid, err)
 	}
-	p.send(Frame{Type: frameStdin, Host: 1, Rank: 5, Payload: []byte("hello\n")})
-	p.send(Frame{Type: frameStdin, Host: 1, Rank: 5})
+	p.send(frame{Type: frameStdin, Host: 1, Rank: 5, Payload: []byte("hello\n")})
+	p.send(frame{Type: frameStdin, Host: 1, Rank: 5})
 	var out, errOut strings.Builder
 	for {
 		f, err := p.frame()

@@ -29,17 +29,17 @@ import (
 // A unit holds as many ranks as it has cores (one for a core or a hardware
 // thread), as Open MPI counts overload; more need :overload-allowed.
 
-// BindPolicy is what --bind-to asks for.
-type BindPolicy struct {
+// bindPolicy is what --bind-to asks for.
+type bindPolicy struct {
 	Unit     string // "none", "hwthread", "core" or "socket"
 	Overload bool   // more ranks than units share them (":overload-allowed")
 }
 
-// ParseBindPolicy reads none, hwthread, core or socket, optionally followed
+// parseBindPolicy reads none, hwthread, core or socket, optionally followed
 // by ":overload-allowed"; "" is none. package is a name for socket.
-func ParseBindPolicy(s string) (BindPolicy, error) {
+func parseBindPolicy(s string) (bindPolicy, error) {
 	unit, qual, hasQual := strings.Cut(s, ":")
-	p := BindPolicy{Unit: unit}
+	p := bindPolicy{Unit: unit}
 	switch unit {
 	case "", "none":
 		p.Unit = "none"
@@ -58,7 +58,7 @@ func ParseBindPolicy(s string) (BindPolicy, error) {
 	return p, nil
 }
 
-func (p BindPolicy) String() string {
+func (p bindPolicy) String() string {
 	if p.Overload {
 		return p.Unit + ":overload-allowed"
 	}
@@ -134,7 +134,7 @@ func bindingFor(env []string, hostCPUs func() ([]cpuInfo, error), host string) (
 		return v
 	}
 	b.report = get(contract.EnvReportBindings) == "1"
-	p, err := ParseBindPolicy(get(contract.EnvBindTo))
+	p, err := parseBindPolicy(get(contract.EnvBindTo))
 	if err != nil {
 		return b, fmt.Errorf("%s %w", contract.EnvBindTo, err)
 	}

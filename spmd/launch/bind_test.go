@@ -29,7 +29,7 @@ func TestParseBindPolicy(t *testing.T) {
 		{"core:overload", "", "the one qualifier is :overload-allowed"},
 		{"none:overload-allowed", "", "the one qualifier"},
 	} {
-		p, err := ParseBindPolicy(tc.in)
+		p, err := parseBindPolicy(tc.in)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("ParseBindPolicy(%q) error %v, want %q", tc.in, err, tc.err)
@@ -154,8 +154,8 @@ func TestStartBound(t *testing.T) {
 	}
 	var out, errOut bytes.Buffer
 	env := append(os.Environ(), bindEnv("hwthread:overload-allowed", 1, 2, true)...)
-	p, err := Local{}.Start(&Spec{
-		Rank: RankPlan{Rank: 7}, Path: "/bin/sh", Args: []string{"-c", "grep Cpus_allowed_list /proc/self/status"},
+	p, err := local{}.Start(&spec{
+		Rank: rankPlan{Rank: 7}, Path: "/bin/sh", Args: []string{"-c", "grep Cpus_allowed_list /proc/self/status"},
 		Env: env, Stdout: nopCloser{&out}, Stderr: nopCloser{&errOut},
 	})
 	if err != nil {

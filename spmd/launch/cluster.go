@@ -12,16 +12,16 @@ import (
 	"time"
 )
 
-// ErrHost marks a host whose agent could not be reached or started.
-var ErrHost = errors.New("host unreachable")
+// errHost marks a host whose agent could not be reached or started.
+var errHost = errors.New("host unreachable")
 
 // cluster is the launcher's side of the agents: it starts them through a
-// spawn tree, sends each its setup, and starts ranks on them as a Starter.
+// spawn tree, sends each its setup, and starts ranks on them as a starter.
 // Frames arrive on the links' reader goroutines; the mutex guards the
 // hosts' state.
 type cluster struct {
 	setup func(t target) setupMsg // the setup of host t
-	out   *Output
+	out   *output
 	logf  func(format string, args ...any)
 	sp    *spawner
 
@@ -43,7 +43,7 @@ type remoteHost struct {
 }
 
 // newCluster prepares the agents of targets (host indices from 1).
-func newCluster(targets []target, remote Remote, radix int, setup func(target) setupMsg, out *Output,
+func newCluster(targets []target, remote remote, radix int, setup func(target) setupMsg, out *output,
 	logf func(string, ...any)) *cluster {
 	c := &cluster{
 		setup: setup, out: out, logf: logf,
@@ -61,7 +61,7 @@ func newCluster(targets []target, remote Remote, radix int, setup func(target) s
 }
 
 // connect starts the agents and waits until each has answered its setup.
-// A host that cannot be reached is an error naming it (ErrHost); so is one
+// A host that cannot be reached is an error naming it (errHost); so is one
 // that has not answered within wait.
 func (c *cluster) connect(ctx context.Context, targets []target, wait time.Duration) error {
 	t0 := time.Now()
@@ -84,7 +84,7 @@ func (c *cluster) connect(ctx context.Context, targets []target, wait time.Durat
 		changed := c.changed
 		c.mu.Unlock()
 		if failed != nil {
-			return &kindError{err: fmt.Errorf("host %s: cannot start its agent: %s", failed.t.Name, failed.lost), kind: ErrHost}
+			return &kindError{err: fmt.Errorf("host %s: cannot start its agent: %s", failed.t.Name, failed.lost), kind: errHost}
 		}
 		if len(pending) == 0 {
 			c.logf("agents on %d hosts ready after %v", len(targets), time.Since(t0).Round(time.Millisecond))
@@ -94,7 +94,7 @@ func (c *cluster) connect(ctx context.Context, targets []target, wait time.Durat
 		case <-changed:
 		case <-deadline.C:
 			return &kindError{err: fmt.Errorf("host %s: no answer from its agent after %v (is it up? try ssh %s true)",
-				strings.Join(pending, ", host "), wait, pending[0]), kind: ErrHost}
+				strings.Join(pending, ", host "), wait, pending[0]), kind: errHost}
 		case <-ctx.Done():
 			return fmt.Errorf("interrupted while starting the agents: %w", ctx.Err())
 		}
@@ -108,7 +108,7 @@ func (c *cluster) notifyLocked() {
 }
 
 // frame handles a frame from an agent.
-func (c *cluster) frame(f Frame) {
+func (c *cluster) frame(f frame) {
 	c.mu.Lock()
 	h := c.hosts[f.Host]
 	if h == nil {
@@ -143,7 +143,7 @@ func (c *cluster) frame(f Frame) {
 	}
 }
 
-func (c *cluster) hello(h *remoteHost, f Frame) {
+func (c *cluster) hello(h *remoteHost, f frame) {
 	var m helloMsg
 	if err := f.decode(&m); err != nil {
 		c.out.Logf("host %s: %v", h.t.Name, err)
@@ -161,7 +161,7 @@ func (c *cluster) hello(h *remoteHost, f Frame) {
 }
 
 // send routes a frame down to its host's agent.
-func (c *cluster) send(f Frame) {
+func (c *cluster) send(f frame) {
 	if !c.sp.send(f) {
 		c.out.Logf("no route to host %d", f.Host)
 	}
@@ -192,17 +192,17 @@ func (c *cluster) lose(host int, reason string) {
 	c.notifyLocked()
 	c.mu.Unlock()
 	for _, p := range ended {
-		p.end(Status{Lost: "connection to its agent lost (" + p.host.lost + ")"})
+		p.end(status{Lost: "connection to its agent lost (" + p.host.lost + ")"})
 	}
 }
 
 // Start starts the rank of spec on its host's agent.
-func (c *cluster) Start(spec *Spec) (Proc, error) {
+func (c *cluster) Start(spec *spec) (proc, error) {
 	c.mu.Lock()
 	h := c.byName[spec.Rank.Host]
 	if h == nil {
 		c.mu.Unlock()
-		return Local{}.Start(spec)
+		return local{}.Start(spec)
 	}
 	if h.lost != "" {
 		c.mu.Unlock()
@@ -251,10 +251,10 @@ type remoteProc struct {
 	once   sync.Once // ends the proc once
 	mu     sync.Mutex
 	pid    int
-	status Status
+	status status
 }
 
-var _ Proc = (*remoteProc)(nil)
+var _ proc = (*remoteProc)(nil)
 
 // Pid waits until the agent has reported the rank's pid (0 if it never started).
 func (p *remoteProc) Pid() int {
@@ -275,13 +275,13 @@ func (p *remoteProc) Signal(sig syscall.Signal) error {
 	return nil
 }
 
-func (p *remoteProc) Wait() Status {
+func (p *remoteProc) Wait() status {
 	<-p.done
 	return p.status
 }
 
 // frame handles the rank's frames, on the host's reader goroutine.
-func (p *remoteProc) frame(f Frame) {
+func (p *remoteProc) frame(f frame) {
 	switch f.Type {
 	case frameStarted:
 		pid, err := f.u32()
@@ -309,12 +309,12 @@ func (p *remoteProc) frame(f Frame) {
 	case frameExited:
 		var m exitMsg
 		f.decode(&m)
-		p.end(Status{Code: m.Code, Signal: syscall.Signal(m.Signal)})
+		p.end(status{Code: m.Code, Signal: syscall.Signal(m.Signal)})
 	}
 }
 
 // end sets the rank's status, once.
-func (p *remoteProc) end(st Status) {
+func (p *remoteProc) end(st status) {
 	p.once.Do(func() {
 		p.stdout.Close()
 		p.stderr.Close()
@@ -332,10 +332,10 @@ func (p *remoteProc) forwardStdin(f *os.File) {
 	for {
 		n, err := f.Read(buf)
 		if n > 0 {
-			p.c.send(Frame{Type: frameStdin, Host: p.host.t.Index, Rank: p.rank, Payload: append([]byte(nil), buf[:n]...)})
+			p.c.send(frame{Type: frameStdin, Host: p.host.t.Index, Rank: p.rank, Payload: append([]byte(nil), buf[:n]...)})
 		}
 		if err != nil {
-			p.c.send(Frame{Type: frameStdin, Host: p.host.t.Index, Rank: p.rank})
+			p.c.send(frame{Type: frameStdin, Host: p.host.t.Index, Rank: p.rank})
 			return
 		}
 	}

@@ -11,27 +11,27 @@ import (
 
 // Modes of reaching a host's agent.
 const (
-	ModeSSH  = "ssh"  // the system ssh client, or --launch-agent
+	modeSSH  = "ssh"  // the system ssh client, or --launch-agent
 	ModeSrun = "srun" // srun inside a Slurm allocation
 )
 
-// Remote says how agents are started: the command prefix before the
+// remote says how agents are started: the command prefix before the
 // destination, and the gorun to run there. It travels to agents in setup so
 // that they start their children the same way.
-type Remote struct {
-	Mode  string   // ModeSSH or ModeSrun
+type remote struct {
+	Mode  string   // modeSSH or ModeSrun
 	Argv  []string // command before the destination: ssh -F cfg -o BatchMode=yes ...
 	Gorun string   // gorun's path on the hosts (without --preload)
 }
 
-// AgentFlag is the hidden flag that makes gorun an agent.
-const AgentFlag = "--agent"
+// agentFlag is the hidden flag that makes gorun an agent.
+const agentFlag = "--agent"
 
-// NewRemote builds how agents are started: srun options inside Slurm, else
+// newRemote builds how agents are started: srun options inside Slurm, else
 // ssh (or launchAgent, an rsh-like command) with sshArgs, split like a
 // shell would, then batch mode and the connect timeout.
-func NewRemote(mode, sshArgs, launchAgent string, connectTimeout time.Duration, gorun string) (Remote, error) {
-	r := Remote{Mode: mode, Gorun: gorun}
+func newRemote(mode, sshArgs, launchAgent string, connectTimeout time.Duration, gorun string) (remote, error) {
+	r := remote{Mode: mode, Gorun: gorun}
 	if mode == ModeSrun {
 		// One task on one node per agent, sharing the allocation's CPUs with
 		// the ranks' steps, unbuffered so that frames pass at once.
@@ -64,7 +64,7 @@ func NewRemote(mode, sshArgs, launchAgent string, connectTimeout time.Duration, 
 // Command returns the argv that runs remote (a command and its arguments)
 // on the host named name, reached at dest. ssh-like commands get one shell
 // command line, quoted; srun gets argv as is.
-func (r Remote) Command(name, dest string, remote []string) []string {
+func (r remote) Command(name, dest string, remote []string) []string {
 	argv := append([]string(nil), r.Argv...)
 	if r.Mode == ModeSrun {
 		argv = append(argv, "--nodelist="+name)

@@ -44,26 +44,26 @@ func TestShellQuote(t *testing.T) {
 }
 
 func TestRemoteCommand(t *testing.T) {
-	agent := []string{"/opt/my gorun/gorun", AgentFlag}
+	agent := []string{"/opt/my gorun/gorun", agentFlag}
 	for _, tc := range []struct {
 		name                 string
 		mode, args, launcher string
 		timeout              time.Duration
 		want                 string
 	}{
-		{"ssh", ModeSSH, "", "", 10 * time.Second,
+		{"ssh", modeSSH, "", "", 10 * time.Second,
 			`ssh -o BatchMode=yes -x -T -o ConnectTimeout=10 alice@n1 exec '/opt/my gorun/gorun' --agent`},
-		{"ssh args first", ModeSSH, `-F "/tmp/a b/cfg" -p 2222`, "", 1500 * time.Millisecond,
+		{"ssh args first", modeSSH, `-F "/tmp/a b/cfg" -p 2222`, "", 1500 * time.Millisecond,
 			`ssh -F /tmp/a b/cfg -p 2222 -o BatchMode=yes -x -T -o ConnectTimeout=2 alice@n1 exec '/opt/my gorun/gorun' --agent`},
-		{"launch agent ssh", ModeSSH, "", "/usr/bin/ssh -q", 0,
+		{"launch agent ssh", modeSSH, "", "/usr/bin/ssh -q", 0,
 			`/usr/bin/ssh -q -o BatchMode=yes -x -T alice@n1 exec '/opt/my gorun/gorun' --agent`},
-		{"launch agent rsh", ModeSSH, "-l bob", "rsh", 5 * time.Second,
+		{"launch agent rsh", modeSSH, "-l bob", "rsh", 5 * time.Second,
 			`rsh -l bob alice@n1 exec '/opt/my gorun/gorun' --agent`},
 		{"srun", ModeSrun, "-F ignored", "", 5 * time.Second,
 			`srun --nodes=1 --ntasks=1 --overlap --cpu-bind=none --unbuffered --kill-on-bad-exit=1 --quiet --job-name=gorun-agent --nodelist=n1 /opt/my gorun/gorun --agent`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := NewRemote(tc.mode, tc.args, tc.launcher, tc.timeout, agent[0])
+			r, err := newRemote(tc.mode, tc.args, tc.launcher, tc.timeout, agent[0])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,10 +73,10 @@ func TestRemoteCommand(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewRemote(ModeSSH, `-o "open`, "", 0, "gorun"); err == nil {
+	if _, err := newRemote(modeSSH, `-o "open`, "", 0, "gorun"); err == nil {
 		t.Error("unbalanced quote in --ssh-args: no error")
 	}
-	if _, err := NewRemote(ModeSSH, "", "  ", 0, "gorun"); err == nil {
+	if _, err := newRemote(modeSSH, "", "  ", 0, "gorun"); err == nil {
 		t.Error("blank --launch-agent: no error")
 	}
 }

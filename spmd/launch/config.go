@@ -23,7 +23,7 @@ import (
 // the config file. gorun exits with status 2 for them.
 var ErrUsage = errors.New("usage error")
 
-// kindError is an error of a kind (ErrUsage, ErrNotFound, ...) whose
+// kindError is an error of a kind (ErrUsage, errNotFound, ...) whose
 // message does not repeat the kind.
 type kindError struct {
 	err  error
@@ -236,7 +236,7 @@ func (c *Config) Validate() error {
 		}
 		return bad("--map-by %q: want slot or node", c.MapBy)
 	}
-	if _, err := ParseBindPolicy(c.BindTo); err != nil {
+	if _, err := parseBindPolicy(c.BindTo); err != nil {
 		return bad("--bind-to %v", err)
 	}
 	if c.NPerNode < 0 {
@@ -297,15 +297,15 @@ func (c *Config) Validate() error {
 
 // Stdin targets returned by StdinRank besides a rank number.
 const (
-	StdinNone = -1 // no rank reads gorun's stdin; ranks get /dev/null
+	stdinNone = -1 // no rank reads gorun's stdin; ranks get /dev/null
 	StdinAll  = -2 // every rank gets a copy of gorun's stdin
 )
 
-// StdinRank decodes c.Stdin: a rank number, StdinNone or StdinAll.
+// StdinRank decodes c.Stdin: a rank number, stdinNone or StdinAll.
 func (c *Config) StdinRank() (int, error) {
 	switch c.Stdin {
 	case "none":
-		return StdinNone, nil
+		return stdinNone, nil
 	case "all":
 		return StdinAll, nil
 	case "":

@@ -1,12 +1,12 @@
 // Package launch is the library behind gorun(1): it turns a Config into a
-// Plan (rank -> host, local rank, environment), resolves or builds the
+// plan (rank -> host, local rank, environment), resolves or builds the
 // program, starts every rank, forwards their output line by line, and
 // supervises the job: the first failure, signals, the timeout and the exit
 // status.
 //
 // The command in cmd/gorun only parses flags into a Config and calls Run.
-// Starting a rank goes through a Starter, so that a remote agent can start
-// the ranks of another host behind the same supervisor; Local starts them as
+// Starting a rank goes through a starter, so that a remote agent can start
+// the ranks of another host behind the same supervisor; local starts them as
 // child processes of this one.
 //
 // # Hosts
@@ -16,7 +16,7 @@
 // and maps the ranks (--map-by, --npernode, --oversubscribe). Every host
 // other than this machine gets one agent: gorun itself in agent mode
 // (RunAgent, the hidden flag --agent), started with the system ssh client
-// in batch mode (Remote, --ssh-args, --launch-agent) or with srun inside
+// in batch mode (remote, --ssh-args, --launch-agent) or with srun inside
 // Slurm. Agents start agents: the launcher starts at most --spawn-radix of
 // them, each of those at most as many again, so that N hosts take
 // O(log N) rounds; frames for a host below an agent pass through it.
@@ -24,7 +24,7 @@
 // # The agent protocol
 //
 // Over the agent's stdin and stdout, in frames (frame.go): the agent writes
-// the line Preamble (what a remote shell printed before it is discarded)
+// the line preamble (what a remote shell printed before it is discarded)
 // and hello; the launcher answers with setup (the job id, the secret, which
 // never appears in any argv, the agent's subtree and how to reach it), the
 // agent with ready, its CPUs and the address its ranks bind (the one that

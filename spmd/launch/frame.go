@@ -20,13 +20,13 @@ import (
 //	uint32 rank: the rank it is about, or 0
 //	payload
 //
-// An agent first writes the line Preamble; the launcher discards whatever a
+// An agent first writes the line preamble; the launcher discards whatever a
 // remote shell printed before it. Control payloads are JSON; output, stdin
 // and signal payloads are raw bytes. Frames for hosts below an agent in the
 // spawn tree pass through it unchanged, both ways.
 
-// Preamble is the line an agent writes before its first frame.
-const Preamble = "GORUN-AGENT 1"
+// preamble is the line an agent writes before its first frame.
+const preamble = "GORUN-AGENT 1"
 
 // maxFrame bounds a frame's length; output comes in pieces of at most
 // outputChunk bytes.
@@ -55,19 +55,19 @@ const (
 	frameLast    = frameLost
 )
 
-// Frame is one message of the agent protocol.
-type Frame struct {
+// frame is one message of the agent protocol.
+type frame struct {
 	Type    byte
 	Host    int
 	Rank    int
 	Payload []byte
 }
 
-// ErrFrame marks malformed frames.
-var ErrFrame = errors.New("malformed agent frame")
+// errFrame marks malformed frames.
+var errFrame = errors.New("malformed agent frame")
 
 // appendFrame appends the encoding of f to b.
-func appendFrame(b []byte, f Frame) []byte {
+func appendFrame(b []byte, f frame) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(frameHeader+len(f.Payload)))
 	b = append(b, f.Type)
 	b = binary.BigEndian.AppendUint32(b, uint32(f.Host))
@@ -76,33 +76,33 @@ func appendFrame(b []byte, f Frame) []byte {
 }
 
 // readFrame reads one frame. A clean end of input before a frame is io.EOF;
-// anything malformed is an error matching ErrFrame.
-func readFrame(r *bufio.Reader) (Frame, error) {
+// anything malformed is an error matching errFrame.
+func readFrame(r *bufio.Reader) (frame, error) {
 	var hdr [4 + frameHeader]byte
 	if _, err := io.ReadFull(r, hdr[:4]); err != nil {
-		return Frame{}, err
+		return frame{}, err
 	}
 	n := binary.BigEndian.Uint32(hdr[:4])
 	if n < frameHeader || n > maxFrame {
-		return Frame{}, fmt.Errorf("%w: length %d", ErrFrame, n)
+		return frame{}, fmt.Errorf("%w: length %d", errFrame, n)
 	}
 	if _, err := io.ReadFull(r, hdr[4:]); err != nil {
-		return Frame{}, unexpected(err)
+		return frame{}, unexpected(err)
 	}
-	f := Frame{
+	f := frame{
 		Type: hdr[4],
 		Host: int(binary.BigEndian.Uint32(hdr[5:9])),
 		Rank: int(binary.BigEndian.Uint32(hdr[9:13])),
 	}
 	if f.Type < frameSetup || f.Type > frameLast {
-		return Frame{}, fmt.Errorf("%w: type %d", ErrFrame, f.Type)
+		return frame{}, fmt.Errorf("%w: type %d", errFrame, f.Type)
 	}
 	if f.Host > maxHostIndex || f.Rank > maxHostIndex {
-		return Frame{}, fmt.Errorf("%w: host %d, rank %d", ErrFrame, f.Host, f.Rank)
+		return frame{}, fmt.Errorf("%w: host %d, rank %d", errFrame, f.Host, f.Rank)
 	}
 	f.Payload = make([]byte, n-frameHeader)
 	if _, err := io.ReadFull(r, f.Payload); err != nil {
-		return Frame{}, unexpected(err)
+		return frame{}, unexpected(err)
 	}
 	return f, nil
 }
@@ -112,12 +112,12 @@ const maxHostIndex = 1 << 24
 
 func unexpected(err error) error {
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
-		return fmt.Errorf("%w: truncated", ErrFrame)
+		return fmt.Errorf("%w: truncated", errFrame)
 	}
 	return err
 }
 
-// skipPreamble reads r up to and including the Preamble line and returns
+// skipPreamble reads r up to and including the preamble line and returns
 // what came before it (a remote shell's chatter).
 func skipPreamble(r *bufio.Reader) (junk []byte, err error) {
 	var buf bytes.Buffer
@@ -128,7 +128,7 @@ func skipPreamble(r *bufio.Reader) (junk []byte, err error) {
 		} else if err != nil {
 			buf.Write(line)
 			return buf.Bytes(), err
-		} else if string(bytes.TrimRight(line, "\r\n")) == Preamble {
+		} else if string(bytes.TrimRight(line, "\r\n")) == preamble {
 			return buf.Bytes(), nil
 		} else {
 			buf.Write(line)
@@ -149,7 +149,7 @@ type setupMsg struct {
 	JobID     string   `json:",omitempty"`
 	Secret    []byte   `json:",omitempty"`
 	Subtree   []target `json:",omitempty"` // hosts this agent starts agents on (and relays for)
-	Remote    Remote   // how to start them
+	Remote    remote   // how to start them
 	Radix     int
 	Seed      string        `json:",omitempty"` // launcher's seed IP: the address to face
 	Iface     string        `json:",omitempty"` // --iface
@@ -176,7 +176,7 @@ type startMsg struct {
 	Env   []string // what gorun sets; the agent adds its own environment
 	Stdin bool     `json:",omitempty"` // stdin frames follow; else /dev/null
 	// ShareProcs: the user chose no GOMAXPROCS; the agent gives the rank
-	// its share of the host's CPUs (RankPlan.ShareProcs).
+	// its share of the host's CPUs (rankPlan.ShareProcs).
 	ShareProcs bool `json:",omitempty"`
 }
 
@@ -201,30 +201,30 @@ type exitMsg struct {
 }
 
 // jsonFrame is a frame with a JSON payload.
-func jsonFrame(typ byte, host, rank int, v any) Frame {
+func jsonFrame(typ byte, host, rank int, v any) frame {
 	b, err := json.Marshal(v)
 	if err != nil {
 		panic(err) // our own message types always marshal
 	}
-	return Frame{Type: typ, Host: host, Rank: rank, Payload: b}
+	return frame{Type: typ, Host: host, Rank: rank, Payload: b}
 }
 
 // decode unmarshals f's JSON payload into v.
-func (f Frame) decode(v any) error {
+func (f frame) decode(v any) error {
 	if err := json.Unmarshal(f.Payload, v); err != nil {
-		return fmt.Errorf("%w: type %d: %v", ErrFrame, f.Type, err)
+		return fmt.Errorf("%w: type %d: %v", errFrame, f.Type, err)
 	}
 	return nil
 }
 
 // u32 decodes a 4-byte payload.
-func (f Frame) u32() (int, error) {
+func (f frame) u32() (int, error) {
 	if len(f.Payload) != 4 {
-		return 0, fmt.Errorf("%w: type %d: payload of %d bytes, want 4", ErrFrame, f.Type, len(f.Payload))
+		return 0, fmt.Errorf("%w: type %d: payload of %d bytes, want 4", errFrame, f.Type, len(f.Payload))
 	}
 	return int(binary.BigEndian.Uint32(f.Payload)), nil
 }
 
-func u32Frame(typ byte, host, rank, v int) Frame {
-	return Frame{Type: typ, Host: host, Rank: rank, Payload: binary.BigEndian.AppendUint32(nil, uint32(v))}
+func u32Frame(typ byte, host, rank, v int) frame {
+	return frame{Type: typ, Host: host, Rank: rank, Payload: binary.BigEndian.AppendUint32(nil, uint32(v))}
 }

@@ -11,7 +11,7 @@ import (
 )
 
 func TestFrameRoundTrip(t *testing.T) {
-	frames := []Frame{
+	frames := []frame{
 		jsonFrame(frameHello, 0, 0, helloMsg{Hostname: "h1", Pid: 42, SSH: "198.18.0.1 5000 198.18.0.2 22"}),
 		jsonFrame(frameSetup, 3, 0, setupMsg{Name: "h3", Secret: []byte{1, 2, 3}, Subtree: []target{{Index: 4, Name: "h4", Dest: "root@h4"}}}),
 		jsonFrame(frameStart, 3, 7, startMsg{Path: "/bin/prog", Args: []string{"-x"}, Env: []string{"GORUN_RANK=7"}, Stdin: true}),
@@ -56,15 +56,15 @@ func TestReadFrameErrors(t *testing.T) {
 	}{
 		{"short length", []byte{0, 0, 0, 3, 1, 0, 0}},
 		{"too long", []byte{0xff, 0, 0, 0, 1}},
-		{"bad type", appendFrame(nil, Frame{Type: 0, Host: 1})},
-		{"type past the last", appendFrame(nil, Frame{Type: frameLast + 1, Host: 1})},
+		{"bad type", appendFrame(nil, frame{Type: 0, Host: 1})},
+		{"type past the last", appendFrame(nil, frame{Type: frameLast + 1, Host: 1})},
 		{"truncated payload", good[:len(good)-1]},
 		{"truncated header", good[:7]},
-		{"huge host", appendFrame(nil, Frame{Type: frameLog, Host: 1 << 30})},
+		{"huge host", appendFrame(nil, frame{Type: frameLog, Host: 1 << 30})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := readFrame(bufio.NewReader(bytes.NewReader(tc.b)))
-			if !errors.Is(err, ErrFrame) {
+			if !errors.Is(err, errFrame) {
 				t.Errorf("readFrame = %v, want ErrFrame", err)
 			}
 		})
@@ -72,9 +72,9 @@ func TestReadFrameErrors(t *testing.T) {
 }
 
 func TestSkipPreamble(t *testing.T) {
-	frame := appendFrame(nil, Frame{Type: frameLog, Host: 1, Payload: []byte("x")})
+	frame := appendFrame(nil, frame{Type: frameLog, Host: 1, Payload: []byte("x")})
 	for _, junk := range []string{"", "pyenv: no such command\n", "no newline", strings.Repeat("x", 70000) + "\n\r\n"} {
-		in := append([]byte(junk+"\n"+Preamble+"\n"), frame...)
+		in := append([]byte(junk+"\n"+preamble+"\n"), frame...)
 		r := bufio.NewReaderSize(bytes.NewReader(in), 4096)
 		got, err := skipPreamble(r)
 		if err != nil || string(got) != junk+"\n" {
@@ -96,11 +96,11 @@ func TestSkipPreamble(t *testing.T) {
 func FuzzAgentFrame(f *testing.F) {
 	f.Add(appendFrame(nil, u32Frame(frameStarted, 1, 2, 99)))
 	f.Add(appendFrame(nil, jsonFrame(frameSetup, 1, 0, setupMsg{Name: "h1", Radix: 2})))
-	f.Add(append([]byte("junk\n"+Preamble+"\n"), appendFrame(nil, jsonFrame(frameExited, 1, 0, exitMsg{Code: 3}))...))
+	f.Add(append([]byte("junk\n"+preamble+"\n"), appendFrame(nil, jsonFrame(frameExited, 1, 0, exitMsg{Code: 3}))...))
 	f.Add([]byte{0, 0, 0, 9, 5, 0, 0, 0, 1, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r := bufio.NewReader(bytes.NewReader(b))
-		if bytes.Contains(b, []byte(Preamble)) {
+		if bytes.Contains(b, []byte(preamble)) {
 			skipPreamble(r)
 		}
 		for {

@@ -15,7 +15,7 @@ const (
 
 // hostList is the job's hosts and which rank runs on which.
 type hostList struct {
-	mode     string       // modeLocal, ModeSSH or ModeSrun
+	mode     string       // modeLocal, modeSSH or ModeSrun
 	source   string       // where the list came from, for messages
 	hosts    []hosts.Host // the list, in its order
 	rankHost []string     // host name per rank
@@ -27,7 +27,7 @@ type hostList struct {
 // machine. It maps the ranks and sets cfg.NP when it was 0 (one rank per
 // slot).
 func resolveHosts(cfg *Config, getenv func(string) string) (*hostList, error) {
-	hl := &hostList{mode: ModeSSH, local: map[string]bool{}}
+	hl := &hostList{mode: modeSSH, local: map[string]bool{}}
 	var err error
 	switch {
 	case cfg.Hosts != "":
@@ -75,7 +75,7 @@ func resolveHosts(cfg *Config, getenv func(string) string) (*hostList, error) {
 	for _, p := range places {
 		hl.rankHost = append(hl.rankHost, hl.hosts[p.HostIndex].Name)
 	}
-	if hl.mode == ModeSSH {
+	if hl.mode == modeSSH {
 		for _, h := range hl.hosts {
 			if isLocalName(h.Name) && h.User == "" && h.Addr == "" {
 				hl.local[h.Name] = true
@@ -99,7 +99,7 @@ func localHosts(cfg *Config, hl *hostList) (*hostList, error) {
 	}
 	hl.mode, hl.source = modeLocal, "this machine"
 	hl.hosts = []hosts.Host{{Name: host, Slots: cfg.NP}}
-	hl.rankHost = LocalHosts(cfg.NP, host)
+	hl.rankHost = sameHost(cfg.NP, host)
 	hl.local[host] = true
 	return hl, nil
 }
@@ -152,7 +152,7 @@ func (hl *hostList) Map() string {
 		}
 		seen[h] = append(seen[h], r)
 	}
-	how := map[string]string{modeLocal: "local", ModeSSH: "ssh", ModeSrun: "srun"}
+	how := map[string]string{modeLocal: "local", modeSSH: "ssh", ModeSrun: "srun"}
 	for _, h := range order {
 		via := how[hl.mode]
 		if hl.local[h] {

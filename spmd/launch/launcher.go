@@ -28,7 +28,7 @@ type Seed interface {
 	Close() error
 }
 
-// SeedConfig is what a SeedOpener gets to open the job's seed.
+// SeedConfig is what a seedOpener gets to open the job's seed.
 type SeedConfig struct {
 	JobID    string
 	Secret   []byte
@@ -39,8 +39,8 @@ type SeedConfig struct {
 	Crowd    int                              // ranks per core on the seed's host (gossip.Config.Crowd)
 }
 
-// SeedOpener opens the gossip seed of a job. cmd/gorun wires net/gossip.
-type SeedOpener func(ctx context.Context, cfg SeedConfig) (Seed, error)
+// seedOpener opens the gossip seed of a job. cmd/gorun wires net/gossip.
+type seedOpener func(ctx context.Context, cfg SeedConfig) (Seed, error)
 
 // Launcher runs jobs. Set the fields, then call Run; a Launcher runs one job
 // at a time.
@@ -51,8 +51,8 @@ type Launcher struct {
 	// stop the job (a second one kills it), SIGUSR1 and SIGUSR2 are
 	// forwarded to every rank. May be nil.
 	Signals  <-chan os.Signal
-	Starter  Starter    // nil: Local{}
-	OpenSeed SeedOpener // nil: no seed, GORUN_SEEDS unset
+	starter  starter    // nil: Local{}
+	OpenSeed seedOpener // nil: no seed, GORUN_SEEDS unset
 	Getenv   func(string) string
 }
 
@@ -67,15 +67,15 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	if err := cfg.Validate(); err != nil {
 		return 0, err
 	}
-	out := NewOutput(l.Stdout, l.Stderr)
+	out := newOutput(l.Stdout, l.Stderr)
 	out.Tag, out.Timestamp = cfg.TagOutput, cfg.TimestampOutput
 	logf := func(format string, args ...any) {}
 	if cfg.Verbose {
 		logf = out.Logf
 	}
-	progs := make([]Program, len(cfg.contexts()))
+	progs := make([]program, len(cfg.contexts()))
 	for i, a := range cfg.contexts() {
-		p, err := ResolveProgram(a.Program)
+		p, err := resolveProgram(a.Program)
 		if err != nil {
 			return 0, err
 		}
@@ -139,7 +139,7 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 // start runs the job once, as a new job (id, secret, seed, rendezvous),
 // and returns its exit status and whether a rank's failure (or a lost
 // host) ended it.
-func (l *Launcher) start(ctx context.Context, cfg *Config, hl *hostList, out *Output, logf func(string, ...any)) (int, bool, error) {
+func (l *Launcher) start(ctx context.Context, cfg *Config, hl *hostList, out *output, logf func(string, ...any)) (int, bool, error) {
 	secret := make([]byte, 32)
 	rand.Read(secret)
 	jobID := newID(8)
@@ -178,9 +178,9 @@ func (l *Launcher) start(ctx context.Context, cfg *Config, hl *hostList, out *Ou
 // OMP_NUM_THREADS, and when the starters will set GOMAXPROCS. bind is the
 // launcher's address facing the hosts ("" for a job on this machine only);
 // agents holds, for each remote host, what its agent said when ready.
-func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, agents map[string]readyMsg, seed Seed, out *Output) (*Plan, error) {
+func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, agents map[string]readyMsg, seed Seed, out *output) (*jobPlan, error) {
 	pr, _ := contract.ParsePortRange(cfg.Ports)
-	job := Job{
+	job := jobInfo{
 		ID:         jobID,
 		MasterAddr: "127.0.0.1",
 		MasterPort: freePort(bind, pr),
@@ -214,7 +214,7 @@ func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, agents ma
 	} else if cfg.DryRun {
 		job.Seeds = []string{"<seed address, chosen at launch>"}
 	}
-	plan, err := NewPlan(cfg, job, hl.rankHost)
+	plan, err := newPlan(cfg, job, hl.rankHost)
 	if err == nil && out != nil && cfg.restart == 0 {
 		notices(plan, cfg, hl, agents, out)
 	}
@@ -223,11 +223,11 @@ func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, agents ma
 
 // notices says, in a line each, what gorun sets for the ranks that the
 // user did not ask for: OMP_NUM_THREADS and GOMAXPROCS.
-func notices(plan *Plan, cfg *Config, hl *hostList, agents map[string]readyMsg, out *Output) {
+func notices(plan *jobPlan, cfg *Config, hl *hostList, agents map[string]readyMsg, out *output) {
 	if plan.SetsOMP() {
 		out.Logf("setting OMP_NUM_THREADS=1 for each rank, as torchrun does, since ranks share a host's cores; set it, or pass -x OMP_NUM_THREADS=N, to choose")
 	}
-	policy, _ := ParseBindPolicy(cfg.BindTo)
+	policy, _ := parseBindPolicy(cfg.BindTo)
 	shares := foreseeShares(plan, policy, func(host string) (int, bool) {
 		if hl.local[host] {
 			return runtime.NumCPU(), true
@@ -241,7 +241,7 @@ func notices(plan *Plan, cfg *Config, hl *hostList, agents map[string]readyMsg, 
 
 // openSeed opens the gossip seed; a job without one still runs programs
 // that do not call spmd.Init, so failing to open it is only a warning.
-func (l *Launcher) openSeed(ctx context.Context, jobID string, secret []byte, bind, ports string, verbose bool, crowd int, out *Output) Seed {
+func (l *Launcher) openSeed(ctx context.Context, jobID string, secret []byte, bind, ports string, verbose bool, crowd int, out *output) Seed {
 	if l.OpenSeed == nil {
 		return nil
 	}
@@ -285,25 +285,25 @@ func prepareDirs(cfg *Config) error {
 }
 
 // ExitCode is the status gorun exits with for an error from Run: 2 for
-// ErrUsage, 127 for ErrNotFound, 126 for ErrNotExecutable, else 1.
+// ErrUsage, 127 for errNotFound, 126 for ErrNotExecutable, else 1.
 func ExitCode(err error) int {
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, ErrUsage):
 		return 2
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, errNotFound):
 		return 127
 	case errors.Is(err, ErrNotExecutable):
 		return 126
-	case errors.Is(err, ErrHost):
-		return ExitLost
+	case errors.Is(err, errHost):
+		return exitLost
 	}
 	return 1
 }
 
-// ExitTimeout is gorun's exit status when --timeout stopped the job.
-const ExitTimeout = 124
+// exitTimeout is gorun's exit status when --timeout stopped the job.
+const exitTimeout = 124
 
 func newID(n int) string {
 	b := make([]byte, n)

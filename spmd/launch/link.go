@@ -21,7 +21,7 @@ import (
 type link struct {
 	t       target
 	argv    []string
-	onFrame func(link *link, f Frame)       // called on the reader goroutine
+	onFrame func(link *link, f frame)       // called on the reader goroutine
 	onLost  func(link *link, reason string) // called once, on the reader goroutine
 	logf    func(format string, args ...any)
 
@@ -37,7 +37,7 @@ type link struct {
 // set) runs and may change argv. It returns at once; failures come through
 // onLost.
 func startLink(t target, argv []string, preload func() ([]string, error), logf func(string, ...any),
-	onFrame func(*link, Frame), onLost func(*link, string)) *link {
+	onFrame func(*link, frame), onLost func(*link, string)) *link {
 	l := &link{t: t, argv: argv, onFrame: onFrame, onLost: onLost, logf: logf, done: make(chan struct{})}
 	l.out.init()
 	go l.run(preload)
@@ -120,7 +120,7 @@ func (l *link) exitReason(reason string, err error) string {
 	case errors.As(err, &ee) && ee.Exited():
 		reason = joinReason(fmt.Sprintf("%s exited %d", prog, ee.ExitCode()), reason)
 	case errors.As(err, &ee):
-		reason = joinReason(fmt.Sprintf("%s %v", prog, Status{Signal: ee.Sys().(syscall.WaitStatus).Signal()}), reason)
+		reason = joinReason(fmt.Sprintf("%s %v", prog, status{Signal: ee.Sys().(syscall.WaitStatus).Signal()}), reason)
 	case err != nil:
 		reason = joinReason(fmt.Sprintf("%s: %v", prog, err), reason)
 	default:
@@ -140,7 +140,7 @@ func joinReason(a, b string) string {
 }
 
 // send queues f for the agent; it never blocks.
-func (l *link) send(f Frame) { l.out.put(appendFrame(nil, f)) }
+func (l *link) send(f frame) { l.out.put(appendFrame(nil, f)) }
 
 // sendRaw queues an encoded frame.
 func (l *link) sendRaw(b []byte) { l.out.put(b) }

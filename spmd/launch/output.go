@@ -11,21 +11,21 @@ import (
 	"time"
 )
 
-// DefaultMaxLine is the longest line Output holds back: a rank that writes
+// defaultMaxLine is the longest line Output holds back: a rank that writes
 // more without a newline has it forwarded in pieces of this size, each
 // ending with a newline.
-const DefaultMaxLine = 64 << 10
+const defaultMaxLine = 64 << 10
 
-// TimestampLayout is how --timestamp-output writes the time of a line.
-const TimestampLayout = "2006-01-02T15:04:05.000"
+// timestampLayout is how --timestamp-output writes the time of a line.
+const timestampLayout = "2006-01-02T15:04:05.000"
 
-// Output puts the lines of every rank, and gorun's own messages, onto one
+// output puts the lines of every rank, and gorun's own messages, onto one
 // stdout and one stderr so that no line is interleaved with another. It is
 // safe for concurrent use; each writer it returns is for one goroutine.
-type Output struct {
+type output struct {
 	Tag       bool             // prefix "[rank] "
 	Timestamp bool             // prefix the time the line was complete
-	MaxLine   int              // 0: DefaultMaxLine
+	MaxLine   int              // 0: defaultMaxLine
 	Now       func() time.Time // nil: time.Now
 
 	// One lock per stream, so that a reader of gorun's stdout that stops
@@ -47,13 +47,13 @@ func (s *stream) Write(p []byte) (int, error) {
 	return s.w.Write(p)
 }
 
-// NewOutput returns an Output onto stdout and stderr.
-func NewOutput(stdout, stderr io.Writer) *Output {
-	return &Output{stdout: &stream{w: stdout}, stderr: &stream{w: stderr}}
+// newOutput returns an Output onto stdout and stderr.
+func newOutput(stdout, stderr io.Writer) *output {
+	return &output{stdout: &stream{w: stdout}, stderr: &stream{w: stderr}}
 }
 
 // Logf writes one line "gorun: ..." to stderr.
-func (o *Output) Logf(format string, args ...any) {
+func (o *output) Logf(format string, args ...any) {
 	msg := fmt.Sprintf("gorun: "+format, args...)
 	if len(msg) == 0 || msg[len(msg)-1] != '\n' {
 		msg += "\n"
@@ -64,7 +64,7 @@ func (o *Output) Logf(format string, args ...any) {
 // RankWriters returns the writers for one rank's stdout and stderr. Lines
 // go to o; with dir set the bytes also go, unchanged, to dir/rank.N.out and
 // dir/rank.N.err. Close flushes a last partial line and closes the files.
-func (o *Output) RankWriters(rank int, dir string) (stdout, stderr io.WriteCloser, err error) {
+func (o *output) RankWriters(rank int, dir string) (stdout, stderr io.WriteCloser, err error) {
 	stdout = o.lineWriter(rank, o.stdout)
 	stderr = o.lineWriter(rank, o.stderr)
 	if dir == "" {
@@ -83,23 +83,23 @@ func (o *Output) RankWriters(rank int, dir string) (stdout, stderr io.WriteClose
 	return &tee{file: fo, lines: stdout}, &tee{file: fe, lines: stderr}, nil
 }
 
-func (o *Output) lineWriter(rank int, dst io.Writer) *lineWriter {
+func (o *output) lineWriter(rank int, dst io.Writer) *lineWriter {
 	max := o.MaxLine
 	if max <= 0 {
-		max = DefaultMaxLine
+		max = defaultMaxLine
 	}
 	return &lineWriter{out: o, dst: dst, rank: rank, max: max}
 }
 
 // emit writes one line (without its newline) with its prefix.
-func (o *Output) emit(dst io.Writer, rank int, line []byte) {
+func (o *output) emit(dst io.Writer, rank int, line []byte) {
 	var b bytes.Buffer
 	if o.Timestamp {
 		now := time.Now
 		if o.Now != nil {
 			now = o.Now
 		}
-		b.WriteString(now().Format(TimestampLayout))
+		b.WriteString(now().Format(timestampLayout))
 		b.WriteByte(' ')
 	}
 	if o.Tag {
@@ -115,7 +115,7 @@ func (o *Output) emit(dst io.Writer, rank int, line []byte) {
 // lineWriter holds back a partial line until its newline arrives, or until
 // it is max bytes long. Not safe for concurrent use.
 type lineWriter struct {
-	out  *Output
+	out  *output
 	dst  io.Writer
 	rank int
 	max  int

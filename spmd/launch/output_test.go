@@ -32,7 +32,7 @@ func TestOutputLines(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			o := NewOutput(&stdout, &stderr)
+			o := newOutput(&stdout, &stderr)
 			o.Tag, o.Timestamp, o.MaxLine = tc.tag, tc.stamp, tc.max
 			o.Now = func() time.Time { return time.Date(2001, 2, 3, 4, 5, 6, 7e6, time.Local) }
 			w, _, err := o.RankWriters(7, "")
@@ -54,7 +54,7 @@ func TestOutputLines(t *testing.T) {
 // pieces; every line must come out whole.
 func TestOutputNoInterleaving(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	o := NewOutput(&stdout, &stderr)
+	o := newOutput(&stdout, &stderr)
 	o.Tag = true
 	const ranks, lines = 8, 200
 	var wg sync.WaitGroup
@@ -98,7 +98,7 @@ func TestOutputNoInterleaving(t *testing.T) {
 func TestOutputDir(t *testing.T) {
 	dir := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	o := NewOutput(&stdout, &stderr)
+	o := newOutput(&stdout, &stderr)
 	o.Tag = true
 	out, errw, err := o.RankWriters(3, dir)
 	if err != nil {
@@ -121,7 +121,7 @@ func TestOutputDir(t *testing.T) {
 
 func BenchmarkOutputLines(b *testing.B) {
 	var sink bytes.Buffer
-	o := NewOutput(&sink, &sink)
+	o := newOutput(&sink, &sink)
 	o.Tag = true
 	w, _, _ := o.RankWriters(0, "")
 	chunk := []byte(strings.Repeat("some output of a rank\n", 100))

@@ -12,30 +12,30 @@ import (
 	"github.com/gorun-hpc/gorun/spmd/contract"
 )
 
-// SecretFD is the descriptor a rank reads the per-job secret from: the first
+// secretFD is the descriptor a rank reads the per-job secret from: the first
 // of exec.Cmd.ExtraFiles.
-const SecretFD = 3
+const secretFD = 3
 
-// Plan is what a job will start: one RankPlan per rank, in rank order.
-// A Plan is built once and then only read.
-type Plan struct {
+// jobPlan is what a job will start: one rankPlan per rank, in rank order.
+// A jobPlan is built once and then only read.
+type jobPlan struct {
 	JobID   string
 	Program string   // what runs: a path, or the package that will be built
 	Args    []string // the program's arguments
 	// Apps are the job's programs, one per context of an MPMD job (the
-	// first is Program and Args); RankPlan.App indexes them.
+	// first is Program and Args); rankPlan.App indexes them.
 	Apps  []App
 	Hosts []string // the job's hosts, in node-rank order
-	Ranks []RankPlan
+	Ranks []rankPlan
 }
 
-// RankPlan is one rank of a Plan.
-type RankPlan struct {
+// rankPlan is one rank of a jobPlan.
+type rankPlan struct {
 	Rank      int
 	Host      string
 	LocalRank int
 	NodeRank  int
-	App       int // which of Plan.Apps the rank runs
+	App       int // which of jobPlan.Apps the rank runs
 	// Env is what gorun sets for this rank, "NAME=VALUE" sorted by name, on
 	// top of the environment the rank inherits.
 	Env []string
@@ -44,8 +44,8 @@ type RankPlan struct {
 	ShareProcs bool
 }
 
-// Job is what is decided once per job, before planning.
-type Job struct {
+// jobInfo is what is decided once per job, before planning.
+type jobInfo struct {
 	ID         string
 	Seeds      []string          // gossip seed addresses (GORUN_SEEDS)
 	HostIDs    map[string]string // host -> GORUN_HOST_ID; a missing host: unset
@@ -57,8 +57,8 @@ type Job struct {
 	Getenv func(string) string
 }
 
-// LocalHosts places np ranks on the one host named host.
-func LocalHosts(np int, host string) []string {
+// sameHost places np ranks on the one host named host.
+func sameHost(np int, host string) []string {
 	h := make([]string, np)
 	for i := range h {
 		h[i] = host
@@ -66,10 +66,10 @@ func LocalHosts(np int, host string) []string {
 	return h
 }
 
-// NewPlan plans cfg.NP ranks; hosts[i] is the host of rank i. Local ranks
+// newPlan plans cfg.NP ranks; hosts[i] is the host of rank i. Local ranks
 // count the ranks of each host in rank order; node ranks number the hosts in
 // order of their first rank.
-func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
+func newPlan(cfg *Config, job jobInfo, hosts []string) (*jobPlan, error) {
 	if len(hosts) != cfg.NP {
 		return nil, fmt.Errorf("plan: %d hosts for %d ranks", len(hosts), cfg.NP)
 	}
@@ -81,7 +81,7 @@ func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{JobID: job.ID, Program: cfg.Program, Args: cfg.Args, Apps: cfg.contexts()}
+	p := &jobPlan{JobID: job.ID, Program: cfg.Program, Args: cfg.Args, Apps: cfg.contexts()}
 	appOf := make([]int, 0, cfg.NP) // rank -> context
 	appExports := make([]map[string]string, len(p.Apps))
 	appProcs := make([]bool, len(p.Apps)) // the starter picks GOMAXPROCS
@@ -108,7 +108,7 @@ func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
 	}
 	local := map[string]int{}
 	for r, h := range hosts {
-		rp := RankPlan{Rank: r, Host: h, LocalRank: local[h], NodeRank: node[h], App: appOf[r], ShareProcs: appProcs[appOf[r]]}
+		rp := rankPlan{Rank: r, Host: h, LocalRank: local[h], NodeRank: node[h], App: appOf[r], ShareProcs: appProcs[appOf[r]]}
 		local[h]++
 		env := map[string]string{
 			contract.EnvRank:            strconv.Itoa(r),
@@ -118,7 +118,7 @@ func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
 			contract.EnvNodeRank:        strconv.Itoa(rp.NodeRank),
 			contract.EnvNodeCount:       strconv.Itoa(len(node)),
 			contract.EnvJobID:           job.ID,
-			contract.EnvSecretFD:        strconv.Itoa(SecretFD),
+			contract.EnvSecretFD:        strconv.Itoa(secretFD),
 			contract.EnvTorchRank:       strconv.Itoa(r),
 			contract.EnvTorchWorldSize:  strconv.Itoa(cfg.NP),
 			contract.EnvTorchLocalRank:  strconv.Itoa(rp.LocalRank),
@@ -154,7 +154,7 @@ func NewPlan(cfg *Config, job Job, hosts []string) (*Plan, error) {
 		if cfg.ProfileCPU {
 			env[contract.EnvProfileCPU] = "1"
 		}
-		if b, _ := ParseBindPolicy(cfg.BindTo); b.Unit != "none" {
+		if b, _ := parseBindPolicy(cfg.BindTo); b.Unit != "none" {
 			env[contract.EnvBindTo] = b.String()
 		}
 		if cfg.ReportBindings {
@@ -187,7 +187,7 @@ func ompShared(local int, exports map[string]string, getenv func(string) string)
 
 // SetsOMP says whether the plan sets OMP_NUM_THREADS for some rank, for
 // the launcher's one line about it.
-func (p *Plan) SetsOMP() bool {
+func (p *jobPlan) SetsOMP() bool {
 	for _, r := range p.Ranks {
 		for _, kv := range r.Env {
 			if strings.HasPrefix(kv, contract.EnvOMPThreads+"=") {
@@ -249,7 +249,7 @@ func isContractVar(name string) bool { return contractVars[name] }
 
 // Format writes the plan for --dry-run: a header line, then per rank one
 // line with its host and local rank and one indented line per variable.
-func (p *Plan) Format(w io.Writer) error {
+func (p *jobPlan) Format(w io.Writer) error {
 	var b strings.Builder
 	cmd := strings.Join(append([]string{p.Program}, p.Args...), " ")
 	if len(p.Apps) > 1 {

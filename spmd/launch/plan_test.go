@@ -12,8 +12,8 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-func testJob() Job {
-	return Job{
+func testJob() jobInfo {
+	return jobInfo{
 		ID:         "0123456789abcdef",
 		Seeds:      []string{"127.0.0.1:7946"},
 		HostIDs:    map[string]string{"a": "a:0badf00d", "b": "b:deadbeef"},
@@ -40,7 +40,7 @@ func TestPlanGolden(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Program, cfg.Args = "/bin/prog", []string{"-x", "1"}
 			tc.cfg(&cfg)
-			plan, err := NewPlan(&cfg, testJob(), tc.hosts)
+			plan, err := newPlan(&cfg, testJob(), tc.hosts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,7 +56,7 @@ func TestPlanGolden(t *testing.T) {
 func TestPlanRanks(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.NP, cfg.Program = 4, "p"
-	plan, err := NewPlan(&cfg, testJob(), []string{"b", "a", "b", "b"})
+	plan, err := newPlan(&cfg, testJob(), []string{"b", "a", "b", "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestPlanRanks(t *testing.T) {
 			t.Errorf("rank %d env:\n%s", i, env)
 		}
 	}
-	if _, err := NewPlan(&cfg, testJob(), []string{"a"}); err == nil {
+	if _, err := newPlan(&cfg, testJob(), []string{"a"}); err == nil {
 		t.Error("NewPlan with too few hosts did not fail")
 	}
 }

@@ -25,7 +25,7 @@ const preloadScript = `umask 077 && d=$(mktemp -d "${TMPDIR:-/tmp}/` + preloadPr
 
 // preload copies files (gorun first, named gorun there) to a new temporary
 // directory on host t over remote, and returns the directory.
-func preload(remote Remote, t target, files []string) (string, error) {
+func preload(remote remote, t target, files []string) (string, error) {
 	argv := remote.Command(t.Name, t.Dest, []string{"sh", "-c", preloadScript})
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.SysProcAttr = sysProcAttr()

@@ -14,33 +14,33 @@ import (
 	"time"
 )
 
-// Spec is everything needed to start one rank.
-type Spec struct {
-	Rank RankPlan
+// spec is everything needed to start one rank.
+type spec struct {
+	Rank rankPlan
 	Path string   // absolute path of the executable
 	Args []string // arguments after the program name
 	Dir  string   // working directory; "" inherits
 	Env  []string // the complete environment of the rank
 	// Secret is the per-job secret; the rank reads it, in hex and ending
-	// with a newline, from descriptor SecretFD (GORUN_SECRET_FD).
+	// with a newline, from descriptor secretFD (GORUN_SECRET_FD).
 	Secret []byte
 	// Stdin is what the rank reads on its standard input; nil means
 	// /dev/null. Start takes ownership of it.
 	Stdin *os.File
-	// Stdout and Stderr receive the rank's output. The Proc closes them once
+	// Stdout and Stderr receive the rank's output. The proc closes them once
 	// the output is drained, before Wait returns.
 	Stdout, Stderr io.WriteCloser
 }
 
-// Starter starts ranks. Local starts them as child processes; a remote
-// agent (ssh, srun) implements Starter to start the ranks of its host and
+// starter starts ranks. Local starts them as child processes; a remote
+// agent (ssh, srun) implements starter to start the ranks of its host and
 // forward their output, exit status and signals.
-type Starter interface {
-	Start(spec *Spec) (Proc, error)
+type starter interface {
+	Start(spec *spec) (proc, error)
 }
 
-// Proc is a started rank. Its methods are safe for concurrent use.
-type Proc interface {
+// proc is a started rank. Its methods are safe for concurrent use.
+type proc interface {
 	// Pid is the process id of the rank on its host.
 	Pid() int
 	// Signal sends sig to the rank's process group (the rank and its
@@ -48,11 +48,11 @@ type Proc interface {
 	Signal(sig syscall.Signal) error
 	// Wait blocks until the rank has ended, its process group is gone and
 	// its output is drained; it returns how the rank ended.
-	Wait() Status
+	Wait() status
 }
 
-// Status is how a rank ended.
-type Status struct {
+// status is how a rank ended.
+type status struct {
 	Code   int            // exit code when Signal is 0
 	Signal syscall.Signal // the signal that killed the rank, or 0
 	// Lost, when set, says that the rank's host was lost and how: its
@@ -60,17 +60,17 @@ type Status struct {
 	Lost string
 }
 
-// ExitLost is the status of a rank whose host was lost, as ssh exits when
+// exitLost is the status of a rank whose host was lost, as ssh exits when
 // the connection fails.
-const ExitLost = 255
+const exitLost = 255
 
 // Success reports whether the rank exited with status 0.
-func (s Status) Success() bool { return s.Code == 0 && s.Signal == 0 && s.Lost == "" }
+func (s status) Success() bool { return s.Code == 0 && s.Signal == 0 && s.Lost == "" }
 
-// ExitCode is the shell's view: the exit code, or 128+signal, or ExitLost.
-func (s Status) ExitCode() int {
+// ExitCode is the shell's view: the exit code, or 128+signal, or exitLost.
+func (s status) ExitCode() int {
 	if s.Lost != "" {
-		return ExitLost
+		return exitLost
 	}
 	if s.Signal != 0 {
 		return 128 + int(s.Signal)
@@ -80,7 +80,7 @@ func (s Status) ExitCode() int {
 
 // String says how the rank ended: "exited with status 3" or "was killed by
 // signal 9 (killed)".
-func (s Status) String() string {
+func (s status) String() string {
 	if s.Lost != "" {
 		return "was lost: " + s.Lost
 	}
@@ -96,14 +96,14 @@ func (s Status) String() string {
 // arriving is read, however long it takes to write it on.
 const drainTimeout = 2 * time.Second
 
-// Local starts ranks as child processes of this one, each in its own
+// local starts ranks as child processes of this one, each in its own
 // process group, killed with SIGKILL if this process dies (Linux).
-type Local struct{}
+type local struct{}
 
-var _ Starter = Local{}
+var _ starter = local{}
 
 // Start starts the rank described by spec.
-func (Local) Start(spec *Spec) (Proc, error) {
+func (local) Start(spec *spec) (proc, error) {
 	host := hostname()
 	bind, err := bindingFor(spec.Env, hostCPUs, host)
 	if err != nil {
@@ -134,7 +134,7 @@ func (Local) Start(spec *Spec) (Proc, error) {
 		defer spec.Stdin.Close()
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.ExtraFiles = []*os.File{secretR} // SecretFD
+	cmd.ExtraFiles = []*os.File{secretR} // secretFD
 	cmd.SysProcAttr = sysProcAttr()
 	start := cmd.Start
 	if bind.cpus != nil {
@@ -182,7 +182,7 @@ type localProc struct {
 
 	mu     sync.Mutex // protects following
 	ended  bool       // the group was killed after the leader ended
-	status Status
+	status status
 }
 
 func (p *localProc) Pid() int { return p.pid }
@@ -201,7 +201,7 @@ func (p *localProc) Signal(sig syscall.Signal) error {
 	return err
 }
 
-func (p *localProc) Wait() Status {
+func (p *localProc) Wait() status {
 	<-p.done
 	return p.status
 }
@@ -268,12 +268,12 @@ func (p *localProc) copy(dst io.WriteCloser, src *os.File) {
 	dst.Close()
 }
 
-func statusOf(ps *os.ProcessState, err error) Status {
+func statusOf(ps *os.ProcessState, err error) status {
 	if ps == nil {
-		return Status{Code: 127}
+		return status{Code: 127}
 	}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return Status{Signal: ws.Signal()}
+		return status{Signal: ws.Signal()}
 	}
-	return Status{Code: ps.ExitCode()}
+	return status{Code: ps.ExitCode()}
 }

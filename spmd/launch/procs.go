@@ -21,7 +21,7 @@ import (
 // rank bound to CPUs (--bind-to) gets the CPUs of its binding divided by
 // the ranks bound to them. The starter decides, as it does the binding,
 // because only the host knows its CPUs; the plan says whether the user
-// chose (RankPlan.ShareProcs), and the launcher says so in one line.
+// chose (rankPlan.ShareProcs), and the launcher says so in one line.
 // Programs not written in Go ignore the variable.
 
 // shareProcs is the rule: the Go processors for each of ranks ranks that
@@ -63,7 +63,7 @@ func rankShare(env []string, b binding, hostCPUs int) procsShare {
 // procsEnv is the environment a starter gives a rank: env, with
 // GOMAXPROCS set to the rank's share when rp.ShareProcs and env sets none
 // (an agent's own environment may).
-func procsEnv(env []string, rp RankPlan, b binding, hostCPUs int) []string {
+func procsEnv(env []string, rp rankPlan, b binding, hostCPUs int) []string {
 	if !rp.ShareProcs {
 		return env
 	}
@@ -109,7 +109,7 @@ type hostShares struct {
 // starters will give. cpusOf returns a host's CPUs and whether the host is
 // this machine; 0 CPUs: an agent that did not say, older than the rule,
 // which sets none.
-func foreseeShares(p *Plan, policy BindPolicy, cpusOf func(host string) (int, bool)) []hostShares {
+func foreseeShares(p *jobPlan, policy bindPolicy, cpusOf func(host string) (int, bool)) []hostShares {
 	hosts := make(map[string]*hostShares, len(p.Hosts))
 	cpus := make(map[string]int, len(p.Hosts))
 	for _, h := range p.Hosts {

@@ -38,7 +38,7 @@ func TestShareProcs(t *testing.T) {
 // its binding, unless the user chose (the plan says) or the starter's own
 // environment sets GOMAXPROCS.
 func TestProcsEnv(t *testing.T) {
-	share := RankPlan{ShareProcs: true}
+	share := rankPlan{ShareProcs: true}
 	size := func(n int) []string { return []string{fmt.Sprintf("%s=%d", contract.EnvLocalSize, n)} }
 	bound := func(cpus, ranks int) binding {
 		b := binding{ranks: ranks}
@@ -50,7 +50,7 @@ func TestProcsEnv(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		env      []string
-		rp       RankPlan
+		rp       rankPlan
 		b        binding
 		hostCPUs int
 		want     string // GOMAXPROCS in the rank's environment; "" unset
@@ -60,7 +60,7 @@ func TestProcsEnv(t *testing.T) {
 		{"4 ranks on 2 cpus: 2 is all of them", size(4), share, binding{}, 2, ""},
 		{"8 ranks on 4 cpus", size(8), share, binding{}, 4, "2"},
 		{"one rank", size(1), share, binding{}, 16, ""},
-		{"the user chose", size(16), RankPlan{}, binding{}, 16, ""},
+		{"the user chose", size(16), rankPlan{}, binding{}, 16, ""},
 		{"the agent's environment sets it", append(size(16), "GOMAXPROCS=3"), share, binding{}, 16, "3"},
 		{"set empty", append(size(16), "GOMAXPROCS="), share, binding{}, 16, "2"},
 		{"8 ranks bound to a socket of 8 cpus", size(16), share, bound(8, 8), 16, "2"},
@@ -128,7 +128,7 @@ func TestPlanShareProcs(t *testing.T) {
 		}
 		job := testJob()
 		job.Getenv = tc.getenv
-		plan, err := NewPlan(&cfg, job, LocalHosts(cfg.NP, "a"))
+		plan, err := newPlan(&cfg, job, sameHost(cfg.NP, "a"))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -146,10 +146,10 @@ func TestPlanShareProcs(t *testing.T) {
 // gives a share, counting the others.
 func TestProcsNotice(t *testing.T) {
 	const tail = "; set GOMAXPROCS to choose another"
-	plan := func(hosts ...string) *Plan {
+	plan := func(hosts ...string) *jobPlan {
 		cfg := DefaultConfig()
 		cfg.NP, cfg.Program = len(hosts), "p"
-		p, err := NewPlan(&cfg, testJob(), hosts)
+		p, err := newPlan(&cfg, testJob(), hosts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +164,7 @@ func TestProcsNotice(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		plan   *Plan
+		plan   *jobPlan
 		policy string
 		cpus   map[string]int
 		want   string
@@ -184,7 +184,7 @@ func TestProcsNotice(t *testing.T) {
 			"GOMAXPROCS for each rank that shares its binding with others on 1 host: the binding's CPUs divided by its ranks" + tail},
 		{"bound to cores elsewhere", plan("b", "b"), "core", map[string]int{"b": 16}, ""},
 	} {
-		policy, _ := ParseBindPolicy(tc.policy)
+		policy, _ := parseBindPolicy(tc.policy)
 		if got := procsNotice(foreseeShares(tc.plan, policy, cpus(tc.cpus))); got != tc.want {
 			t.Errorf("%s:\ngot  %q\nwant %q", tc.name, got, tc.want)
 		}

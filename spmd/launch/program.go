@@ -13,15 +13,15 @@ import (
 )
 
 // Errors about the program, for errors.Is. gorun exits 127 for
-// ErrNotFound, 126 for ErrNotExecutable, and 1 for ErrBuild.
+// errNotFound, 126 for ErrNotExecutable, and 1 for ErrBuild.
 var (
-	ErrNotFound      = errors.New("program not found")
+	errNotFound      = errors.New("program not found")
 	ErrNotExecutable = errors.New("program not executable")
 	ErrBuild         = errors.New("go build failed")
 )
 
-// Program is the resolved PROGRAM of a command line.
-type Program struct {
+// program is the resolved PROGRAM of a command line.
+type program struct {
 	Path    string // absolute path of the executable; empty until built for a package
 	Package string // absolute directory of a Go main package to build, or ""
 	// Files are the package's Go files when it is outside any module; they
@@ -30,58 +30,58 @@ type Program struct {
 }
 
 // String is the path, or the package and "(built at launch)".
-func (p Program) String() string {
+func (p program) String() string {
 	if p.Path != "" {
 		return p.Path
 	}
 	return p.Package + " (go package, built at launch)"
 }
 
-// ResolveProgram finds name as a shell would: a name with a slash is a path
+// resolveProgram finds name as a shell would: a name with a slash is a path
 // (relative to the current directory), any other name is looked up on PATH.
 // A directory holding a Go main package resolves to that package, which
 // Build turns into an executable.
-func ResolveProgram(name string) (Program, error) {
+func resolveProgram(name string) (program, error) {
 	if !strings.Contains(name, "/") && name != "." && name != ".." {
 		p, err := exec.LookPath(name)
 		if err != nil {
-			return Program{}, errorf(ErrNotFound, "%s: not found on PATH (%s); give a path such as ./%s", name, os.Getenv("PATH"), name)
+			return program{}, errorf(errNotFound, "%s: not found on PATH (%s); give a path such as ./%s", name, os.Getenv("PATH"), name)
 		}
 		abs, err := filepath.Abs(p)
 		if err != nil {
-			return Program{}, err
+			return program{}, err
 		}
-		return Program{Path: abs}, nil
+		return program{Path: abs}, nil
 	}
 	abs, err := filepath.Abs(name)
 	if err != nil {
-		return Program{}, err
+		return program{}, err
 	}
 	fi, err := os.Stat(abs)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return Program{}, errorf(ErrNotFound, "%s: no such file or directory (looked at %s)", name, abs)
+		return program{}, errorf(errNotFound, "%s: no such file or directory (looked at %s)", name, abs)
 	case err != nil:
-		return Program{}, fmt.Errorf("%s: %w", name, err)
+		return program{}, fmt.Errorf("%s: %w", name, err)
 	case fi.IsDir():
 		return goPackage(name, abs)
 	case fi.Mode()&0o111 == 0:
-		return Program{}, errorf(ErrNotExecutable, "%s: not executable; chmod +x it", abs)
+		return program{}, errorf(ErrNotExecutable, "%s: not executable; chmod +x it", abs)
 	}
-	return Program{Path: abs}, nil
+	return program{Path: abs}, nil
 }
 
-func goPackage(name, dir string) (Program, error) {
+func goPackage(name, dir string) (program, error) {
 	pkg, err := build.ImportDir(dir, 0)
 	var noGo *build.NoGoError
 	switch {
 	case errors.As(err, &noGo):
-		return Program{}, errorf(ErrNotExecutable, "%s is a directory without Go files: give an executable or a Go main package", name)
+		return program{}, errorf(ErrNotExecutable, "%s is a directory without Go files: give an executable or a Go main package", name)
 	case err == nil && pkg.Name != "main":
-		return Program{}, errorf(ErrNotExecutable, "%s holds Go package %s, not package main: there is nothing to run", name, pkg.Name)
+		return program{}, errorf(ErrNotExecutable, "%s holds Go package %s, not package main: there is nothing to run", name, pkg.Name)
 	}
 	// On other errors, let the compiler say what is wrong.
-	p := Program{Package: dir}
+	p := program{Package: dir}
 	if !inModule(dir) {
 		p.Files = append(pkg.GoFiles, pkg.CgoFiles...)
 	}
@@ -108,7 +108,7 @@ func inModule(dir string) bool {
 // directory, sets p.Path, and returns a function that removes the directory.
 // A program that is already an executable is returned as is. The compiler's
 // output is part of the error, which wraps ErrBuild.
-func (p *Program) Build(ctx context.Context) (cleanup func(), err error) {
+func (p *program) Build(ctx context.Context) (cleanup func(), err error) {
 	if p.Path != "" {
 		return func() {}, nil
 	}

@@ -12,12 +12,12 @@ import (
 // that faces them, opens the seed there, starts one agent per host through
 // the spawn tree, and supervises the ranks through them.
 func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, jobID string, secret []byte,
-	out *Output, logf func(string, ...any)) (int, bool, error) {
+	out *output, logf func(string, ...any)) (int, bool, error) {
 	gorun, err := os.Executable()
 	if err != nil {
 		return 0, false, fmt.Errorf("finding gorun's own path for the agents: %w", err)
 	}
-	remote, err := NewRemote(hl.mode, cfg.SSHArgs, cfg.LaunchAgent, time.Duration(cfg.ConnectTimeout), gorun)
+	remote, err := newRemote(hl.mode, cfg.SSHArgs, cfg.LaunchAgent, time.Duration(cfg.ConnectTimeout), gorun)
 	if err != nil {
 		return 0, false, errorf(ErrUsage, "%v", err)
 	}
@@ -98,7 +98,7 @@ func connectWait(cfg *Config, radix, n int) time.Duration {
 
 // launcherAddr is the address the seed binds: --iface or --net, else the
 // local address that routes to the first remote host.
-func launcherAddr(cfg *Config, remote Remote, targets []target) (string, error) {
+func launcherAddr(cfg *Config, remote remote, targets []target) (string, error) {
 	if cfg.Iface != "" || cfg.Net != "" {
 		return pickAddr(cfg.Iface, cfg.Net, "")
 	}

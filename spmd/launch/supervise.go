@@ -12,19 +12,19 @@ import (
 	"time"
 )
 
-// job is one run of a Plan: it starts the ranks and supervises them. It is
+// job is one run of a jobPlan: it starts the ranks and supervises them. It is
 // used by one goroutine, Launcher.Run's.
 type job struct {
 	l      *Launcher
 	cfg    *Config
-	plan   *Plan
-	out    *Output
+	plan   *jobPlan
+	out    *output
 	logf   func(format string, args ...any)
 	secret []byte
 	// starter starts the ranks; nil: the Launcher's, or Local.
-	starter Starter
+	starter starter
 
-	procs []Proc // the started ranks, in rank order
+	procs []proc // the started ranks, in rank order
 	// failed says that the job stopped because a rank failed or a host
 	// was lost (not a signal, the timeout or a start failure): a failure
 	// --max-restarts starts the job again after.
@@ -34,7 +34,7 @@ type job struct {
 // ended is a rank that ended.
 type ended struct {
 	rank   int
-	status Status
+	status status
 }
 
 // supervisor state, owned by job.run.
@@ -166,7 +166,7 @@ const reapEvery = time.Second
 // timedOut stops the job at --timeout.
 func (s *supervisor) timedOut() {
 	s.timeout = nil
-	s.decide(ExitTimeout)
+	s.decide(exitTimeout)
 	s.out.Logf("job timed out after %v; stopping %s", time.Duration(s.cfg.Timeout), s.ranks())
 	s.stop()
 }
@@ -287,7 +287,7 @@ func (s *supervisor) ranks() string {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // start starts one rank.
-func (j *job) start(rp RankPlan, stdin *os.File) (Proc, error) {
+func (j *job) start(rp rankPlan, stdin *os.File) (proc, error) {
 	stdout, stderr, err := j.out.RankWriters(rp.Rank, j.cfg.OutputDir)
 	if err != nil {
 		// Not the program's fault: a directory gorun cannot write is
@@ -296,12 +296,12 @@ func (j *job) start(rp RankPlan, stdin *os.File) (Proc, error) {
 	}
 	starter := j.starter
 	if starter == nil {
-		starter = j.l.Starter
+		starter = j.l.starter
 	}
 	if starter == nil {
-		starter = Local{}
+		starter = local{}
 	}
-	p, err := starter.Start(&Spec{
+	p, err := starter.Start(&spec{
 		Rank: rp, Path: j.plan.Apps[rp.App].Program, Args: j.plan.Apps[rp.App].Args, Dir: j.cfg.Wdir,
 		Env:    append(inheritedEnv(), rp.Env...),
 		Secret: j.secret, Stdin: stdin, Stdout: stdout, Stderr: stderr,
@@ -371,7 +371,7 @@ func (j *job) waitSeed(ctx context.Context, seed Seed) (stop func()) {
 func (j *job) stdin() []*os.File {
 	files := make([]*os.File, len(j.plan.Ranks))
 	target, _ := j.cfg.StdinRank()
-	if j.l.Stdin == nil || target == StdinNone {
+	if j.l.Stdin == nil || target == stdinNone {
 		return files
 	}
 	var dsts []*os.File

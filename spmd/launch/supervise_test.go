@@ -22,8 +22,8 @@ type fakeStarter struct {
 	start  chan int
 }
 
-func (s *fakeStarter) Start(spec *Spec) (Proc, error) {
-	p := &fakeProc{pid: 1000 + spec.Rank.Rank, end: make(chan Status, 1), ignore: s.ignore, out: spec.Stdout, errw: spec.Stderr}
+func (s *fakeStarter) Start(spec *spec) (proc, error) {
+	p := &fakeProc{pid: 1000 + spec.Rank.Rank, end: make(chan status, 1), ignore: s.ignore, out: spec.Stdout, errw: spec.Stderr}
 	fmt.Fprintf(spec.Stdout, "rank %d up\n", spec.Rank.Rank)
 	s.mu.Lock()
 	s.procs = append(s.procs, p)
@@ -41,7 +41,7 @@ func (s *fakeStarter) proc(r int) *fakeProc {
 type fakeProc struct {
 	pid       int
 	ignore    bool
-	end       chan Status
+	end       chan status
 	out, errw interface{ Close() error }
 
 	mu      sync.Mutex // protects signals
@@ -55,19 +55,19 @@ func (p *fakeProc) Signal(sig syscall.Signal) error {
 	p.signals = append(p.signals, sig)
 	p.mu.Unlock()
 	if sig == syscall.SIGKILL || !p.ignore {
-		p.exit(Status{Signal: sig})
+		p.exit(status{Signal: sig})
 	}
 	return nil
 }
 
-func (p *fakeProc) exit(st Status) {
+func (p *fakeProc) exit(st status) {
 	select {
 	case p.end <- st:
 	default:
 	}
 }
 
-func (p *fakeProc) Wait() Status {
+func (p *fakeProc) Wait() status {
 	st := <-p.end
 	p.end <- st
 	p.out.Close()
@@ -80,7 +80,7 @@ func runFake(t *testing.T, n int, ignoreTerm bool, sigs chan os.Signal, drive fu
 	t.Helper()
 	st := &fakeStarter{ignore: ignoreTerm, start: make(chan int, n)}
 	var stdout, stderr bytes.Buffer
-	l := &Launcher{Stdout: &stdout, Stderr: &stderr, Starter: st, Signals: sigs}
+	l := &Launcher{Stdout: &stdout, Stderr: &stderr, starter: st, Signals: sigs}
 	cfg := DefaultConfig()
 	cfg.NP, cfg.Program = n, "/bin/true"
 	done := make(chan int)
@@ -104,7 +104,7 @@ func runFake(t *testing.T, n int, ignoreTerm bool, sigs chan os.Signal, drive fu
 func TestSuperviseAllSucceed(t *testing.T) {
 	code, out, _ := runFake(t, 3, false, nil, func(s *fakeStarter) {
 		for r := 0; r < 3; r++ {
-			s.proc(r).exit(Status{})
+			s.proc(r).exit(status{})
 		}
 	})
 	if code != 0 || strings.Count(out, " up\n") != 3 {
@@ -115,7 +115,7 @@ func TestSuperviseAllSucceed(t *testing.T) {
 func TestSuperviseFirstFailure(t *testing.T) {
 	var others []*fakeProc
 	code, _, errOut := runFake(t, 3, false, nil, func(s *fakeStarter) {
-		s.proc(2).exit(Status{Code: 3})
+		s.proc(2).exit(status{Code: 3})
 		others = []*fakeProc{s.proc(0), s.proc(1)}
 	})
 	if code != 3 {

@@ -29,12 +29,12 @@ func splitTree(hosts []target, radix int) [][]target {
 // direct child's hello, which gets its host index and via stamped; a child
 // whose connection ends is reported through lost.
 type spawner struct {
-	remote  Remote
+	remote  remote
 	radix   int
 	via     string   // this node's name, stamped on its children's hellos
 	preload []string // local files to copy first; nil: no preload
 	logf    func(format string, args ...any)
-	up      func(f Frame)
+	up      func(f frame)
 	lost    func(host int, reason string)
 
 	mu    sync.Mutex // protects following
@@ -51,7 +51,7 @@ func (s *spawner) start(hosts []target) {
 	}
 	for _, g := range splitTree(hosts, s.radix) {
 		head := g[0]
-		remote := []string{s.remote.Gorun, AgentFlag}
+		remote := []string{s.remote.Gorun, agentFlag}
 		argv := s.remote.Command(head.Name, head.Dest, remote)
 		var pre func() ([]string, error)
 		if s.preload != nil {
@@ -60,7 +60,7 @@ func (s *spawner) start(hosts []target) {
 				if err != nil {
 					return nil, err
 				}
-				return s.remote.Command(head.Name, head.Dest, []string{dir + "/gorun", AgentFlag}), nil
+				return s.remote.Command(head.Name, head.Dest, []string{dir + "/gorun", agentFlag}), nil
 			}
 		}
 		l := startLink(head, argv, pre, s.logf, s.fromChild, s.childLost)
@@ -72,7 +72,7 @@ func (s *spawner) start(hosts []target) {
 }
 
 // fromChild passes a frame up, stamping a direct child's hello.
-func (s *spawner) fromChild(l *link, f Frame) {
+func (s *spawner) fromChild(l *link, f frame) {
 	if f.Type == frameHello && f.Host == 0 {
 		var h helloMsg
 		if f.decode(&h) == nil {
@@ -86,7 +86,7 @@ func (s *spawner) fromChild(l *link, f Frame) {
 func (s *spawner) childLost(l *link, reason string) { s.lost(l.t.Index, reason) }
 
 // send routes f to the child whose subtree holds f.Host; false if none.
-func (s *spawner) send(f Frame) bool {
+func (s *spawner) send(f frame) bool {
 	s.mu.Lock()
 	l := s.route[f.Host]
 	s.mu.Unlock()
