@@ -16,31 +16,13 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/gorun-hpc/gorun/examples/internal/workload"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	cfg, err := parseFlags(flag.NewFlagSet(os.Args[0], flag.ContinueOnError), os.Args[1:])
-	if err == nil {
-		err = run(ctx, cfg, os.Stdout)
-	}
-	if err == flag.ErrHelp {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "ddp:", err)
-		os.Exit(1)
-	}
-}
+func main() { workload.Main("ddp", parseFlags, run) }
 
 // config is the flags.
 type config struct {

@@ -15,37 +15,14 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
-	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gorun-hpc/gorun/examples/internal/workload"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	cfg, err := parseFlags(flag.NewFlagSet(os.Args[0], flag.ContinueOnError), os.Args[1:])
-	if err == nil {
-		err = run(ctx, cfg, os.Stdout)
-	}
-	if err == flag.ErrHelp {
-		return
-	}
-	if err != nil {
-		msg := err.Error()
-		if !strings.HasPrefix(msg, "ps: ") { // strategies/ps's errors say it already
-			msg = "ps: " + msg
-		}
-		fmt.Fprintln(os.Stderr, msg)
-		os.Exit(1)
-	}
-}
+func main() { workload.Main("ps", parseFlags, run) }
 
 type config struct {
 	workload.Config

@@ -18,37 +18,14 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
-	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 
 	"github.com/gorun-hpc/gorun/examples/internal/workload"
 	"github.com/gorun-hpc/gorun/strategies/zero"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	cfg, err := parseFlags(flag.NewFlagSet(os.Args[0], flag.ContinueOnError), os.Args[1:])
-	if err == nil {
-		err = run(ctx, cfg, os.Stdout)
-	}
-	if err == flag.ErrHelp {
-		return
-	}
-	if err != nil {
-		msg := err.Error()
-		if !strings.HasPrefix(msg, "zero: ") { // the driver's errors say zero already
-			msg = "zero: " + msg
-		}
-		fmt.Fprintln(os.Stderr, msg)
-		os.Exit(1)
-	}
-}
+func main() { workload.Main("zero", parseFlags, run) }
 
 // config is the flags.
 type config struct {

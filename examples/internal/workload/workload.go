@@ -1,15 +1,18 @@
 // Package workload builds what the training examples train, from their
 // common flags: the model (an MLP on a synthetic classification set, or a
 // character-level GPT on text), the data each rank reads at each step,
-// and the optimizer.
+// and the optimizer; and their main function.
 package workload
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/gorun-hpc/gorun/strategies/nn"
 	"github.com/gorun-hpc/gorun/strategies/nn/data"
@@ -183,4 +186,29 @@ func (w *Workload) Optimizer(params []*nn.Param, lo, hi int) (nn.Optimizer, erro
 		return nn.NewAdamW(c, params, lo, hi)
 	}
 	return nn.NewSGD(nn.SGDConfig{LR: float32(w.cfg.LR), Momentum: float32(w.cfg.Momentum)}, params, lo, hi)
+}
+
+// Main is the main function of a training example called name: it parses
+// the command line with parse, runs run until SIGINT or SIGTERM ends its
+// context, and on an error prints it, prefixed with the name unless it
+// says it already, and exits 1. --help prints the flags and exits 0.
+func Main[C any](name string, parse func(*flag.FlagSet, []string) (C, error), run func(context.Context, C, io.Writer) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := parse(flag.NewFlagSet(os.Args[0], flag.ContinueOnError), os.Args[1:])
+	if err == nil {
+		err = run(ctx, cfg, os.Stdout)
+	}
+	if err == flag.ErrHelp {
+		return
+	}
+	if err != nil {
+		msg := err.Error()
+		if !strings.HasPrefix(msg, name+": ") { // a driver's errors may say it already
+			msg = name + ": " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
+		stop()
+		os.Exit(1)
+	}
 }
