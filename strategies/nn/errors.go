@@ -36,3 +36,27 @@ func (e *kindError) Unwrap() error { return e.kind }
 func errorf(kind error, format string, a ...any) error {
 	return &kindError{msg: fmt.Sprintf(format, a...), kind: kind}
 }
+
+// Abort carries an error out of code that cannot return one: a unit hook
+// or a layer's Backward whose collective failed (a sharding driver's
+// gather, a tensor-parallel all-reduce) panics with an Abort, and the
+// driver that runs the pass recovers it (RecoverAbort) and returns Err.
+// Any other panic is a bug and is not recovered.
+type Abort struct{ Err error }
+
+func (a Abort) Error() string { return a.Err.Error() }
+
+// Unwrap returns Err.
+func (a Abort) Unwrap() error { return a.Err }
+
+// RecoverAbort, deferred, turns a panic with an Abort into *err (joined
+// with what *err held) and lets any other panic go on.
+func RecoverAbort(err *error) {
+	if v := recover(); v != nil {
+		a, ok := v.(Abort)
+		if !ok {
+			panic(v)
+		}
+		*err = errors.Join(*err, a.Err)
+	}
+}

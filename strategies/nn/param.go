@@ -72,6 +72,7 @@ type Builder struct {
 	prefix string
 	decl   *[]*Param
 	names  map[string]bool
+	reuse  *Store // set by Reuse: Param returns its parameters
 }
 
 // NewBuilder returns an empty builder.
@@ -82,12 +83,30 @@ func NewBuilder() *Builder {
 // Scope returns a builder whose parameters' names start with name and a
 // dot; it declares into the same model.
 func (b *Builder) Scope(name string) *Builder {
-	return &Builder{prefix: b.prefix + name + ".", decl: b.decl, names: b.names}
+	return &Builder{prefix: b.prefix + name + ".", decl: b.decl, names: b.names, reuse: b.reuse}
+}
+
+// Reuse returns a builder whose Param returns the store's parameter of
+// the name asked for instead of declaring a new one: layers built with
+// it share the store's parameters (their W and G) and keep activations
+// of their own. A pipeline stage runs several micro-batches through one
+// chunk of a model that way, one such copy per micro-batch in flight.
+// Param panics if the store has no parameter of the name or one of
+// another shape: the layers must be built as the store's were.
+func Reuse(s *Store) *Builder {
+	return &Builder{decl: new([]*Param), names: map[string]bool{}, reuse: s}
 }
 
 // Param declares a parameter. Its views are set by Build.
 func (b *Builder) Param(name string, init Init, decay bool, shape ...int) *Param {
 	full := b.prefix + name
+	if b.reuse != nil {
+		p := b.reuse.Param(full)
+		if p == nil || !slices.Equal(p.Shape, shape) {
+			panic(fmt.Sprintf("nn: reusing parameter %q of shape %v: the store has none of that name and shape", full, shape))
+		}
+		return p
+	}
 	if b.names[full] {
 		panic(fmt.Sprintf("nn: parameter %q declared twice", full))
 	}

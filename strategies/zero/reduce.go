@@ -7,6 +7,7 @@ import (
 	"github.com/gorun-hpc/gorun/compress"
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/strategies/nn"
 )
 
 // reduction is one unit's gradient reduction in flight.
@@ -74,7 +75,7 @@ func (z *Zero) reduce(u *unit) {
 	z.inflight = append(z.inflight, red)
 	for len(z.inflight) > z.cfg.MaxInFlight {
 		if err := z.retire(); err != nil {
-			panic(abort{err})
+			panic(nn.Abort{Err: err})
 		}
 	}
 }

@@ -22,11 +22,11 @@ func (z *Zero) Forward(ctx context.Context, b *nn.Batch, train bool) (loss float
 
 func (z *Zero) recover(err *error) {
 	if v := recover(); v != nil {
-		a, ok := v.(abort)
+		a, ok := v.(nn.Abort)
 		if !ok {
 			panic(v)
 		}
-		*err = errors.Join(a.err, z.drain())
+		*err = errors.Join(a.Err, z.drain())
 	}
 }
 
@@ -96,7 +96,7 @@ func (z *Zero) hook(i int, ph nn.Phase) {
 		z.release(u)
 	case nn.BeforeBackward:
 		if !z.inStep {
-			panic(abort{fmt.Errorf("zero: the model's Backward ran outside Step: train through Zero.Step")})
+			panic(nn.Abort{Err: fmt.Errorf("zero: the model's Backward ran outside Step: train through Zero.Step")})
 		}
 		if z.cfg.Stage == 3 && !z.cfg.NoPrefetch && i > 0 {
 			z.prefetch(u)
@@ -159,7 +159,7 @@ func (z *Zero) prefetch(u *unit) {
 // materialize makes u's fp32 parameters readable by the layers.
 func (z *Zero) materialize(u *unit) {
 	if err := z.awaitUpdate(z.ctx, u); err != nil {
-		panic(abort{err})
+		panic(nn.Abort{Err: err})
 	}
 	if z.cfg.Stage < 3 && !z.cfg.Mixed {
 		return // bound for good
@@ -175,7 +175,7 @@ func (z *Zero) materialize(u *unit) {
 			// A failed collective may still have receives pending into
 			// its buffer: it is dropped, not pooled.
 			u.gbuf32, u.gbuf16 = nil, nil
-			panic(abort{fmt.Errorf("zero: gathering unit %s: %w", u.Name, err)})
+			panic(nn.Abort{Err: fmt.Errorf("zero: gathering unit %s: %w", u.Name, err)})
 		}
 		if !z.cfg.Mixed {
 			u.bind(true, u.gbuf32)

@@ -90,10 +90,6 @@ func (u *unit) bind(w bool, buf []float32) {
 	}
 }
 
-// abort carries an error out of a unit hook, through the model's pass,
-// to the driver's call that ran it.
-type abort struct{ err error }
-
 // New makes a driver on comm, which every rank of comm calls with a model
 // of the same layout. It broadcasts rank 0's parameters, then keeps of the
 // model only what its stage keeps: from then on the driver owns the
