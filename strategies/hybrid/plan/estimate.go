@@ -1,0 +1,158 @@
+package plan
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Estimate is the model of one layout: its step time, in parts, and what
+// its most loaded rank holds. Its String is the layout's.
+type Estimate struct {
+	Layout
+
+	Step      float64 // modelled seconds per optimizer step, the sum of the parts below
+	Compute   float64 // seconds of forward and backward arithmetic on the slowest stage
+	TPComm    float64 // seconds of TP collectives on that stage
+	PPComm    float64 // seconds of pipeline sends on that stage
+	Bubble    float64 // seconds the schedule leaves stages idle
+	DPComm    float64 // seconds of the DP gradient collectives (not overlapped)
+	Optimizer float64 // seconds of the AdamW step
+
+	// Bytes held by the rank that holds the most (stage 0 or the last,
+	// TP rank 0): the parts of that rank, so that Memory is a real rank's.
+	Params, Grads, Optim, Activations int64
+	Memory                            int64 // their sum
+	Fits                              bool  // Memory is within Job.MemPerRank, or there is no limit
+
+	Reasons      []string // short phrases: what dominates the step, what crosses hosts, what broke the limit
+	TokensPerSec float64  // GlobalBatch·Seq / Step
+}
+
+// EstimateLayout models the layout l of the job on the machine (see the
+// package documentation for the formulas). If the job, the machine or
+// the layout is not valid it returns an estimate that does not fit, with
+// an infinite Step and the error as its one reason.
+func EstimateLayout(job Job, m Machine, l Layout) Estimate {
+	err := job.Validate()
+	if err == nil {
+		err = m.Validate()
+	}
+	if err == nil {
+		err = job.Check(l)
+	}
+	if err != nil {
+		return Estimate{Layout: l, Step: math.Inf(1), Reasons: []string{err.Error()}}
+	}
+	e := Estimate{Layout: l}
+	job.estimateTime(m, &e)
+	job.estimateMemory(m, &e)
+	e.TokensPerSec = float64(job.GlobalBatch) * float64(job.Seq) / e.Step
+	e.Reasons = append(e.Reasons, job.reasons(e)...)
+	return e
+}
+
+// estimateTime fills in the step and its parts: each micro-batch takes
+// t_mb, the slowest stage's compute + TP + PP time, and the pipeline
+// (m + (p-1)/v)·t_mb under 1F1B and interleaving, (m + p - 1)·t_mb under
+// GPipe, of which the (p-1)/v·t_mb or (p-1)·t_mb is the bubble; then the
+// slowest stage's DP communication and optimizer step.
+func (j Job) estimateTime(mc Machine, e *Estimate) {
+	l := e.Layout
+	var slow stageTime
+	for s := range l.PP {
+		st := j.stageTime(mc, l, s)
+		if s == 0 || st.total() > slow.total() {
+			slow = st
+		}
+		e.DPComm = max(e.DPComm, j.dpTime(mc, l, s))
+		e.Optimizer = max(e.Optimizer, j.optimizerTime(mc, l, s))
+	}
+	m := float64(l.Micro)
+	e.Compute, e.TPComm, e.PPComm = m*slow.compute, m*slow.tp, m*slow.pp
+	fill := float64(l.PP-1) / float64(l.Virtual)
+	if l.Schedule == ScheduleGPipe {
+		fill = float64(l.PP - 1)
+	}
+	e.Bubble = fill * slow.total()
+	e.Step = e.Compute + e.TPComm + e.PPComm + e.Bubble + e.DPComm + e.Optimizer
+}
+
+// estimateMemory fills in the bytes of the rank that holds the most.
+func (j Job) estimateMemory(mc Machine, e *Estimate) {
+	var most memory
+	for s := range e.PP {
+		if m := j.stageMemory(mc, e.Layout, s); s == 0 || m.total() > most.total() {
+			most = m
+		}
+	}
+	e.Params, e.Grads, e.Optim, e.Activations = most.params, most.grads, most.optim, most.act
+	e.Memory = most.total()
+	e.Fits = j.MemPerRank == 0 || e.Memory <= j.MemPerRank
+}
+
+// reasons names what broke the memory limit, the largest part of the
+// step and the second if it is 1% or more, with their shares, and the
+// groups that cross hosts.
+func (j Job) reasons(e Estimate) []string {
+	var out []string
+	if !e.Fits {
+		part := slices.MaxFunc([]named[int64]{
+			{"params", e.Params}, {"grads", e.Grads}, {"optimizer state", e.Optim}, {"activations", e.Activations},
+		}, func(a, b named[int64]) int { return cmp.Compare(a.v, b.v) })
+		out = append(out, fmt.Sprintf("%s %s of %s > limit %s",
+			part.name, gib(part.v), gib(e.Memory), gib(j.MemPerRank)))
+	}
+	parts := []named[float64]{
+		{"compute", e.Compute}, {"tp comm", e.TPComm}, {"pp comm", e.PPComm},
+		{"bubble", e.Bubble}, {"dp comm", e.DPComm}, {"optimizer", e.Optimizer},
+	}
+	slices.SortStableFunc(parts, func(a, b named[float64]) int { return cmp.Compare(b.v, a.v) })
+	for i, p := range parts[:2] {
+		share := 100 * p.v / e.Step
+		if e.Step > 0 && (i == 0 || share >= 1) {
+			out = append(out, fmt.Sprintf("%s %.0f%% of step", p.name, share))
+		}
+	}
+	return append(out, j.crossings(e.Layout)...)
+}
+
+// crossings names the groups of l whose messages cross hosts.
+func (j Job) crossings(l Layout) []string {
+	var tp, pp, dp bool
+	for s := range l.PP {
+		tp = tp || (l.TP > 1 && j.tpCrosses(l, s))
+		dp = dp || (l.DP > 1 && j.dpCrosses(l, s))
+		next := s + 1
+		if next == l.PP && l.Schedule == ScheduleInterleaved {
+			next = 0 // the last chunk of the last rank feeds the next chunk of the first
+		}
+		pp = pp || (next < l.PP && next != s && j.ppCrosses(l, s, next))
+	}
+	var out []string
+	if tp {
+		out = append(out, "tp all-reduces cross hosts")
+	}
+	if pp {
+		out = append(out, "pp sends cross hosts")
+	}
+	if dp {
+		out = append(out, "dp collectives cross hosts")
+	}
+	return out
+}
+
+// named is a value with its name, for picking the largest.
+type named[T cmp.Ordered] struct {
+	name string
+	v    T
+}
+
+// gib formats bytes as GiB with one decimal, or MiB below one GiB.
+func gib(n int64) string {
+	if n < 1<<30 {
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+}
