@@ -6,7 +6,7 @@ GO ?= go
 TEST_DEBS := mandoc iproute2 openssh-server openssh-client chromium
 BENCH_DEBS := openmpi-bin libopenmpi-dev hyperfine
 
-.PHONY: all build test deps bench-deps vet bench-launch bench-mpi bench-tcp bench-choice bench-ddp bench-zero bench-profile man
+.PHONY: all build test deps bench-deps vet bench-launch bench-mpi bench-tcp bench-choice bench-ddp bench-zero bench-gpt bench-profile man
 
 all: build
 
@@ -73,6 +73,10 @@ bench-ddp:
 # memory table measured on a 50M-parameter model at 4 ranks.
 bench-zero:
 	bench/zero.sh
+
+# examples/gpt: pipeline bubble and activations, tensor-parallel collectives, layouts against the planner.
+bench-gpt:
+	bench/gpt.sh | tee bench/results/gpt.txt
 
 # What gorun --profile costs collbench's 8-byte all-reduce and a DDP step,
 # the trace's size per event, and goprof report on a million events.

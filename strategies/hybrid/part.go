@@ -27,12 +27,11 @@ type Part struct {
 	rng     *tp.RNG
 	store   *nn.Store
 	shards  []tp.Shard
-	free    []*slot
-	busy    map[int]*slot // by micro-batch
-	slots   int           // built
-	peak    int           // most in use at once
-	model   *slot         // the slot of the nn.Model methods
-	nextKey int
+	all   []*slot       // every slot built
+	free  []*slot
+	busy  map[int]*slot // by micro-batch
+	peak  int           // most in use at once
+	model *slot         // the slot of the nn.Model methods
 }
 
 var _ nn.Model = (*Part)(nil)
@@ -70,8 +69,7 @@ func NewPart(cfg nn.GPTConfig, g *tp.Group, rng *tp.RNG, seed uint64, lo, hi int
 		return nil, err
 	}
 	p.store = b.Build(seed)
-	p.slots = 1
-	p.free = []*slot{s}
+	p.all, p.free = []*slot{s}, []*slot{s}
 	p.shards = s.shards()
 	var names []string
 	var groups [][]*nn.Param
@@ -153,7 +151,7 @@ func (p *Part) Shards() []tp.Shard { return p.shards }
 
 // Peak returns the most slots the chunk had in use at once and how many
 // it built.
-func (p *Part) Peak() (inUse, built int) { return p.peak, p.slots }
+func (p *Part) Peak() (inUse, built int) { return p.peak, len(p.all) }
 
 // acquire returns the slot of micro-batch mb, taking a free one (or
 // building one) at its forward.
@@ -169,7 +167,7 @@ func (p *Part) acquire(mb int) (*slot, error) {
 		if s, err = p.build(nn.Reuse(p.store)); err != nil {
 			return nil, err
 		}
-		p.slots++
+		p.all = append(p.all, s)
 	}
 	p.busy[mb] = s
 	p.peak = max(p.peak, len(p.busy))

@@ -39,9 +39,12 @@ func TestInFlight(t *testing.T) {
 				if _, err := e.Step(ctx, batch(0, testModel.Context)); err != nil {
 					return err
 				}
-				inUse, _ := e.Parts()[0].Peak()
+				act := e.Parts()[0].Activations()
+				if act.SlotBytes <= 0 || act.Peak != int64(act.InFlight)*act.SlotBytes {
+					return fmt.Errorf("activations %+v: want slots of some bytes, and the peak their product", act)
+				}
 				mu.Lock()
-				slots[r] = inUse
+				slots[r] = act.InFlight
 				mu.Unlock()
 				return nil
 			})

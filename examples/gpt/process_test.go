@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// small is a model that trains in a fraction of a second, on a little of
+// the Go source.
+var small = []string{"--layers", "4", "--heads", "4", "--embd", "32", "--block", "16", "--batch", "8", "--max-bytes", "65536", "--steps", "3"}
+
+func build(t *testing.T) (gorun, gpt string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: skipping the jobs of real processes")
+	}
+	dir := t.TempDir()
+	gorun, gpt = filepath.Join(dir, "gorun"), filepath.Join(dir, "gpt")
+	for bin, pkg := range map[string]string{gorun: "../../cmd/gorun", gpt: "."} {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, out)
+		}
+	}
+	return gorun, gpt
+}
+
+func job(gorun, gpt string, np int, args ...string) (string, string, error) {
+	cmd := exec.Command(gorun, append([]string{"-np", fmt.Sprint(np), "--timeout", "2m", gpt}, args...)...)
+	cmd.WaitDelay = 10 * time.Second
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	return string(out), stderr.String(), err
+}
+
+// losses reads the "step N loss L tokens/s S" lines.
+func losses(t *testing.T, out string) []float64 {
+	t.Helper()
+	var ls []float64
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 6 && f[0] == "step" && f[2] == "loss" && f[4] == "tokens/s" {
+			v, err := strconv.ParseFloat(f[3], 64)
+			if err != nil {
+				t.Fatalf("line %q: %v", l, err)
+			}
+			ls = append(ls, v)
+		}
+	}
+	return ls
+}
+
+// TestLayouts: the same job at 1 rank and on 4 ranks in several layouts
+// prints the same losses (to the 4 decimals printed, give or take one in
+// the last), a step line per step and the final loss.
+func TestLayouts(t *testing.T) {
+	gorun, gpt := build(t)
+	out, stderr, err := job(gorun, gpt, 1, small...)
+	if err != nil {
+		t.Fatalf("one rank: %v\n%s%s", err, out, stderr)
+	}
+	want := losses(t, out)
+	if len(want) != 3 || !strings.Contains(out, "final loss ") {
+		t.Fatalf("one rank printed:\n%s", out)
+	}
+	for _, layout := range [][]string{
+		{"--tp", "2", "--pp", "2"},
+		{"--tp", "2", "--dp", "2", "--seq-parallel", "--zero", "1"},
+		{"--pp", "2", "--dp", "2", "--schedule", "gpipe"},
+		{"--pp", "2", "--schedule", "interleaved", "--virtual", "2", "--dp", "2"},
+	} {
+		t.Run(strings.Join(layout, " "), func(t *testing.T) {
+			out, stderr, err := job(gorun, gpt, 4, append(append([]string{}, small...), layout...)...)
+			if err != nil {
+				t.Fatalf("%v\n%s%s", err, out, stderr)
+			}
+			got := losses(t, out)
+			if len(got) != len(want) {
+				t.Fatalf("%d step lines, want %d:\n%s", len(got), len(want), out)
+			}
+			for i := range want {
+				if d := got[i] - want[i]; d > 2e-4 || d < -2e-4 {
+					t.Errorf("step %d: loss %.4f, one rank's %.4f", i, got[i], want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestStatsAndSchedule: --stats prints each stage's in-flight count
+// (1F1B: p - stage) and bubble; --print-schedule runs without gorun.
+func TestStatsAndSchedule(t *testing.T) {
+	gorun, gpt := build(t)
+	out, stderr, err := job(gorun, gpt, 2, append(append([]string{}, small...), "--pp", "2", "--microbatches", "4", "--stats")...)
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, out, stderr)
+	}
+	for _, want := range []string{"stage 0 in-flight 2 activations ", "stage 1 in-flight 1 activations ", "(formula 20.0%)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	sched, err := exec.Command(gpt, "--print-schedule", "--pp", "2", "--microbatches", "3").CombinedOutput()
+	if err != nil || !strings.Contains(string(sched), "stage 1 | .  F0 B0 B0 F1 B1 B1 F2 B2 B2") {
+		t.Errorf("--print-schedule: %v\n%s", err, sched)
+	}
+}
+
+// TestBadFlags: mistakes are errors that name the flag and what to do,
+// from every rank before any training.
+func TestBadFlags(t *testing.T) {
+	gorun, gpt := build(t)
+	for _, tc := range []struct {
+		np   int
+		args []string
+		want string
+	}{
+		{2, []string{"--tp", "3"}, "tp 3 x pp 1 x dp"},
+		{4, []string{"--tp", "4", "--heads", "6", "--embd", "36"}, "6 heads do not divide over tp 4"},
+		{2, []string{"--pp", "2", "--zero", "3"}, "use zero 0 or 1 with a pipeline"},
+		{1, []string{"--seq-parallel"}, "needs tp 2 or more"},
+		{2, []string{"--pp", "2", "--schedule", "interleaved", "--microbatches", "3"}, "interleaved"},
+		{1, []string{"--layers", "3", "--pp", "1", "--vocab", "5"}, "--vocab 5"},
+		{1, []string{"--bogus"}, "--help lists the flags"},
+		{1, []string{"--mem-limit", "lots"}, "--mem-limit"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			out, stderr, err := job(gorun, gpt, tc.np, append(append([]string{}, small...), tc.args...)...)
+			if err == nil || !strings.Contains(stderr, tc.want) {
+				t.Errorf("err %v, stderr lacks %q:\n%s%s", err, tc.want, out, stderr)
+			}
+		})
+	}
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/gorun-hpc/gorun/prims"
+	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/strategies/hybrid"
+	"github.com/gorun-hpc/gorun/strategies/nn"
+	"github.com/gorun-hpc/gorun/strategies/nn/data"
+	"github.com/gorun-hpc/gorun/strategies/pipe"
+)
+
+func run(ctx context.Context, c config, out io.Writer) error {
+	if c.printSchedule {
+		s, err := pipe.New(c.schedule, c.pp, c.micro, c.virtual)
+		if err != nil {
+			return err
+		}
+		return s.Draw(out)
+	}
+	w, err := spmd.Init(ctx)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	txt, err := corpus(c)
+	if err != nil {
+		return err
+	}
+	vocab := txt.VocabSize()
+	if c.vocab > 0 {
+		if c.vocab < vocab {
+			return fmt.Errorf("--vocab %d: the corpus has %d distinct bytes: pass at least %d, or 0", c.vocab, vocab, vocab)
+		}
+		vocab = c.vocab
+	}
+	model := nn.GPTConfig{Vocab: vocab, Context: c.block, Layers: c.layers, Heads: c.heads, Dim: c.embd, Dropout: float32(c.dropout)}
+	if c.plan {
+		return planJob(ctx, w, c, model, out)
+	}
+	return train(ctx, w, c, model, txt, out)
+}
+
+func corpus(c config) (*data.Text, error) {
+	if c.data != "" {
+		return data.ReadText(strings.Split(c.data, ","), c.maxBytes)
+	}
+	return data.GoSource(c.maxBytes)
+}
+
+func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, txt *data.Text, out io.Writer) error {
+	seqs, err := data.Sequences(txt.Tokens, c.block)
+	if err != nil {
+		return err
+	}
+	st := &stats{}
+	cfg := hybrid.Config{Model: model, TP: c.tp, PP: c.pp, DP: c.dp, Zero: c.zero, Micro: c.micro,
+		Schedule: c.schedule, Virtual: c.virtual, SeqParallel: c.seqParallel, Seed: c.seed,
+		Optimizer: func(params []*nn.Param, lo, hi int) (nn.Optimizer, error) {
+			a := nn.DefaultAdamW()
+			a.LR = float32(c.lr)
+			return nn.NewAdamW(a, params, lo, hi)
+		},
+		Observe: st.observe,
+	}
+	e, err := hybrid.New(ctx, w.Comm, cfg)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	m := e.Mesh()
+	s, err := data.NewSampler(seqs.Len(), c.batch, m.D, m.DP, c.seed, true)
+	if err != nil {
+		return fmt.Errorf("--batch %d over %d replicas: %w", c.batch, m.DP, err)
+	}
+	b := &nn.Batch{N: s.LocalBatch(), T: c.block, Tokens: make([]int32, s.LocalBatch()*c.block), Y: make([]int32, s.LocalBatch()*c.block)}
+	var loss float32
+	for step := 0; step < c.steps; step++ {
+		if err := seqs.Batch(s.Local(step), b.Tokens, b.Y); err != nil {
+			return err
+		}
+		st.begin()
+		t0 := time.Now()
+		if loss, err = e.Step(ctx, b); err != nil {
+			return fmt.Errorf("step %d: %w", step, err)
+		}
+		dt := time.Since(t0)
+		st.end(step)
+		if w.Rank() == 0 {
+			fmt.Fprintf(out, "step %d loss %.4f tokens/s %.0f\n", step, loss, float64(c.batch*c.block)/dt.Seconds())
+		}
+	}
+	if w.Rank() == 0 {
+		fmt.Fprintf(out, "final loss %.4f\n", loss)
+	}
+	if c.stats {
+		return st.report(ctx, e, out)
+	}
+	return nil
+}
+
+// stats measures the pipeline from the operations the executor reports:
+// per step, the time this rank computed and the time from the step's
+// start to its last operation's end.
+type stats struct {
+	t0    time.Time
+	busy  time.Duration
+	last  time.Duration
+	busys []float64 // per step after the first
+	spans []float64
+}
+
+func (s *stats) begin() { s.busy, s.last = 0, 0 }
+
+func (s *stats) observe(ev pipe.Event) {
+	s.busy += ev.End - ev.Start
+	s.last = max(s.last, ev.End)
+}
+
+func (s *stats) end(step int) {
+	if step > 0 { // the first step builds the slots and warms the caches
+		s.busys = append(s.busys, s.busy.Seconds())
+		s.spans = append(s.spans, s.last.Seconds())
+	}
+}
+
+// report prints, from the first rank of each stage, the stage's
+// micro-batches in flight, activation bytes and bubble: the share of
+// the steps' pipeline time (the slowest stage's span) it was idle.
+func (s *stats) report(ctx context.Context, e *hybrid.Engine, out io.Writer) error {
+	m := e.Mesh()
+	spans := append([]float64(nil), s.spans...)
+	if len(spans) > 0 {
+		if err := prims.AllReduce(ctx, m.PPComm, spans, prims.Max[float64]()); err != nil {
+			return err
+		}
+	}
+	if m.T != 0 || m.D != 0 {
+		return nil
+	}
+	var busy, span float64
+	for i := range spans {
+		busy += s.busys[i]
+		span += spans[i]
+	}
+	var act hybrid.Activations
+	for _, p := range e.Parts() {
+		a := p.Activations()
+		act.InFlight += a.InFlight
+		act.Peak += a.Peak
+	}
+	sc := e.Schedule()
+	bubble := "n/a (one step)"
+	if span > 0 {
+		bubble = fmt.Sprintf("%.1f%%", 100*(1-busy/span))
+	}
+	fmt.Fprintf(out, "stage %d in-flight %d activations %d bubble %s (formula %.1f%%)\n",
+		m.P, act.InFlight, act.Peak, bubble, 100*pipe.IdealBubble(sc.Name, sc.Stages, sc.Micro, sc.Virtual))
+	return nil
+}
