@@ -86,13 +86,13 @@ fi
 
 if echo "$PARTS" | grep -q 4; then
 	echo "# 4. layouts at np $NP: measured tokens/s (median of steps after the first) beside the planner's model"
-	gpt "$NP" --plan --top 1000 --batch 16 --microbatches 4
+	gpt "$NP" --plan --top 1000 --batch 32 --microbatches 4
 	cp "$OUT/gpt.run" "$OUT/gpt.plan"
 	head -1 "$OUT/gpt.plan"
 	: >"$OUT/gpt.layouts"
 	for l in 1:1:8 2:1:4 4:1:2 1:2:4 2:2:2 4:2:1 1:4:2 2:4:1 1:8:1; do
 		tp=${l%%:*} rest=${l#*:} pp=${rest%%:*} dp=${rest#*:}
-		gpt "$NP" --tp "$tp" --pp "$pp" --dp "$dp" --batch 16 --microbatches 4 --steps "$STEPS"
+		gpt "$NP" --tp "$tp" --pp "$pp" --dp "$dp" --batch 32 --microbatches 4 --steps "$STEPS"
 		meas=$(awk '$1 == "step" && $2 > 0 { print $6 }' "$OUT/gpt.run" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
 		name="tp$tp pp$pp dp$dp zero0 m4 1f1b"
 		model=$(awk -v n="$name" '{ l = $2 " " $3 " " $4 " " $5 " " $6 " " $7 } l == n && $8 ~ /^[0-9.]+$/ { print $9; exit }' "$OUT/gpt.plan")

@@ -129,6 +129,7 @@ func TestBadFlags(t *testing.T) {
 		{1, []string{"--layers", "3", "--pp", "1", "--vocab", "5"}, "--vocab 5"},
 		{1, []string{"--bogus"}, "--help lists the flags"},
 		{1, []string{"--mem-limit", "lots"}, "--mem-limit"},
+		{2, []string{"--dp", "2", "--microbatches", "3"}, "pass a batch that is a multiple of replicas x micro-batches (6)"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			out, stderr, err := job(gorun, gpt, tc.np, append(append([]string{}, small...), tc.args...)...)

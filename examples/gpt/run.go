@@ -78,6 +78,10 @@ func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, txt
 	if err != nil {
 		return fmt.Errorf("--batch %d over %d replicas: %w", c.batch, m.DP, err)
 	}
+	if s.LocalBatch()%c.micro != 0 {
+		return fmt.Errorf("--batch %d gives each of the %d replicas %d sequences, which do not cut into --microbatches %d: pass a batch that is a multiple of replicas x micro-batches (%d)",
+			c.batch, m.DP, s.LocalBatch(), c.micro, m.DP*c.micro)
+	}
 	b := &nn.Batch{N: s.LocalBatch(), T: c.block, Tokens: make([]int32, s.LocalBatch()*c.block), Y: make([]int32, s.LocalBatch()*c.block)}
 	var loss float32
 	for step := 0; step < c.steps; step++ {

@@ -68,6 +68,9 @@ func (c *Config) Validate(size int) error {
 	if c.Model.Heads > 0 && c.Model.Heads%c.TP != 0 {
 		bad("%d heads do not divide over tp %d: pick a tensor-parallel size that divides the heads", c.Model.Heads, c.TP)
 	}
+	if c.Model.Vocab > 0 && c.Model.Vocab < c.TP {
+		bad("a vocabulary of %d over tp %d leaves a rank no columns: pick a tensor-parallel size of at most %d", c.Model.Vocab, c.TP, c.Model.Vocab)
+	}
 	if c.Model.Layers > 0 && c.Model.Layers%c.Chunks() != 0 {
 		bad("%d layers do not cut into pp %d x virtual %d chunks of equal size: pick sizes that divide the layers", c.Model.Layers, c.PP, c.Virtual)
 	}

@@ -34,6 +34,7 @@ type Block struct {
 	probs   *Dropout    // on the attention probabilities, the rank's heads
 	partial []*nn.Param // gradients that are per-rank parts with sequence parallelism
 	saved   []float32
+	t       int // the last Forward's tokens per sequence, for headRow
 
 	x1, x2, dx1, dx *nn.Tensor
 }
@@ -71,8 +72,7 @@ func NewBlock(b *nn.Builder, g *Group, cfg nn.GPTConfig, rng *RNG, name string) 
 // headRow maps a row of the rank's attention probabilities, [N, heads,
 // T, T] for its heads, to the row of the unsplit layer's.
 func (k *Block) headRow(r int) int {
-	per, first, heads := k.Attn.Core.Heads, k.Attn.First, k.Attn.Heads
-	_, t := k.G.Tokens()
+	per, first, heads, t := k.Attn.Core.Heads, k.Attn.First, k.Attn.Heads, k.t
 	n, h, i := r/(per*t), (r/t)%per, r%t
 	return (n*heads+first+h)*t + i
 }
@@ -116,6 +116,11 @@ func (k *Block) Partial() []*nn.Param {
 
 // Forward returns the residual stream after the block.
 func (k *Block) Forward(x *nn.Tensor, train bool) *nn.Tensor {
+	// Without sequence parallelism x is [..., T, C] and SetTokens is
+	// optional: the attention's rows take T from x, as its core does.
+	if _, k.t = k.G.Tokens(); !k.G.SeqParallel && len(x.Shape) >= 2 {
+		k.t = x.Shape[len(x.Shape)-2]
+	}
 	k.x1 = like(k.x1, x.Shape)
 	k.x2 = like(k.x2, x.Shape)
 	a := k.Drop1.Forward(k.Attn.Forward(k.LN1.Forward(x, train), train), train)

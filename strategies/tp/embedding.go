@@ -58,6 +58,12 @@ func (e *Embedding) Forward(ids []int32, n, t int) (*nn.Tensor, error) {
 				e.W.Name, id, i, e.Vocab, nn.ErrIndex)
 		}
 	}
+	if len(ids) != n*t {
+		return nil, fmt.Errorf("embedding %s: %d ids for %d sequences of %d: %w", e.W.Name, len(ids), n, t, nn.ErrShape)
+	}
+	if gn, gt := e.G.Tokens(); e.G.SeqParallel && (gn != n || gt != t) {
+		return nil, fmt.Errorf("embedding %s: %d sequences of %d, but the group's SetTokens said %d of %d: call SetTokens with the micro-batch's shape before its forward", e.W.Name, n, t, gn, gt)
+	}
 	e.ids = append(e.ids[:0], ids...)
 	e.part = like(e.part, []int{n, t, e.Dim})
 	d := e.Dim

@@ -407,6 +407,7 @@ func TestSequenceParallel(t *testing.T) {
 	for _, size := range []int{1, 2, 3, 4} {
 		cases = append(cases,
 			columnCase(size, 8, 12, false, false, true),
+			columnCase(size, 8, 12, true, false, true),
 			columnRowCase(size, 8, 12, 8, true),
 			rowCase(size, 12, 8, true),
 			mlpCase(size, 8, true),
@@ -422,7 +423,7 @@ func TestSequenceParallel(t *testing.T) {
 // TestSetTokens checks that sequence parallelism refuses token rows that
 // do not cut into equal blocks, and that without it any shape goes.
 func TestSetTokens(t *testing.T) {
-	ws := []struct {
+	cases := []struct {
 		name    string
 		size    int
 		sp      bool
@@ -435,7 +436,7 @@ func TestSetTokens(t *testing.T) {
 		{"sp 3x4 over 4", 4, true, 3, 4, false},
 		{"no sp 1x3 over 2", 2, false, 1, 3, false},
 	}
-	for _, tc := range ws {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			errs := runGroup(t, tc.size, tc.sp, func(g *tp.Group) (error, error) {
 				err := g.SetTokens(tc.n, tc.t)
@@ -444,12 +445,13 @@ func TestSetTokens(t *testing.T) {
 						return nil, fmt.Errorf("Tokens() = %d, %d after SetTokens(%d, %d)", n, tt, tc.n, tc.t)
 					}
 					first, rows := g.RowBlock()
-					want := tc.n * tc.t
+					wantFirst, wantRows := 0, tc.n*tc.t
 					if tc.sp {
-						want /= tc.size
+						wantRows /= tc.size
+						wantFirst = g.Rank * wantRows
 					}
-					if rows != want || first != g.Rank*rows*btoi(tc.sp) {
-						return nil, fmt.Errorf("RowBlock() = %d, %d", first, rows)
+					if first != wantFirst || rows != wantRows {
+						return nil, fmt.Errorf("RowBlock() = %d, %d, want %d, %d", first, rows, wantFirst, wantRows)
 					}
 				}
 				return err, nil
@@ -461,11 +463,4 @@ func TestSetTokens(t *testing.T) {
 			}
 		})
 	}
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

@@ -73,8 +73,10 @@ func (r *RNG) MarshalBinary() ([]byte, error) {
 	return out, nil
 }
 
-// UnmarshalBinary restores the streams MarshalBinary saved.
+// UnmarshalBinary restores the streams MarshalBinary saved; on an error
+// it changes none.
 func (r *RNG) UnmarshalBinary(b []byte) error {
+	restored := map[string]*nn.Stream{}
 	for len(b) > 0 {
 		name, rest, err := field(b)
 		if err != nil {
@@ -84,10 +86,15 @@ func (r *RNG) UnmarshalBinary(b []byte) error {
 		if err != nil {
 			return err
 		}
-		if err := r.Stream(string(name)).UnmarshalBinary(st); err != nil {
+		s := nn.NewStream(r.seed, string(name), 0)
+		if err := s.UnmarshalBinary(st); err != nil {
 			return fmt.Errorf("tp: random stream %q: %w", name, err)
 		}
+		restored[string(name)] = s
 		b = rest
+	}
+	for name, s := range restored {
+		*r.Stream(name) = *s
 	}
 	return nil
 }
