@@ -40,7 +40,9 @@
 //
 // Step time. A micro-batch on a stage takes its compute, blocks·b·T·3·
 // (24C² + 4T·C)/TP FLOPs (forward once, backward twice) plus the head's
-// b·T·3·2·C·V/TP on the last stage, over Machine.Flops; its TP
+// b·T·3·2·C·V/TP on the last stage, over Machine.Flops, plus the work
+// every TP rank repeats, blocks·b·T·Machine.Replicated (/TP with sequence
+// parallelism); its TP
 // communication, 4 ring all-reduces of b·T·C·4 bytes a block
 // (2(t-1)α + 2(t-1)/t·n·β each; with sequence parallelism 4 all-gathers
 // and 4 reduce-scatters of (t-1)α + (t-1)/t·n·β, the same time), one for
@@ -59,6 +61,16 @@
 // ZeRO 3 (1.5·m all-reduces). AdamW reads and writes 28 bytes a
 // parameter the rank updates (its ZeRO share from stage 1) over
 // Machine.MemBandwidth. Tokens per second are GlobalBatch·T over the step.
+//
+// Crowded hosts. With more ranks on a host than Machine.Cores, the
+// host's cores bound what its ranks compute: the compute and optimizer
+// work of all of them (at one rank's speed) over the cores is the least
+// the step's compute takes, and since a pipeline's idle stages give
+// their cores to the others, the bubble counts only as far as the
+// pipeline's span exceeds that bound. Each message inside such a host
+// also waits Machine.Wake per rank beyond the cores for its receiver to
+// be scheduled (topo's wake-up cost), which falls hardest on TP's many
+// small collectives.
 //
 // Links. The mesh orders ranks TP innermost, then DP, then PP (stage s
 // holds ranks s·TP·DP to (s+1)·TP·DP - 1), and ranks fill hosts of

@@ -58,16 +58,25 @@ func EstimateLayout(job Job, m Machine, l Layout) Estimate {
 // (m + (p-1)/v)·t_mb under 1F1B and interleaving, (m + p - 1)·t_mb under
 // GPipe, of which the (p-1)/v·t_mb or (p-1)·t_mb is the bubble; then the
 // slowest stage's DP communication and optimizer step.
+//
+// On a host with more ranks than cores (Machine.Cores) the host's cores
+// bound its ranks: the compute and optimizer work of all its ranks,
+// at one rank's speed, over its cores, is the least the compute can
+// take, and a pipeline's idle stages lend their cores to the others, so
+// the bubble counts only as far as the pipeline's span exceeds that bound.
 func (j Job) estimateTime(mc Machine, e *Estimate) {
 	l := e.Layout
 	var slow stageTime
+	work := make([]float64, l.PP) // per stage, a rank's compute and optimizer work per step
 	for s := range l.PP {
 		st := j.stageTime(mc, l, s)
 		if s == 0 || st.total() > slow.total() {
 			slow = st
 		}
+		opt := j.optimizerTime(mc, l, s)
+		work[s] = float64(l.Micro)*st.compute + opt
 		e.DPComm = max(e.DPComm, j.dpTime(mc, l, s))
-		e.Optimizer = max(e.Optimizer, j.optimizerTime(mc, l, s))
+		e.Optimizer = max(e.Optimizer, opt)
 	}
 	m := float64(l.Micro)
 	e.Compute, e.TPComm, e.PPComm = m*slow.compute, m*slow.tp, m*slow.pp
@@ -76,7 +85,37 @@ func (j Job) estimateTime(mc Machine, e *Estimate) {
 		fill = float64(l.PP - 1)
 	}
 	e.Bubble = fill * slow.total()
+	if host := j.hostWork(mc, l, work); host > e.Compute+e.Optimizer {
+		// The host's cores, not the pipeline, bound the step: its compute
+		// takes the host's work over its cores; its stages' idle time is
+		// filled as far as that lasts.
+		span := e.Compute + e.Optimizer + e.Bubble
+		e.Compute = host - e.Optimizer
+		e.Bubble = max(0, span-host)
+	}
 	e.Step = e.Compute + e.TPComm + e.PPComm + e.Bubble + e.DPComm + e.Optimizer
+}
+
+// hostWork is the compute and optimizer work of the busiest host's ranks
+// per step, at one rank's speed, over its cores; 0 when no host has more
+// ranks than cores.
+func (j Job) hostWork(mc Machine, l Layout, work []float64) float64 {
+	if mc.crowding(j.perHost()) == 1 {
+		return 0
+	}
+	hosts := map[int]float64{}
+	for s := range l.PP {
+		for k := range l.DP {
+			for t := range l.TP {
+				hosts[j.host(rankOf(l, s, k, t))] += work[s]
+			}
+		}
+	}
+	most := 0.0
+	for _, w := range hosts {
+		most = max(most, w)
+	}
+	return most / float64(mc.Cores)
 }
 
 // estimateMemory fills in the bytes of the rank that holds the most.

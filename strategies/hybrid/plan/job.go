@@ -81,6 +81,19 @@ type Machine struct {
 	AlphaFar, BetaFar   float64 // the same between hosts
 	MemBandwidth        float64 // bytes/s for element-wise work (the optimizer step) on one rank; 0 leaves the optimizer step out
 	Coeffs              Coeffs  // activation coefficients; the zero value means DefaultCoeffs
+
+	// Replicated is the seconds per token and block, forward and
+	// backward, of the work every TP rank repeats whole (the LayerNorms,
+	// the residual adds): it does not shrink with TP (it does with
+	// sequence parallelism). 0 leaves it out.
+	Replicated float64
+	// Cores is the cores of a host; 0 means one per rank. With more
+	// ranks on a host than cores, the host's cores bound its ranks'
+	// compute, and a pipeline's idle stages give their cores to the
+	// others; each message inside the host also waits Wake per rank
+	// beyond the cores for its receiver to be scheduled (topo's Wake).
+	Cores int
+	Wake  float64
 }
 
 // Validate reports every problem of the machine, each wrapping
@@ -96,14 +109,26 @@ func (m Machine) Validate() error {
 		v    float64
 	}{
 		{"AlphaNear", m.AlphaNear}, {"BetaNear", m.BetaNear}, {"AlphaFar", m.AlphaFar}, {"BetaFar", m.BetaFar},
-		{"MemBandwidth", m.MemBandwidth},
+		{"MemBandwidth", m.MemBandwidth}, {"Replicated", m.Replicated}, {"Wake", m.Wake},
 		{"Coeffs.Rep", m.Coeffs.Rep}, {"Coeffs.Split", m.Coeffs.Split}, {"Coeffs.Score", m.Coeffs.Score},
 	} {
 		if !(f.v >= 0) || math.IsInf(f.v, 0) {
 			bad("plan: machine.%s %g: pass a finite number, 0 or more", f.name, f.v)
 		}
 	}
+	if m.Cores < 0 {
+		bad("plan: machine.Cores %d: pass the cores of a host, or 0 for one per rank", m.Cores)
+	}
 	return errors.Join(errs...)
+}
+
+// crowding is how many ranks of a host share each core: perHost/Cores,
+// at least 1.
+func (m Machine) crowding(perHost int) float64 {
+	if m.Cores == 0 || perHost <= m.Cores {
+		return 1
+	}
+	return float64(perHost) / float64(m.Cores)
 }
 
 // coeffs is Coeffs, or DefaultCoeffs if it is the zero value.

@@ -4,16 +4,25 @@ package plan
 // α + n·β.
 type link struct{ alpha, beta float64 }
 
-// near and far are the links inside a host and between hosts.
-func (m Machine) near() link { return link{m.AlphaNear, m.BetaNear} }
-func (m Machine) far() link  { return link{m.AlphaFar, m.BetaFar} }
+// near and far are the links inside a host and between hosts. On a host
+// with more ranks than cores, a message inside it also waits Wake per
+// rank beyond the cores for its receiver to be scheduled.
+func (j Job) near(m Machine) link {
+	extra := 0.0
+	if m.Cores > 0 && j.perHost() > m.Cores {
+		extra = m.Wake * float64(j.perHost()-m.Cores)
+	}
+	return link{m.AlphaNear + extra, m.BetaNear}
+}
 
-// pick is far if crosses, else near.
-func (m Machine) pick(crosses bool) link {
+func (m Machine) far() link { return link{m.AlphaFar, m.BetaFar} }
+
+// pick is the far link if crosses, else the near one.
+func (j Job) pick(m Machine, crosses bool) link {
 	if crosses {
 		return m.far()
 	}
-	return m.near()
+	return j.near(m)
 }
 
 // send is one point-to-point message of n bytes: α + n·β.
@@ -45,7 +54,8 @@ func (t stageTime) total() float64 { return t.compute + t.tp + t.pp }
 // backward:
 //
 //	compute: blocks·b·T·3·(24C² + 4T·C)/TP, plus on the last stage the
-//	         head's b·T·3·2·C·V_t, FLOPs over Machine.Flops
+//	         head's b·T·3·2·C·V_t, FLOPs over Machine.Flops; plus
+//	         blocks·b·T·Machine.Replicated (/TP with sequence parallelism)
 //	tp:      per block 4 ring all-reduces of b·T·C·4 bytes (with sequence
 //	         parallelism 4 all-gathers and 4 reduce-scatters, the same
 //	         time); stage 0 one more for the embedding; the last stage one
@@ -68,9 +78,13 @@ func (j Job) stageTime(mc Machine, l Layout, s int) stageTime {
 		flops += b * T * 3 * 2 * C * vt
 	}
 	var st stageTime
-	st.compute = flops / mc.Flops
+	rep := blocks * b * T * mc.Replicated
+	if l.SeqParallel {
+		rep /= tp
+	}
+	st.compute = flops/mc.Flops + rep
 
-	tpLink := mc.pick(j.tpCrosses(l, s))
+	tpLink := j.pick(mc, j.tpCrosses(l, s))
 	act := b * T * C * bytesPerFloat
 	reduces := 4 * blocks
 	if s == 0 {
@@ -88,8 +102,8 @@ func (j Job) stageTime(mc Machine, l Layout, s int) stageTime {
 	}
 	fwd, bwd := j.ppMessages(l, s)
 	p := l.PP
-	st.pp = float64(fwd)*mc.pick(j.ppCrosses(l, s, (s+1)%p)).send(msg) +
-		float64(bwd)*mc.pick(j.ppCrosses(l, s, (s+p-1)%p)).send(msg)
+	st.pp = float64(fwd)*j.pick(mc, j.ppCrosses(l, s, (s+1)%p)).send(msg) +
+		float64(bwd)*j.pick(mc, j.ppCrosses(l, s, (s+p-1)%p)).send(msg)
 	return st
 }
 
@@ -126,7 +140,7 @@ func (j Job) ppMessages(l Layout, s int) (fwd, bwd int) {
 // not overlapped with compute.
 func (j Job) dpTime(mc Machine, l Layout, s int) float64 {
 	n := float64(j.rankUnits(l, s, 0).total()) * bytesPerFloat
-	k := mc.pick(j.dpCrosses(l, s))
+	k := j.pick(mc, j.dpCrosses(l, s))
 	half, m := k.half(l.DP, n), float64(l.Micro)
 	switch l.Zero {
 	case 2:
