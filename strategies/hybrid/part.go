@@ -24,14 +24,14 @@ type Part struct {
 	Lo, Hi      int
 	First, Last bool
 
-	rng     *tp.RNG
-	store   *nn.Store
-	shards  []tp.Shard
-	all   []*slot       // every slot built
-	free  []*slot
-	busy  map[int]*slot // by micro-batch
-	peak  int           // most in use at once
-	model *slot         // the slot of the nn.Model methods
+	rng    *tp.RNG
+	store  *nn.Store
+	shards []tp.Shard
+	all    []*slot // every slot built
+	free   []*slot
+	busy   map[int]*slot // by micro-batch
+	peak   int           // most in use at once
+	model  *slot         // the slot of the nn.Model methods
 }
 
 var _ nn.Model = (*Part)(nil)
