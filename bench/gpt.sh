@@ -1,9 +1,9 @@
 #!/bin/sh
 # gpt.sh measures examples/gpt's model parallelism (strategies/hybrid):
 #
-#  1. the pipeline bubble, measured from the executor's recorded operations
-#     (gpt --stats: the share of the steps' pipeline time each stage was
-#     idle, averaged over the stages), against (p-1)/(m+p-1) for GPipe and
+#  1. the pipeline bubble, measured from the trace (gorun --profile, goprof
+#     report's Pipeline section: the share of each step's schedule span the
+#     ranks did not compute, the median over steps), against (p-1)/(m+p-1) for GPipe and
 #     1F1B and that divided by v for interleaving, at p = 2 and 4 and
 #     m = 1, 2, 4, 8, 16, a model of 8 equal blocks (whose first and last
 #     stages also run the small embeddings and head);
@@ -36,11 +36,13 @@ if [ -z "${GORUN:-}" ] || [ -z "${GPT:-}" ] || [ -z "${GOPROF:-}" ]; then
 fi
 MODEL="--layers 8 --heads 4 --embd 128 --block 64 ${DATA:+--data $DATA}"
 
-# gpt NP FLAGS...: run examples/gpt, output in $OUT/gpt.run.
+# gpt NP FLAGS...: run examples/gpt, output in $OUT/gpt.run; with PROF set,
+# traced into $OUT/gpt.prof.
 gpt() {
 	np=$1
 	shift
-	"$GORUN" -np "$np" --timeout 10m "$GPT" $MODEL "$@" >"$OUT/gpt.run" 2>"$OUT/gpt.err" || {
+	rm -rf "$OUT/gpt.prof"
+	"$GORUN" ${PROF:+--profile "$OUT/gpt.prof"} -np "$np" --timeout 10m "$GPT" $MODEL "$@" >"$OUT/gpt.run" 2>"$OUT/gpt.err" || {
 		echo "bench-gpt: np $np $* failed:" >&2
 		cat "$OUT/gpt.err" >&2
 		exit 1
@@ -48,7 +50,7 @@ gpt() {
 }
 
 if echo "$PARTS" | grep -q 1; then
-	echo "# 1-2. pipeline bubble (measured / formula) and stage 0's peak activation memory (bytes), micro-batches of 2"
+	echo "# 1-2. pipeline bubble (from the trace, median step / formula) and stage 0's peak activation memory (bytes), micro-batches of 2"
 	echo "# sequences of 64 tokens, $STEPS steps, the first left out"
 	echo "# p  m  schedule      bubble  formula  stage0-inflight  stage0-activations"
 	for p in 2 4; do
@@ -59,11 +61,12 @@ if echo "$PARTS" | grep -q 1; then
 					[ $((m % p)) -eq 0 ] || continue
 					v=2
 				fi
-				gpt "$p" --pp "$p" --batch $((2 * m)) --microbatches "$m" --schedule "$s" --virtual "$v" --steps "$STEPS" --stats
-				awk -v p="$p" -v m="$m" -v s="$s" '
-					$1 == "stage" { n++; b += $8 + 0; f = $10 + 0
-						if ($2 == 0) { inflight = $4; act = $6 } }
-					END { printf "%-2d %-2d %-12s %6.1f%%  %6.1f%%  %15d  %18d\n", p, m, s, b / n, f, inflight, act }' "$OUT/gpt.run"
+				PROF=1 gpt "$p" --pp "$p" --batch $((2 * m)) --microbatches "$m" --schedule "$s" --virtual "$v" --steps "$STEPS" --stats
+				"$GOPROF" report "$OUT/gpt.prof" >"$OUT/gpt.report"
+				b=$(awk '$1 == "span" && $5 == "bubble" { sub(/%\)$/, "", $NF); print $NF }' "$OUT/gpt.report")
+				awk -v p="$p" -v m="$m" -v s="$s" -v b="$b" '
+					$1 == "stage" { f = $10 + 0; if ($2 == 0) { inflight = $4; act = $6 } }
+					END { printf "%-2d %-2d %-12s %6.1f%%  %6.1f%%  %15d  %18d\n", p, m, s, b, f, inflight, act }' "$OUT/gpt.run"
 			done
 		done
 	done

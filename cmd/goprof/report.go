@@ -12,7 +12,7 @@ import (
 func reportCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "report",
-		Usage:     "print where the job's time went: per rank, per operation and call site, wait states, efficiency, bandwidth, training steps",
+		Usage:     "print where the job's time went: per rank, per operation and call site, wait states, efficiency, bandwidth, training steps, a pipeline's bubble",
 		ArgsUsage: "DIR",
 		Flags:     append(narrowFlags(), &cli.BoolFlag{Name: flagJSON, Usage: "write the report as JSON, for programs"}, outputFlag("-")),
 		Action: func(cliCtx *cli.Context) error {

@@ -22,7 +22,9 @@ type Config struct {
 	// (gradient accumulation; a pipeline keeps them in flight).
 	Micro int
 	// Schedule is the pipeline's: "gpipe", "1f1b" (the default) or
-	// "interleaved", with Virtual chunks per rank.
+	// "interleaved", with Virtual chunks per rank. Without a pipeline
+	// (PP 1) the micro-batches run one after the other, forward then
+	// backward, whatever the schedule.
 	Schedule string
 	Virtual  int
 	// SeqParallel is Megatron's sequence parallelism (tp.Group).
@@ -73,6 +75,9 @@ func (c *Config) Validate(size int) error {
 	}
 	if c.Model.Layers > 0 && c.Model.Layers%c.Chunks() != 0 {
 		bad("%d layers do not cut into pp %d x virtual %d chunks of equal size: pick sizes that divide the layers", c.Model.Layers, c.PP, c.Virtual)
+	}
+	if c.PP == 1 && c.Virtual > 1 {
+		bad("virtual %d with pp 1: interleaving splits a pipeline's stages into chunks; pass --virtual 1, or a pipeline", c.Virtual)
 	}
 	if c.Micro < 1 {
 		bad("%d micro-batches: pass at least 1", c.Micro)

@@ -110,7 +110,9 @@ func (e *Engine) Step(ctx context.Context, b *nn.Batch) (loss float32, err error
 		p.Store().ZeroGrads()
 	}
 	e.micro, e.loss = micro, 0
+	span := trace.Region(ctx, "pipeline")
 	err = pipe.Run(ctx, e.mesh.PPComm, pipe.Config{Schedule: e.sched, Len: e.act, Observe: e.cfg.Observe}, e)
+	span.End()
 	e.micro = nil
 	if err != nil {
 		return 0, err

@@ -26,6 +26,7 @@ type Report struct {
 	Stragglers []Straggler     `json:"stragglers"`
 	Bandwidth  []BandwidthStat `json:"bandwidth"`
 	Steps      *StepBreakdown  `json:"steps,omitempty"`
+	Pipeline   *Pipeline       `json:"pipeline,omitempty"`
 }
 
 // Info describes the job and what is missing from its traces.
@@ -206,6 +207,7 @@ func Analyze(j *job.Job) *Report {
 	r.collectiveWaits(j, colls)
 	r.bandwidth(j, colls)
 	r.steps(j)
+	r.pipeline(j)
 	return r
 }
 

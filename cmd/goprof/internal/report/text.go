@@ -73,6 +73,7 @@ func (r *Report) Text(out io.Writer) error {
 	r.textWaits(w)
 	r.textBandwidth(w)
 	r.textSteps(w)
+	r.textPipeline(w)
 	return w.err
 }
 
