@@ -26,7 +26,7 @@ func (p *Part) forward(s *slot, b *nn.Batch, in *nn.Tensor, train bool) (*nn.Ten
 		if err != nil {
 			return nil, 0, fmt.Errorf("gpt: positions: %w", err)
 		}
-		s.x = reuse(s.x, tok.Shape)
+		s.x = nn.Resize(s.x, tok.Shape...)
 		for i := range s.x.Data {
 			s.x.Data[i] = tok.Data[i] + pos.Data[i]
 		}
@@ -108,18 +108,4 @@ func (p *Part) sumPartial(s *slot, ps []*nn.Param) func() {
 		return func() {}
 	}
 	return tp.SumPartial(p.G, ps, &s.saved)
-}
-
-// reuse returns t if it has the shape, else a new zeroed tensor of it.
-func reuse(t *nn.Tensor, shape []int) *nn.Tensor {
-	if t != nil && len(t.Shape) == len(shape) {
-		same := true
-		for i := range shape {
-			same = same && t.Shape[i] == shape[i]
-		}
-		if same {
-			return t
-		}
-	}
-	return nn.NewTensor(shape...)
 }

@@ -118,10 +118,10 @@ func (a *AttentionCore) Forward(qkv *Tensor, train bool) *Tensor {
 	a.b = qkv.Rows() / a.t
 	B, H, T, hd := a.b, a.Heads, a.t, a.HeadDim
 	for _, p := range []**Tensor{&a.q, &a.k, &a.v, &a.o} {
-		*p = reuse(*p, B, H, T, hd)
+		*p = Resize(*p, B, H, T, hd)
 	}
-	a.att = reuse(a.att, B, H, T, T)
-	a.ctx = reuse(a.ctx, withCols(qkv.Shape, w)...)
+	a.att = Resize(a.att, B, H, T, T)
+	a.ctx = Resize(a.ctx, withCols(qkv.Shape, w)...)
 
 	a.heads(a.q.Data, qkv.Data, 3*w, 0, false)
 	a.heads(a.k.Data, qkv.Data, 3*w, w, false)
@@ -185,10 +185,10 @@ func (a *AttentionCore) Backward(dctx *Tensor) *Tensor {
 	B, H, T, hd := a.b, a.Heads, a.t, a.HeadDim
 	w := H * hd
 	for _, p := range []**Tensor{&a.dO, &a.dq, &a.dk, &a.dv} {
-		*p = reuse(*p, B, H, T, hd)
+		*p = Resize(*p, B, H, T, hd)
 	}
-	a.datt = reuse(a.datt, B, H, T, T)
-	a.dqkv = reuse(a.dqkv, withCols(a.ctx.Shape, 3*w)...)
+	a.datt = Resize(a.datt, B, H, T, T)
+	a.dqkv = Resize(a.dqkv, withCols(a.ctx.Shape, 3*w)...)
 
 	a.heads(a.dO.Data, dctx.Data, w, 0, false)
 	for bh := 0; bh < B*H; bh++ {

@@ -68,8 +68,8 @@ func (k *Block) setStream(s *Stream) {
 
 // Forward returns the residual stream after the block.
 func (k *Block) Forward(x *Tensor, train bool) *Tensor {
-	k.x1 = reuse(k.x1, x.Shape...)
-	k.x2 = reuse(k.x2, x.Shape...)
+	k.x1 = Resize(k.x1, x.Shape...)
+	k.x2 = Resize(k.x2, x.Shape...)
 	a := k.Drop1.Forward(k.Attn.Forward(k.LN1.Forward(x, train), train), train)
 	add(k.x1.Data, x.Data, a.Data)
 	h := k.Act.Forward(k.FC.Forward(k.LN2.Forward(k.x1, train), train), train)
@@ -81,8 +81,8 @@ func (k *Block) Forward(x *Tensor, train bool) *Tensor {
 // Backward adds the block's gradients, reporting each sub-layer's
 // parameters ready as it finishes, and returns dL/dx.
 func (k *Block) Backward(dy *Tensor) *Tensor {
-	k.dx1 = reuse(k.dx1, dy.Shape...)
-	k.dx = reuse(k.dx, dy.Shape...)
+	k.dx1 = Resize(k.dx1, dy.Shape...)
+	k.dx = Resize(k.dx, dy.Shape...)
 	k.Attn.Ready = k.Ready
 
 	d := k.Proj.Backward(k.Drop2.Backward(dy))

@@ -30,7 +30,7 @@ func (*GeLU) Params() []*Param { return nil }
 // Forward returns gelu(x).
 func (a *GeLU) Forward(x *Tensor, _ bool) *Tensor {
 	a.x = x
-	a.y = reuse(a.y, x.Shape...)
+	a.y = Resize(a.y, x.Shape...)
 	y := a.y.Data
 	if a.Exact {
 		for i, v := range x.Data {
@@ -50,7 +50,7 @@ func (a *GeLU) Forward(x *Tensor, _ bool) *Tensor {
 // gelu'(x) = (1+t)/2 + x/2·(1-t²)·√(2/π)·(1 + 3·0.044715·x²); for the erf
 // form, Φ(x) + x·φ(x).
 func (a *GeLU) Backward(dy *Tensor) *Tensor {
-	a.dx = reuse(a.dx, dy.Shape...)
+	a.dx = Resize(a.dx, dy.Shape...)
 	dx := a.dx.Data
 	if a.Exact {
 		for i, v := range a.x.Data {
@@ -120,7 +120,7 @@ func (d *Dropout) Forward(x *Tensor, train bool) *Tensor {
 			d.mask[i] = scale
 		}
 	}
-	d.y = reuse(d.y, x.Shape...)
+	d.y = Resize(d.y, x.Shape...)
 	for i, v := range x.Data {
 		d.y.Data[i] = v * d.mask[i]
 	}
@@ -133,7 +133,7 @@ func (d *Dropout) Backward(dy *Tensor) *Tensor {
 	if !d.active {
 		return dy
 	}
-	d.dx = reuse(d.dx, dy.Shape...)
+	d.dx = Resize(d.dx, dy.Shape...)
 	for i, v := range dy.Data {
 		d.dx.Data[i] = v * d.mask[i]
 	}

@@ -43,7 +43,7 @@ func (e *Embedding) Forward(ids []int32, shape ...int) (*Tensor, error) {
 	}
 	e.ids = append(e.ids[:0], ids...)
 	e.shape = append(append(e.shape[:0], shape...), e.Dim)
-	e.y = reuse(e.y, e.shape...)
+	e.y = Resize(e.y, e.shape...)
 	d := e.Dim
 	for i, id := range ids {
 		copy(e.y.Data[i*d:(i+1)*d], e.W.W[int(id)*d:(int(id)+1)*d])

@@ -168,7 +168,7 @@ func (g *GPT) Forward(b *Batch, train bool) (float32, error) {
 	if err != nil {
 		return 0, fmt.Errorf("gpt: positions: %w", err)
 	}
-	g.x = reuse(g.x, b.N, b.T, g.Config.Dim)
+	g.x = Resize(g.x, b.N, b.T, g.Config.Dim)
 	add(g.x.Data, tok.Data, pos.Data)
 	x := g.Drop.Forward(g.x, train)
 	for i, blk := range g.Blocks {

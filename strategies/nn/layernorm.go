@@ -44,8 +44,8 @@ func (l *LayerNorm) Forward(x *Tensor, _ bool) *Tensor {
 		panic(fmt.Sprintf("nn: LayerNorm of %d features given input of shape %v", l.Dim, x.Shape))
 	}
 	n, rows := l.Dim, x.Rows()
-	l.y = reuse(l.y, x.Shape...)
-	l.xhat = reuse(l.xhat, x.Shape...)
+	l.y = Resize(l.y, x.Shape...)
+	l.xhat = Resize(l.xhat, x.Shape...)
 	if cap(l.rstd) < rows {
 		l.rstd = make([]float32, rows)
 	}
@@ -78,7 +78,7 @@ func (l *LayerNorm) Forward(x *Tensor, _ bool) *Tensor {
 // and returns dL/dx = rstd·(d - mean(d) - x̂·mean(d·x̂)), where d = dy·weight.
 func (l *LayerNorm) Backward(dy *Tensor) *Tensor {
 	n, rows := l.Dim, dy.Rows()
-	l.dx = reuse(l.dx, dy.Shape...)
+	l.dx = Resize(l.dx, dy.Shape...)
 	g, gg, gb := l.W.W, l.W.G, l.B.G
 	for r := 0; r < rows; r++ {
 		dyr, h := dy.Data[r*n:(r+1)*n], l.xhat.Data[r*n:(r+1)*n]

@@ -56,7 +56,7 @@ func (l *Linear) Params() []*Param {
 func (l *Linear) Forward(x *Tensor, _ bool) *Tensor {
 	rows := x.Rows()
 	l.x = x
-	l.y = reuse(l.y, withCols(x.Shape, l.Out)...)
+	l.y = Resize(l.y, withCols(x.Shape, l.Out)...)
 	beta := float32(0)
 	if l.B != nil {
 		for r := 0; r < rows; r++ {
@@ -73,7 +73,7 @@ func (l *Linear) Forward(x *Tensor, _ bool) *Tensor {
 func (l *Linear) Backward(dy *Tensor) *Tensor {
 	l.BackwardParams(dy)
 	rows := dy.Rows()
-	l.dx = reuse(l.dx, l.x.Shape...)
+	l.dx = Resize(l.dx, l.x.Shape...)
 	matmul(false, true, rows, l.In, l.Out, dy.Data, l.W.W, 0, l.dx.Data)
 	return l.dx
 }
@@ -88,7 +88,7 @@ func (*ReLU) Params() []*Param { return nil }
 
 // Forward returns max(x, 0).
 func (a *ReLU) Forward(x *Tensor, _ bool) *Tensor {
-	a.y = reuse(a.y, x.Shape...)
+	a.y = Resize(a.y, x.Shape...)
 	for i, v := range x.Data {
 		a.y.Data[i] = max(v, 0)
 	}
@@ -97,7 +97,7 @@ func (a *ReLU) Forward(x *Tensor, _ bool) *Tensor {
 
 // Backward passes dy where the output was positive.
 func (a *ReLU) Backward(dy *Tensor) *Tensor {
-	a.dx = reuse(a.dx, dy.Shape...)
+	a.dx = Resize(a.dx, dy.Shape...)
 	for i, v := range a.y.Data {
 		if v > 0 {
 			a.dx.Data[i] = dy.Data[i]

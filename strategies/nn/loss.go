@@ -20,7 +20,7 @@ func (c *CrossEntropy) Forward(logits *Tensor, targets []int32) (float32, error)
 	if len(targets) != rows {
 		return 0, errorf(ErrShape, "cross-entropy: %d targets for %d rows of logits: pass one target per row", len(targets), rows)
 	}
-	c.p = reuse(c.p, logits.Shape...)
+	c.p = Resize(c.p, logits.Shape...)
 	c.targets = targets
 	c.counted = 0
 	var total float64
@@ -67,7 +67,7 @@ func softmax(p, x []float32) float64 {
 // Backward returns the gradient of scale·loss with respect to the logits:
 // scale·(softmax - onehot)/rows counted.
 func (c *CrossEntropy) Backward(scale float32) *Tensor {
-	c.dx = reuse(c.dx, c.p.Shape...)
+	c.dx = Resize(c.dx, c.p.Shape...)
 	v := c.p.Cols()
 	if c.counted == 0 {
 		clear(c.dx.Data)

@@ -44,9 +44,9 @@ func numel(shape []int) int {
 	return n
 }
 
-// reuse returns t if it has the shape, else a new zeroed tensor of it:
+// Resize returns t if it has the shape, else a new zeroed tensor of it:
 // layers keep their outputs between steps instead of allocating them anew.
-func reuse(t *Tensor, shape ...int) *Tensor {
+func Resize(t *Tensor, shape ...int) *Tensor {
 	if t != nil && sameShape(t.Shape, shape) {
 		return t
 	}

@@ -121,8 +121,8 @@ func (k *Block) Forward(x *nn.Tensor, train bool) *nn.Tensor {
 	if _, k.t = k.G.Tokens(); !k.G.SeqParallel && len(x.Shape) >= 2 {
 		k.t = x.Shape[len(x.Shape)-2]
 	}
-	k.x1 = like(k.x1, x.Shape)
-	k.x2 = like(k.x2, x.Shape)
+	k.x1 = nn.Resize(k.x1, x.Shape...)
+	k.x2 = nn.Resize(k.x2, x.Shape...)
 	a := k.Drop1.Forward(k.Attn.Forward(k.LN1.Forward(x, train), train), train)
 	add(k.x1.Data, x.Data, a.Data)
 	m := k.Drop2.Forward(k.MLP.Forward(k.LN2.Forward(k.x1, train), train), train)
@@ -132,8 +132,8 @@ func (k *Block) Forward(x *nn.Tensor, train bool) *nn.Tensor {
 
 // Backward adds the block's gradients and returns dL/dx.
 func (k *Block) Backward(dy *nn.Tensor) *nn.Tensor {
-	k.dx1 = like(k.dx1, dy.Shape)
-	k.dx = like(k.dx, dy.Shape)
+	k.dx1 = nn.Resize(k.dx1, dy.Shape...)
+	k.dx = nn.Resize(k.dx, dy.Shape...)
 	sum := SumPartial(k.G, k.Partial(), &k.saved)
 	d := k.LN2.Backward(k.MLP.Backward(k.Drop2.Backward(dy)))
 	add(k.dx1.Data, dy.Data, d.Data)

@@ -18,7 +18,7 @@ func (c *Copy) Backward(dy *nn.Tensor) *nn.Tensor {
 	if !c.G.split() {
 		return dy
 	}
-	c.dx = like(c.dx, dy.Shape)
+	c.dx = nn.Resize(c.dx, dy.Shape...)
 	copy(c.dx.Data, dy.Data)
 	c.G.allReduce("f backward", c.dx.Data)
 	return c.dx
@@ -39,7 +39,7 @@ func (r *Reduce) Forward(x *nn.Tensor, _ bool) *nn.Tensor {
 	if !r.G.split() {
 		return x
 	}
-	r.y = like(r.y, x.Shape)
+	r.y = nn.Resize(r.y, x.Shape...)
 	copy(r.y.Data, x.Data)
 	r.G.allReduce("g forward", r.y.Data)
 	return r.y
@@ -63,14 +63,14 @@ type GatherRows struct {
 
 // Forward returns every rank's rows, in rank order.
 func (a *GatherRows) Forward(x *nn.Tensor, _ bool) *nn.Tensor {
-	a.y = like(a.y, a.G.full(x.Cols()))
+	a.y = nn.Resize(a.y, a.G.full(x.Cols())...)
 	a.G.allGather("sequence all-gather", x.Data, a.y.Data)
 	return a.y
 }
 
 // Backward returns the rank's rows of the gradient summed over the group.
 func (a *GatherRows) Backward(dy *nn.Tensor) *nn.Tensor {
-	a.dx = like(a.dx, a.G.local(dy.Cols()))
+	a.dx = nn.Resize(a.dx, a.G.local(dy.Cols())...)
 	a.G.reduceScatter("sequence reduce-scatter", dy.Data, a.dx.Data)
 	return a.dx
 }
@@ -89,14 +89,14 @@ type ScatterRows struct {
 
 // Forward returns the rank's rows of x summed over the group.
 func (s *ScatterRows) Forward(x *nn.Tensor, _ bool) *nn.Tensor {
-	s.y = like(s.y, s.G.local(x.Cols()))
+	s.y = nn.Resize(s.y, s.G.local(x.Cols())...)
 	s.G.reduceScatter("sequence reduce-scatter", x.Data, s.y.Data)
 	return s.y
 }
 
 // Backward returns every rank's rows of dy.
 func (s *ScatterRows) Backward(dy *nn.Tensor) *nn.Tensor {
-	s.dx = like(s.dx, s.G.full(dy.Cols()))
+	s.dx = nn.Resize(s.dx, s.G.full(dy.Cols())...)
 	s.G.allGather("sequence all-gather", dy.Data, s.dx.Data)
 	return s.dx
 }
@@ -117,7 +117,7 @@ type GatherCols struct {
 // Forward returns x's rows with every rank's columns.
 func (a *GatherCols) Forward(x *nn.Tensor, _ bool) *nn.Tensor {
 	cols, rows, n := x.Cols(), x.Rows(), a.G.Size
-	a.y = like(a.y, withCols(x.Shape, cols*n))
+	a.y = nn.Resize(a.y, withCols(x.Shape, cols*n)...)
 	if cap(a.buf) < len(x.Data)*n {
 		a.buf = make([]float32, len(x.Data)*n)
 	}
@@ -137,7 +137,7 @@ func (a *GatherCols) Backward(dy *nn.Tensor) *nn.Tensor {
 	n := a.G.Size
 	cols := dy.Cols() / n
 	rows := dy.Rows()
-	a.dx = like(a.dx, withCols(dy.Shape, cols))
+	a.dx = nn.Resize(a.dx, withCols(dy.Shape, cols)...)
 	k := a.G.Rank
 	for r := 0; r < rows; r++ {
 		copy(a.dx.Data[r*cols:(r+1)*cols], dy.Data[r*cols*n+k*cols:r*cols*n+(k+1)*cols])
@@ -147,26 +147,6 @@ func (a *GatherCols) Backward(dy *nn.Tensor) *nn.Tensor {
 
 // Params is empty.
 func (*GatherCols) Params() []*nn.Param { return nil }
-
-// like returns t if it has the shape, else a new zeroed tensor of it.
-func like(t *nn.Tensor, shape []int) *nn.Tensor {
-	if t != nil && sameShape(t.Shape, shape) {
-		return t
-	}
-	return nn.NewTensor(shape...)
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
 
 // withCols is shape with its last dimension replaced by n.
 func withCols(shape []int, n int) []int {

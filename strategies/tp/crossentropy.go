@@ -57,7 +57,7 @@ func (c *CrossEntropy) Forward(logits *nn.Tensor, targets []int32) (float32, err
 		}
 	}
 	c.targets = targets
-	c.p = like(c.p, logits.Shape)
+	c.p = nn.Resize(c.p, logits.Shape...)
 	if cap(c.buf) < 3*rows {
 		c.buf = make([]float32, 3*rows)
 	}
@@ -118,7 +118,7 @@ func (c *CrossEntropy) Forward(logits *nn.Tensor, targets []int32) (float32, err
 // rank's columns of the logits: scale·(softmax - onehot)/rows counted,
 // without communication.
 func (c *CrossEntropy) Backward(scale float32) *nn.Tensor {
-	c.dx = like(c.dx, c.p.Shape)
+	c.dx = nn.Resize(c.dx, c.p.Shape...)
 	v := c.p.Cols()
 	if c.counted == 0 {
 		clear(c.dx.Data)

@@ -65,7 +65,7 @@ func (e *Embedding) Forward(ids []int32, n, t int) (*nn.Tensor, error) {
 		return nil, fmt.Errorf("embedding %s: %d sequences of %d, but the group's SetTokens said %d of %d: call SetTokens with the micro-batch's shape before its forward", e.W.Name, n, t, gn, gt)
 	}
 	e.ids = append(e.ids[:0], ids...)
-	e.part = like(e.part, []int{n, t, e.Dim})
+	e.part = nn.Resize(e.part, n, t, e.Dim)
 	d := e.Dim
 	for i, id := range ids {
 		row := e.part.Data[i*d : (i+1)*d]

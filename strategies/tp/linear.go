@@ -215,7 +215,7 @@ func (r *RowLinear) Forward(x *nn.Tensor, train bool) *nn.Tensor {
 	if r.B == nil {
 		return part
 	}
-	r.y = like(r.y, part.Shape)
+	r.y = nn.Resize(r.y, part.Shape...)
 	rows, n := part.Rows(), r.Out
 	for i := 0; i < rows; i++ {
 		yr, pr := r.y.Data[i*n:(i+1)*n], part.Data[i*n:(i+1)*n]

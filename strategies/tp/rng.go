@@ -156,7 +156,7 @@ func (d *Dropout) Forward(x *nn.Tensor, train bool) *nn.Tensor {
 			}
 		}
 	}
-	d.y = like(d.y, x.Shape)
+	d.y = nn.Resize(d.y, x.Shape...)
 	for i, v := range x.Data {
 		d.y.Data[i] = v * d.mask[i]
 	}
@@ -168,7 +168,7 @@ func (d *Dropout) Backward(dy *nn.Tensor) *nn.Tensor {
 	if !d.active {
 		return dy
 	}
-	d.dx = like(d.dx, dy.Shape)
+	d.dx = nn.Resize(d.dx, dy.Shape...)
 	for i, v := range dy.Data {
 		d.dx.Data[i] = v * d.mask[i]
 	}
