@@ -52,7 +52,8 @@ gpt() {
 if echo "$PARTS" | grep -q 1; then
 	echo "# 1-2. pipeline bubble (from the trace, median step / formula) and stage 0's peak activation memory (bytes), micro-batches of 2"
 	echo "# sequences of 64 tokens, $STEPS steps, the first left out"
-	echo "# p  m  schedule      bubble  formula  stage0-inflight  stage0-activations"
+	echo "# simulated: the schedule run by pipe.Simulate with each chunk's measured mean forward and backward times"
+	echo "# p  m  schedule      bubble  formula  simulated  stage0-inflight  stage0-activations"
 	for p in 2 4; do
 		for m in 1 2 4 8 16; do
 			for s in gpipe 1f1b interleaved; do
@@ -65,8 +66,8 @@ if echo "$PARTS" | grep -q 1; then
 				"$GOPROF" report "$OUT/gpt.prof" >"$OUT/gpt.report"
 				b=$(awk '$1 == "span" && $5 == "bubble" { sub(/%\)$/, "", $NF); print $NF }' "$OUT/gpt.report")
 				awk -v p="$p" -v m="$m" -v s="$s" -v b="$b" '
-					$1 == "stage" { f = $10 + 0; if ($2 == 0) { inflight = $4; act = $6 } }
-					END { printf "%-2d %-2d %-12s %6.1f%%  %6.1f%%  %15d  %18d\n", p, m, s, b, f, inflight, act }' "$OUT/gpt.run"
+					$1 == "stage" { f = $10 + 0; sim = $12 + 0; if ($2 == 0) { inflight = $4; act = $6 } }
+					END { printf "%-2d %-2d %-12s %6.1f%%  %6.1f%%  %8.1f%%  %15d  %18d\n", p, m, s, b, f, sim, inflight, act }' "$OUT/gpt.run"
 			done
 		done
 	done

@@ -14,11 +14,13 @@
 // loss L" at the end. With --stats the first rank of each pipeline stage
 // then prints
 //
-//	stage S in-flight K activations B bubble X% (formula Y%)
+//	stage S in-flight K activations B bubble X% (formula Y%, simulated Z%)
 //
 // the most micro-batches it held at once, the bytes of their activations
 // and the share of the steps (after the first) it spent idle, against
-// the schedule's formula.
+// the schedule's formula for stages of equal cost, and against the
+// schedule simulated with each chunk's measured mean forward and
+// backward times (pipe.Simulate), which counts stages of unequal cost.
 package main
 
 import (

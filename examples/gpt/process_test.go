@@ -101,7 +101,7 @@ func TestStatsAndSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s%s", err, out, stderr)
 	}
-	for _, want := range []string{"stage 0 in-flight 2 activations ", "stage 1 in-flight 1 activations ", "(formula 20.0%)"} {
+	for _, want := range []string{"stage 0 in-flight 2 activations ", "stage 1 in-flight 1 activations ", "(formula 20.0%, simulated "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

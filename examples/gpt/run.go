@@ -112,11 +112,13 @@ func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, txt
 // per step, the time this rank computed and the time from the step's
 // start to its last operation's end.
 type stats struct {
-	t0    time.Time
 	busy  time.Duration
 	last  time.Duration
 	busys []float64 // per step after the first
 	spans []float64
+	step  int
+	ops   map[pipe.Op]time.Duration // per kind and chunk (MB 0), after the first step
+	count map[pipe.Op]int
 }
 
 func (s *stats) begin() { s.busy, s.last = 0, 0 }
@@ -124,6 +126,14 @@ func (s *stats) begin() { s.busy, s.last = 0, 0 }
 func (s *stats) observe(ev pipe.Event) {
 	s.busy += ev.End - ev.Start
 	s.last = max(s.last, ev.End)
+	if s.step > 0 {
+		if s.ops == nil {
+			s.ops, s.count = map[pipe.Op]time.Duration{}, map[pipe.Op]int{}
+		}
+		k := pipe.Op{Kind: ev.Op.Kind, Chunk: ev.Op.Chunk}
+		s.ops[k] += ev.End - ev.Start
+		s.count[k]++
+	}
 }
 
 func (s *stats) end(step int) {
@@ -131,6 +141,35 @@ func (s *stats) end(step int) {
 		s.busys = append(s.busys, s.busy.Seconds())
 		s.spans = append(s.spans, s.last.Seconds())
 	}
+	s.step = step + 1
+}
+
+// simulated is the bubble the schedule has when each chunk's forward and
+// backward take their measured mean times (pipe.Simulate): the formula's
+// answer for stages that do not cost the same. Every rank of the
+// pipeline group calls it.
+func (s *stats) simulated(ctx context.Context, e *hybrid.Engine) (float64, error) {
+	sc := e.Schedule()
+	n := sc.Chunks()
+	mean := make([]float64, 2*n) // forwards, then backwards
+	for k, d := range s.ops {
+		i := k.Chunk
+		if k.Kind == pipe.Backward {
+			i += n
+		}
+		mean[i] = d.Seconds() / float64(s.count[k])
+	}
+	if err := prims.AllReduce(ctx, e.Mesh().PPComm, mean, prims.Sum[float64]()); err != nil {
+		return 0, err
+	}
+	tl, err := sc.Simulate(pipe.Costs{
+		Forward:  func(c int) float64 { return mean[c] },
+		Backward: func(c int) float64 { return mean[n+c] },
+	})
+	if err != nil {
+		return 0, err
+	}
+	return tl.Bubble(), nil
 }
 
 // report prints, from the first rank of each stage, the stage's
@@ -143,6 +182,10 @@ func (s *stats) report(ctx context.Context, e *hybrid.Engine, out io.Writer) err
 		if err := prims.AllReduce(ctx, m.PPComm, spans, prims.Max[float64]()); err != nil {
 			return err
 		}
+	}
+	sim, err := s.simulated(ctx, e)
+	if err != nil {
+		return err
 	}
 	if m.T != 0 || m.D != 0 {
 		return nil
@@ -163,7 +206,7 @@ func (s *stats) report(ctx context.Context, e *hybrid.Engine, out io.Writer) err
 	if span > 0 {
 		bubble = fmt.Sprintf("%.1f%%", 100*(1-busy/span))
 	}
-	fmt.Fprintf(out, "stage %d in-flight %d activations %d bubble %s (formula %.1f%%)\n",
-		m.P, act.InFlight, act.Peak, bubble, 100*pipe.IdealBubble(sc.Name, sc.Stages, sc.Micro, sc.Virtual))
+	fmt.Fprintf(out, "stage %d in-flight %d activations %d bubble %s (formula %.1f%%, simulated %.1f%%)\n",
+		m.P, act.InFlight, act.Peak, bubble, 100*pipe.IdealBubble(sc.Name, sc.Stages, sc.Micro, sc.Virtual), 100*sim)
 	return nil
 }
