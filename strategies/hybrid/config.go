@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gorun-hpc/gorun/compress"
+
 	"github.com/gorun-hpc/gorun/strategies/nn"
 	"github.com/gorun-hpc/gorun/strategies/pipe"
 )
@@ -37,6 +39,9 @@ type Config struct {
 	Optimizer func(params []*nn.Param, lo, hi int) (nn.Optimizer, error)
 	// Observe, if set, sees each pipeline operation as it ran.
 	Observe func(pipe.Event)
+	// Compress, if set, compresses the gradients' averaging over the
+	// data-parallel groups (compress.Parse); it needs ZeRO stage 0.
+	Compress compress.Codec
 }
 
 // Chunks is the number of model chunks: PP·Virtual.
@@ -87,6 +92,9 @@ func (c *Config) Validate(size int) error {
 	}
 	if c.Zero > 1 && c.PP > 1 {
 		bad("zero stage %d with pp %d: stages 2 and 3 shard the gradients and parameters a pipeline keeps across its micro-batches; use zero 0 or 1 with a pipeline (as DeepSpeed does)", c.Zero, c.PP)
+	}
+	if c.Compress != nil && c.Zero != 0 {
+		bad("compression %s with zero stage %d: compressed gradients are averaged by all-reduce; pass zero 0", c.Compress.Name(), c.Zero)
 	}
 	if c.SeqParallel && c.TP == 1 {
 		bad("sequence parallelism splits the tensor-parallel group's regions: it needs tp 2 or more")

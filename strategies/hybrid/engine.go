@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gorun-hpc/gorun/compress"
+	"github.com/gorun-hpc/gorun/strategies/dp"
+
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/trace"
@@ -19,7 +22,8 @@ import (
 // micro-batches, and syncs its gradients over its data-parallel group
 // (DDP or ZeRO) before the optimizer step. Without a pipeline (PP 1) the
 // rank's part is the whole model, and strategies/zero runs it over the
-// data-parallel group (its stage 0 is DDP), with every stage of ZeRO.
+// data-parallel group (its stage 0 is DDP), with every stage of ZeRO,
+// or, with compression, strategies/dp with a compressing hook.
 // An Engine is used by one goroutine at a time.
 type Engine struct {
 	cfg   Config
@@ -28,7 +32,10 @@ type Engine struct {
 	rng   *tp.RNG
 	parts []*Part // this rank's chunks: chunk Mesh.P + PP·k is parts[k]
 	sched *pipe.Schedule
-	zero  *zero.Zero  // PP 1
+	zero  *zero.Zero // PP 1
+	ddp   *dp.DDP    // PP 1 with compression, and its hook and optimizer
+	hook  *dp.Compressed
+	opt   nn.Optimizer
 	sync  *dpSync     // PP > 1
 	micro []*nn.Batch // the step's
 	loss  float32     // the step's sum over the last chunk's micro-batches
@@ -62,6 +69,15 @@ func New(ctx context.Context, c *spmd.Comm, cfg Config) (e *Engine, err error) {
 			return nil, err
 		}
 		e.parts = append(e.parts, p)
+	}
+	if cfg.PP == 1 && cfg.Compress != nil {
+		st := e.parts[0].Store()
+		if e.opt, err = cfg.Optimizer(st.Params, 0, len(st.W)); err != nil {
+			return nil, err
+		}
+		e.hook = dp.WithCompression(cfg.Compress)
+		e.ddp, err = dp.New(ctx, e.mesh.DPComm, e.parts[0], dp.Config{Hook: e.hook})
+		return e, err
 	}
 	if cfg.PP == 1 {
 		e.zero, err = zero.New(ctx, e.mesh.DPComm, e.parts[0], zero.Config{Stage: cfg.Zero, Optimizer: cfg.Optimizer})
@@ -100,8 +116,13 @@ func (e *Engine) Step(ctx context.Context, b *nn.Batch) (loss float32, err error
 	}
 	_, rows := e.group.RowBlock()
 	e.act = rows * e.cfg.Model.Dim
-	if e.zero != nil {
-		if loss, err = e.zero.Step(ctx, micro); err != nil {
+	if e.zero != nil || e.ddp != nil {
+		if e.zero != nil {
+			loss, err = e.zero.Step(ctx, micro)
+		} else {
+			loss, err = e.stepDDP(ctx, micro)
+		}
+		if err != nil {
 			return 0, err
 		}
 		return e.mean(ctx, e.mesh.DPComm, loss/float32(e.cfg.DP))
@@ -130,6 +151,25 @@ func (e *Engine) Step(ctx context.Context, b *nn.Batch) (loss float32, err error
 		return 0, err
 	}
 	return e.mean(ctx, e.mesh.DPComm, loss/float32(e.cfg.DP))
+}
+
+// stepDDP runs a step through DDP with the compression hook, recovering
+// a tensor-parallel collective's failure in the passes.
+func (e *Engine) stepDDP(ctx context.Context, micro []*nn.Batch) (loss float32, err error) {
+	defer nn.RecoverAbort(&err)
+	return e.ddp.Step(ctx, micro, e.opt)
+}
+
+// Compression returns what the gradients' compression has moved since
+// New (zero Stats without it).
+func (e *Engine) Compression() compress.Stats {
+	switch {
+	case e.hook != nil:
+		return e.hook.Stats()
+	case e.sync != nil:
+		return e.sync.stats
+	}
+	return compress.Stats{}
 }
 
 // mean sums v over c (the callers divide first).
@@ -166,6 +206,9 @@ func (e *Engine) Close() error {
 	var errs []error
 	if e.zero != nil {
 		errs = append(errs, e.zero.Close())
+	}
+	if e.ddp != nil {
+		errs = append(errs, e.ddp.Close())
 	}
 	if e.sync != nil {
 		errs = append(errs, e.sync.close())

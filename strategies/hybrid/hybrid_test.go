@@ -8,6 +8,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gorun-hpc/gorun/compress"
+	"github.com/gorun-hpc/gorun/prims"
+
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/spmdtest"
 	"github.com/gorun-hpc/gorun/strategies/hybrid"
@@ -120,6 +123,17 @@ func train(t *testing.T, n int, cfg hybrid.Config) run {
 	return out
 }
 
+// exactCodec compresses nothing: a plain sum all-reduce through the
+// compression path (dp's hook without a pipeline, the pipeline's sync
+// with one).
+type exactCodec struct{}
+
+func (exactCodec) Name() string { return "exact" }
+
+func (exactCodec) AllReduce(ctx context.Context, c *spmd.Comm, _ int, buf []float32, _ []compress.Segment) (compress.Stats, error) {
+	return compress.Stats{Raw: int64(4 * len(buf)), Sent: int64(4 * len(buf))}, prims.AllReduce(ctx, c, buf, prims.Sum[float32]())
+}
+
 // close reports whether got is want within rel, relative to want's
 // largest magnitude.
 func closeTo(t *testing.T, what string, got, want []float32, rel float64) {
@@ -152,7 +166,7 @@ func TestEqualsSingleProcess(t *testing.T) {
 		zero              int
 		schedule          string
 		virtual           int
-		seq               bool
+		seq, compress     bool
 	}{
 		{name: "1x1x1", tp: 1, pp: 1, dp: 1, micro: 1},
 		{name: "4x1x1", tp: 4, pp: 1, dp: 1, micro: 2},
@@ -166,11 +180,16 @@ func TestEqualsSingleProcess(t *testing.T) {
 		{name: "2x2x2", tp: 2, pp: 2, dp: 2, micro: 2},
 		{name: "2x2x2-seq", tp: 2, pp: 2, dp: 2, micro: 2, seq: true},
 		{name: "2x1x1-seq", tp: 2, pp: 1, dp: 1, micro: 1, seq: true},
+		{name: "2x1x2-compressed", tp: 2, pp: 1, dp: 2, micro: 2, compress: true},
+		{name: "1x2x2-compressed", tp: 1, pp: 2, dp: 2, micro: 2, compress: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := hybrid.Config{Model: testModel, TP: tc.tp, PP: tc.pp, DP: tc.dp, Zero: tc.zero, Micro: tc.micro,
 				Schedule: tc.schedule, Virtual: tc.virtual, SeqParallel: tc.seq, Seed: testSeed, Optimizer: adamw}
+			if tc.compress {
+				cfg.Compress = exactCodec{}
+			}
 			got := train(t, tc.tp*tc.pp*tc.dp, cfg)
 			if t.Failed() {
 				return

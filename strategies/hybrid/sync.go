@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gorun-hpc/gorun/compress"
+
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/trace"
@@ -25,6 +27,8 @@ type dpSync struct {
 	lo    []int // per part, the block this replica updates
 	hi    []int
 	pad   []float32
+	codec compress.Codec // compresses stage 0's all-reduces, when set
+	stats compress.Stats
 }
 
 func newSync(ctx context.Context, dp *spmd.Comm, parts []*Part, cfg Config) (*dpSync, error) {
@@ -32,7 +36,7 @@ func newSync(ctx context.Context, dp *spmd.Comm, parts []*Part, cfg Config) (*dp
 	if err != nil {
 		return nil, fmt.Errorf("hybrid: data-parallel group: %w", err)
 	}
-	s := &dpSync{c: c, stage: cfg.Zero, parts: parts}
+	s := &dpSync{c: c, stage: cfg.Zero, parts: parts, codec: cfg.Compress}
 	for _, p := range parts {
 		n := len(p.Store().W)
 		lo, hi := 0, n
@@ -58,9 +62,14 @@ func (s *dpSync) step(ctx context.Context) error {
 		lo, hi := s.lo[i], s.hi[i]
 		if s.c.Size() > 1 {
 			var err error
-			if s.stage == 1 {
+			switch {
+			case s.stage == 1:
 				err = prims.ReduceScatter(ctx, s.c, st.G, st.G[lo:hi], prims.Sum[float32]())
-			} else {
+			case s.codec != nil:
+				var cs compress.Stats
+				cs, err = s.codec.AllReduce(ctx, s.c, i, st.G, segments(st))
+				s.stats.Add(cs)
+			default:
 				err = prims.AllReduce(ctx, s.c, st.G, prims.Sum[float32]())
 			}
 			if err != nil {
@@ -102,7 +111,18 @@ func (s *dpSync) gather(ctx context.Context, w []float32) error {
 	return nil
 }
 
-// optimizers returns the optimizers, one per chunk.
-func (s *dpSync) optimizers() []nn.Optimizer { return s.opts }
+// segments describes a chunk's parameters as matrices (the first
+// dimension by the rest) for the codecs that work on them.
+func segments(st *nn.Store) []compress.Segment {
+	segs := make([]compress.Segment, 0, len(st.Params))
+	for _, p := range st.Params {
+		s := compress.Segment{Off: p.Offset, Rows: 1, Cols: p.Len()}
+		if len(p.Shape) >= 2 {
+			s.Rows, s.Cols = p.Shape[0], p.Len()/p.Shape[0]
+		}
+		segs = append(segs, s)
+	}
+	return segs
+}
 
 func (s *dpSync) close() error { return s.c.Free() }

@@ -1,0 +1,59 @@
+package compress
+
+import (
+	"context"
+	"errors"
+
+	"github.com/gorun-hpc/gorun/spmd"
+)
+
+// ErrCorrupt is wrapped by every error of a decoder given a payload that
+// no encoder of this package wrote: a wrong length, an index out of
+// range, a bad header. Payloads come from other ranks over the network,
+// so a decoder never panics and never writes outside its output.
+var ErrCorrupt = errors.New("corrupt compressed payload")
+
+// Segment is one tensor inside a bucket: elements [Off, Off+Rows·Cols)
+// of the bucket, a Rows x Cols matrix (a vector is one row). Codecs that
+// work on matrices (PowerSGD) use the segments; the others see the
+// bucket as one vector.
+type Segment struct {
+	Off, Rows, Cols int
+}
+
+// Len is the segment's number of elements.
+func (s Segment) Len() int { return s.Rows * s.Cols }
+
+// Stats counts what a codec moved: the bytes the uncompressed float32
+// all-reduce's input had (Raw) and the bytes this rank put on the wire
+// as its encoded contribution (Sent), so that Raw/Sent is the
+// compression ratio.
+type Stats struct {
+	Raw, Sent int64
+}
+
+// Add adds o to s.
+func (s *Stats) Add(o Stats) { s.Raw += o.Raw; s.Sent += o.Sent }
+
+// Ratio is Raw/Sent; 0 if nothing was sent.
+func (s Stats) Ratio() float64 {
+	if s.Sent == 0 {
+		return 0
+	}
+	return float64(s.Raw) / float64(s.Sent)
+}
+
+// Codec is a stateful gradient compressor together with the collective
+// it needs. AllReduce replaces buf, this rank's gradient of bucket key,
+// with the sum over c's ranks of what each rank's codec sent for its
+// gradient (the decoded, compressed contributions); a codec with error
+// feedback keeps, per key, what it did not send and adds it to the next
+// gradient of that key. Every rank of c calls AllReduce with the same
+// key, length and segments in the same order. A Codec is used by one
+// goroutine at a time.
+type Codec interface {
+	// Name is the codec and its parameter as --compress takes it
+	// ("fp16", "topk:0.01", "powersgd:4").
+	Name() string
+	AllReduce(ctx context.Context, c *spmd.Comm, key int, buf []float32, segs []Segment) (Stats, error)
+}

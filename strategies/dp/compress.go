@@ -1,0 +1,110 @@
+package dp
+
+import (
+	"context"
+	"sync"
+
+	"github.com/gorun-hpc/gorun/compress"
+	"github.com/gorun-hpc/gorun/spmd"
+)
+
+// Compressed is the hook that reduces each bucket through a gradient
+// compressor (compress.Codec: fp16, top-k, PowerSGD, ...) and divides the
+// sum by the number of ranks, as PyTorch's communication hooks do. The
+// codec runs each bucket's exchange on a goroutine of its own, which
+// waits for the bucket before it, so that every rank makes the codec's
+// collectives in bucket order while backward goes on. A codec with error
+// feedback keeps its residuals by bucket index. Stats says what the
+// codec put on the wire.
+type Compressed struct {
+	codec compress.Codec
+
+	mu    sync.Mutex // protects the following
+	last  chan struct{}
+	stats compress.Stats
+}
+
+// WithCompression returns a hook that compresses every bucket with codec
+// (Config.Hook).
+func WithCompression(codec compress.Codec) *Compressed { return &Compressed{codec: codec} }
+
+var _ Hook = (*Compressed)(nil)
+
+// Start queues the bucket's compressed all-reduce behind the bucket
+// before it.
+func (h *Compressed) Start(ctx context.Context, c *spmd.Comm, b *Bucket) (Work, error) {
+	w := &codecWork{done: make(chan struct{}), grads: b.Grads, n: c.Size()}
+	segs := segments(b)
+	h.mu.Lock()
+	prev := h.last
+	h.last = w.done
+	h.mu.Unlock()
+	go func() {
+		defer close(w.done)
+		if prev != nil {
+			select {
+			case <-prev:
+			case <-ctx.Done():
+				w.err = ctx.Err()
+				return
+			}
+		}
+		st, err := h.codec.AllReduce(ctx, c, b.Index, b.Grads, segs)
+		w.err = err
+		h.mu.Lock()
+		h.stats.Add(st)
+		h.mu.Unlock()
+	}()
+	return w, nil
+}
+
+// Stats returns what the codec has moved since the hook was made.
+func (h *Compressed) Stats() compress.Stats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.stats
+}
+
+// segments describes the bucket's parameters as matrices (the first
+// dimension by the rest) for the codecs that work on them; a parameter
+// the bucket holds only part of is a vector.
+func segments(b *Bucket) []compress.Segment {
+	var segs []compress.Segment
+	for _, p := range b.Params {
+		lo, hi := max(p.Offset, b.Lo), min(p.End(), b.Hi)
+		if lo >= hi {
+			continue
+		}
+		s := compress.Segment{Off: lo - b.Lo, Rows: 1, Cols: hi - lo}
+		if lo == p.Offset && hi == p.End() && len(p.Shape) >= 2 {
+			s.Rows, s.Cols = p.Shape[0], p.Len()/p.Shape[0]
+		}
+		segs = append(segs, s)
+	}
+	return segs
+}
+
+type codecWork struct {
+	done  chan struct{}
+	err   error // set before done is closed
+	grads []float32
+	n     int
+}
+
+// Done is closed when the exchange completes.
+func (w *codecWork) Done() <-chan struct{} { return w.done }
+
+func (w *codecWork) Wait(ctx context.Context) error {
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if w.err != nil {
+		return w.err
+	}
+	if w.n > 1 {
+		scale(w.grads, 1/float32(w.n))
+	}
+	return nil
+}

@@ -1,0 +1,80 @@
+package dp_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/gorun-hpc/gorun/compress"
+	"github.com/gorun-hpc/gorun/prims"
+	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/spmdtest"
+	"github.com/gorun-hpc/gorun/strategies/dp"
+)
+
+// exact is a codec that compresses nothing: a plain sum all-reduce. It
+// records the keys and segments it is given.
+type exact struct {
+	mu   sync.Mutex
+	keys []int
+	segs map[int][]compress.Segment
+}
+
+func (*exact) Name() string { return "exact" }
+
+func (e *exact) AllReduce(ctx context.Context, c *spmd.Comm, key int, buf []float32, segs []compress.Segment) (compress.Stats, error) {
+	e.mu.Lock()
+	e.keys = append(e.keys, key)
+	if e.segs == nil {
+		e.segs = map[int][]compress.Segment{}
+	}
+	e.segs[key] = segs
+	e.mu.Unlock()
+	return compress.Stats{Raw: int64(4 * len(buf)), Sent: int64(4 * len(buf))}, prims.AllReduce(ctx, c, buf, prims.Sum[float32]())
+}
+
+// TestCompressedHook: DDP through the compression hook with a codec that
+// loses nothing trains as one process does; the codec sees every bucket
+// once a step, in bucket order, with its parameters as matrices.
+func TestCompressedHook(t *testing.T) {
+	want := reference(t, newModel)
+	for n := 1; n <= 4; n++ {
+		t.Run(fmt.Sprintf("np=%d", n), func(t *testing.T) {
+			var got run
+			codecs := make([]*exact, n)
+			spmdtest.Run(t, n, func(ctx context.Context, w *spmd.World) error {
+				codecs[w.Rank()] = &exact{}
+				r, err := train(ctx, t, w.Comm, newModel, dp.Config{Hook: dp.WithCompression(codecs[w.Rank()]), BucketCap: 1 << 10}, 1)
+				if w.Rank() == 0 {
+					got = r
+				}
+				return err
+			})
+			if t.Failed() {
+				return
+			}
+			same(t, fmt.Sprintf("np=%d", n), got, want)
+			c := codecs[0]
+			buckets := len(c.segs)
+			if buckets < 2 || len(c.keys) != steps*buckets {
+				t.Fatalf("%d calls for %d buckets over %d steps", len(c.keys), buckets, steps)
+			}
+			for i, k := range c.keys {
+				if k != i%buckets {
+					t.Fatalf("call %d was bucket %d, want %d: buckets must go in order", i, k, i%buckets)
+				}
+			}
+			// A weight a bucket holds whole is an [in, out] matrix (fc3's,
+			// 24x5); one cut across buckets is vectors.
+			var shapes []compress.Segment
+			for _, segs := range c.segs {
+				shapes = append(shapes, segs...)
+			}
+			if !slices.ContainsFunc(shapes, func(s compress.Segment) bool { return s.Rows == 24 && s.Cols == classes }) {
+				t.Errorf("no segment is fc3's 24x5 weight: %v", shapes)
+			}
+		})
+	}
+}
