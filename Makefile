@@ -6,7 +6,7 @@ GO ?= go
 TEST_DEBS := mandoc iproute2 openssh-server openssh-client chromium
 BENCH_DEBS := openmpi-bin libopenmpi-dev hyperfine
 
-.PHONY: all build test deps bench-deps vet bench-launch bench-mpi bench-tcp bench-choice bench-ddp bench-zero bench-gpt bench-profile man
+.PHONY: all build test deps bench-deps vet bench-launch bench-mpi bench-tcp bench-choice bench-ddp bench-zero bench-gpt bench-compress bench-profile man
 
 all: build
 
@@ -77,6 +77,10 @@ bench-zero:
 # examples/gpt: pipeline bubble and activations, tensor-parallel collectives, layouts against the planner.
 bench-gpt:
 	bench/gpt.sh | tee bench/results/gpt.txt
+
+# Gradient compression: convergence and bytes per codec on examples/gpt, codec throughput.
+bench-compress:
+	bench/compress.sh
 
 # What gorun --profile costs collbench's 8-byte all-reduce and a DDP step,
 # the trace's size per event, and goprof report on a million events.

@@ -19,6 +19,8 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/gorun-hpc/gorun/compress"
+
 	"github.com/gorun-hpc/gorun/examples/internal/workload"
 )
 
@@ -33,6 +35,7 @@ type config struct {
 	resume    bool
 	local     bool
 	crashAt   int
+	compress  string
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
@@ -44,8 +47,12 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.BoolVar(&cfg.resume, "resume", false, "continue from --ckpt's checkpoint (rank 0 reads it and sends it to the others); under gorun --max-restarts, start afresh when there is none yet")
 	fs.IntVar(&cfg.crashAt, "crash-at", 0, "for tests of restarts: rank 1 kills itself (SIGKILL) as it begins step N, on the job's first start only")
 	fs.BoolVar(&cfg.local, "local", false, "for benchmarks: the same steps with no gradient reduction (each rank trains on its own)")
+	fs.StringVar(&cfg.compress, "compress", "none", "gradient compression: none, "+compress.Names)
 	if err := workload.Parse(fs, args); err != nil {
 		return cfg, err
+	}
+	if _, err := compress.Parse(cfg.compress, cfg.Seed); err != nil {
+		return cfg, fmt.Errorf("--compress: %w", err)
 	}
 	switch {
 	case cfg.bucketMB <= 0:

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gorun-hpc/gorun/compress"
+
 	"github.com/gorun-hpc/gorun/examples/internal/workload"
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
@@ -57,7 +59,14 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		}
 	}
 	tl := &timeline{}
-	d, err := dp.New(ctx, w.Comm, wl.Model, dp.Config{BucketCap: int(cfg.bucketMB * (1 << 20)), Observe: tl.observe})
+	codec, _ := compress.Parse(cfg.compress, cfg.Seed) // checked with the flags
+	dcfg := dp.Config{BucketCap: int(cfg.bucketMB * (1 << 20)), Observe: tl.observe}
+	var hook *dp.Compressed
+	if codec != nil {
+		hook = dp.WithCompression(codec)
+		dcfg.Hook = hook
+	}
+	d, err := dp.New(ctx, w.Comm, wl.Model, dcfg)
 	if err != nil {
 		return err
 	}
@@ -68,6 +77,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		}
 	}
 	var loss float32
+	first := ck.Step
 	for step := ck.Step; step < cfg.Steps; step++ {
 		if step+1 == cfg.crashAt && w.Rank() == 1%w.Size() && w.Env().RestartCount == 0 {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL) // a rank that dies mid-training
@@ -103,6 +113,11 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if w.Rank() == 0 {
 		if w.Size() > 1 {
 			fmt.Fprintln(out, tl.summary())
+		}
+		if hook != nil && cfg.Steps > first {
+			st := hook.Stats()
+			n := int64(cfg.Steps - first)
+			fmt.Fprintf(out, "compression %s sent %d bytes a step of %d (ratio %.1f)\n", codec.Name(), st.Sent/n, st.Raw/n, st.Ratio())
 		}
 		fmt.Fprintf(out, "final loss %.6f\n", loss)
 	}

@@ -27,6 +27,8 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/gorun-hpc/gorun/compress"
+
 	"github.com/gorun-hpc/gorun/examples/internal/workload"
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/strategies/pipe"
@@ -49,6 +51,7 @@ type config struct {
 	maxBytes     int
 	data         string
 
+	compress                   string
 	printSchedule, plan, stats bool
 	memLimit                   string
 	top                        int
@@ -76,6 +79,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the weights, the data order and dropout")
 	fs.IntVar(&c.maxBytes, "max-bytes", 4<<20, "read at most this much of the corpus (0: all)")
 	fs.StringVar(&c.data, "data", "", "text files or directories to train on instead of the Go source")
+	fs.StringVar(&c.compress, "compress", "none", "compress the gradients' averaging over the replicas (needs --zero 0): none, "+compress.Names)
 	fs.BoolVar(&c.printSchedule, "print-schedule", false, "print the pipeline's schedule as a table of time slots by stage and exit")
 	fs.BoolVar(&c.plan, "plan", false, "rank the layouts of this job by modelled step time among those that fit --mem-limit, print the table and exit")
 	fs.StringVar(&c.memLimit, "mem-limit", "0", "--plan: memory per rank (K, M, G suffixes; 0: no limit)")
@@ -91,6 +95,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		return c, fmt.Errorf("--batch %d: pass at least 1", c.batch)
 	case c.vocab < 0:
 		return c, fmt.Errorf("--vocab %d: pass 0 or a size", c.vocab)
+	}
+	if _, err := compress.Parse(c.compress, c.seed); err != nil {
+		return c, fmt.Errorf("--compress: %w", err)
 	}
 	if _, err := spmd.ParseSize(c.memLimit); err != nil {
 		return c, fmt.Errorf("--mem-limit %q: %w", c.memLimit, err)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorun-hpc/gorun/compress"
+
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/strategies/hybrid"
@@ -59,7 +61,8 @@ func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, txt
 		return err
 	}
 	st := &stats{}
-	cfg := hybrid.Config{Model: model, TP: c.tp, PP: c.pp, DP: c.dp, Zero: c.zero, Micro: c.micro,
+	codec, _ := compress.Parse(c.compress, c.seed) // checked with the flags
+	cfg := hybrid.Config{Compress: codec, Model: model, TP: c.tp, PP: c.pp, DP: c.dp, Zero: c.zero, Micro: c.micro,
 		Schedule: c.schedule, Virtual: c.virtual, SeqParallel: c.seqParallel, Seed: c.seed,
 		Optimizer: func(params []*nn.Param, lo, hi int) (nn.Optimizer, error) {
 			a := nn.DefaultAdamW()
@@ -101,6 +104,10 @@ func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, txt
 	}
 	if w.Rank() == 0 {
 		fmt.Fprintf(out, "final loss %.4f\n", loss)
+		if cs := e.Compression(); codec != nil && c.steps > 0 {
+			n := int64(c.steps)
+			fmt.Fprintf(out, "compression %s sent %d bytes a step of %d (ratio %.1f)\n", codec.Name(), cs.Sent/n, cs.Raw/n, cs.Ratio())
+		}
 	}
 	if c.stats {
 		return st.report(ctx, e, out)

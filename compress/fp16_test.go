@@ -1,0 +1,231 @@
+package compress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/spmdtest"
+)
+
+// narrowCodecs are the codecs of fp16.go with their unit roundoff u:
+// one rounding to the format is off by at most u times the value.
+var narrowCodecs = []struct {
+	name string
+	new  func() Codec
+	u    float64
+	min  float64 // the format's smallest subnormal: its absolute error floor
+}{
+	{"fp16", NewFP16, 0x1p-11, 0x1p-24},
+	{"bf16", NewBF16, 0x1p-8, 0x1p-133},
+}
+
+// rankInput is rank's gradient in the codec tests, the same on every
+// rank's call, so that each can compute every rank's.
+func rankInput(rank, n int, ints bool) []float32 {
+	r := rand.New(rand.NewPCG(uint64(rank), uint64(n)))
+	buf := make([]float32, n)
+	for i := range buf {
+		if ints {
+			buf[i] = float32(r.IntN(65) - 32) // sums of up to 4 are exact in both formats
+		} else {
+			buf[i] = float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(16)-8)))
+		}
+	}
+	return buf
+}
+
+// Every rank ends with the same buffer: the sum of the ranks' inputs,
+// exact where the inputs and sums are representable, else within the
+// rounding bound n·u·Σ|x|: one rounding of each input and n-1 of
+// partial sums, each off by at most u times a value no larger than
+// Σ|x| (plus n subnormal quanta near zero).
+func TestFP16BF16Codecs(t *testing.T) {
+	for _, codec := range narrowCodecs {
+		for _, ranks := range []int{2, 4} {
+			for _, n := range []int{0, 1, 37, 1000, 4099} {
+				for _, ints := range []bool{false, true} {
+					name := fmt.Sprintf("%s/ranks=%d/n=%d/ints=%v", codec.name, ranks, n, ints)
+					t.Run(name, func(t *testing.T) {
+						testNarrow(t, codec.new, codec.name, ranks, n, ints, codec.u, codec.min)
+					})
+				}
+			}
+		}
+	}
+}
+
+func testNarrow(t *testing.T, newCodec func() Codec, name string, ranks, n int, ints bool, u, minQ float64) {
+	out := make([][]float32, ranks)
+	stats := make([]Stats, ranks)
+	spmdtest.Run(t, ranks, func(ctx context.Context, w *spmd.World) error {
+		c := newCodec()
+		if c.Name() != name {
+			return fmt.Errorf("Name() = %q, want %q", c.Name(), name)
+		}
+		r := w.Comm.Rank()
+		buf := rankInput(r, n, ints)
+		var err error
+		// Twice with the same codec: the scratch buffer is reused.
+		for range 2 {
+			buf = rankInput(r, n, ints)
+			if stats[r], err = c.AllReduce(ctx, w.Comm, 7, buf, []Segment{{Off: 0, Rows: 1, Cols: n}}); err != nil {
+				return err
+			}
+		}
+		out[r] = buf
+		return nil
+	})
+	if t.Failed() {
+		return
+	}
+	for r := range ranks {
+		if want := (Stats{Raw: 4 * int64(n), Sent: 2 * int64(n)}); stats[r] != want {
+			t.Errorf("rank %d: stats %+v, want %+v", r, stats[r], want)
+		}
+		for i := range out[r] {
+			if math.Float32bits(out[r][i]) != math.Float32bits(out[0][i]) {
+				t.Fatalf("element %d: rank %d has %g, rank 0 %g", i, r, out[r][i], out[0][i])
+			}
+		}
+	}
+	inputs := make([][]float32, ranks)
+	for r := range inputs {
+		inputs[r] = rankInput(r, n, ints)
+	}
+	for i, got := range out[0] {
+		var sum, abs float64
+		for r := range inputs {
+			sum += float64(inputs[r][i])
+			abs += math.Abs(float64(inputs[r][i]))
+		}
+		bound := float64(ranks)*u*abs*(1+1e-6) + float64(ranks)*minQ
+		if ints {
+			bound = 0
+		}
+		if d := math.Abs(float64(got) - sum); !(d <= bound) {
+			t.Fatalf("element %d: %g, sum of the inputs %g: off by %g, bound %g", i, got, sum, d, bound)
+		}
+	}
+}
+
+// fp16 overflows where bf16 does not: a sum of 65520 or more is +Inf.
+func TestFP16CodecOverflowsToInf(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		new  func() Codec
+		want float32
+	}{
+		{"fp16", NewFP16, float32(math.Inf(1))},
+		{"bf16", NewBF16, 79872}, // 2 x 39936, 40000 to 8 significant bits
+	} {
+		spmdtest.Run(t, 2, func(ctx context.Context, w *spmd.World) error {
+			buf := []float32{40000, 1}
+			if _, err := c.new().AllReduce(ctx, w.Comm, 0, buf, nil); err != nil {
+				return err
+			}
+			if buf[0] != c.want || buf[1] != 2 {
+				return fmt.Errorf("%s: got %v, want [%g 2]", c.name, buf, c.want)
+			}
+			return nil
+		})
+	}
+}
+
+// A failed all-reduce says which codec and bucket, wraps the cause, and
+// leaves buf alone.
+func TestFP16CodecError(t *testing.T) {
+	spmdtest.Run(t, 2, func(ctx context.Context, w *spmd.World) error {
+		ctx, cancel := context.WithCancel(ctx)
+		cancel()
+		buf := []float32{1.5, -2}
+		_, err := NewFP16().AllReduce(ctx, w.Comm, 3, buf, nil)
+		if !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("AllReduce on a canceled context: %v, want context.Canceled", err)
+		}
+		if buf[0] != 1.5 || buf[1] != -2 {
+			return fmt.Errorf("a failed AllReduce changed buf to %v", buf)
+		}
+		return nil
+	})
+}
+
+// benchN is the benchmarks' number of elements: 64 MiB of float32, more
+// than any cache, so they measure memory speed.
+const benchN = 16 << 20
+
+func benchFloats() []float32 {
+	r := rand.New(rand.NewPCG(5, 6))
+	f := make([]float32, benchN)
+	for i := range f {
+		f[i] = float32(r.NormFloat64())
+	}
+	return f
+}
+
+// benchEncode runs enc (the exported function, kernel and all) and encGo
+// (the Go loop) on 16M elements; the bytes are the float32 input's.
+func benchEncode(b *testing.B, enc, encGo func([]uint16, []float32)) {
+	src, dst := benchFloats(), make([]uint16, benchN)
+	encGo(dst, src) // fault dst's pages in before timing
+	for _, k := range []struct {
+		name string
+		f    func([]uint16, []float32)
+	}{{"kernel", enc}, {"go", encGo}} {
+		b.Run(k.name, func(b *testing.B) {
+			b.SetBytes(4 * benchN)
+			for b.Loop() {
+				k.f(dst, src)
+			}
+		})
+	}
+}
+
+// benchDecode is benchEncode for the decoders; the bytes are the float32
+// output's.
+func benchDecode(b *testing.B, enc func([]uint16, []float32), dec, decGo func([]float32, []uint16)) {
+	wide, src := benchFloats(), make([]uint16, benchN)
+	enc(src, wide)
+	for _, k := range []struct {
+		name string
+		f    func([]float32, []uint16)
+	}{{"kernel", dec}, {"go", decGo}} {
+		b.Run(k.name, func(b *testing.B) {
+			b.SetBytes(4 * benchN)
+			for b.Loop() {
+				k.f(wide, src)
+			}
+		})
+	}
+}
+
+func BenchmarkEncodeF16(b *testing.B)  { benchEncode(b, EncodeF16, encodeF16) }
+func BenchmarkEncodeBF16(b *testing.B) { benchEncode(b, EncodeBF16, encodeBF16) }
+func BenchmarkDecodeF16(b *testing.B)  { benchDecode(b, EncodeF16, DecodeF16, decodeF16) }
+func BenchmarkDecodeBF16(b *testing.B) { benchDecode(b, EncodeBF16, DecodeBF16, decodeBF16) }
+
+// BenchmarkAddF16 and BenchmarkAddBF16 time the all-reduce's reduction;
+// the bytes are the float32 values it sums (4 per element).
+func BenchmarkAddF16(b *testing.B)  { benchAdd(b, EncodeF16, AddF16, addF16) }
+func BenchmarkAddBF16(b *testing.B) { benchAdd(b, EncodeBF16, AddBF16, addBF16) }
+
+func benchAdd(b *testing.B, enc func([]uint16, []float32), add, addGo func(dst, src []uint16)) {
+	wide, dst, src := benchFloats(), make([]uint16, benchN), make([]uint16, benchN)
+	enc(src, wide)
+	for _, k := range []struct {
+		name string
+		f    func(dst, src []uint16)
+	}{{"kernel", add}, {"go", addGo}} {
+		b.Run(k.name, func(b *testing.B) {
+			enc(dst, wide)
+			b.SetBytes(4 * benchN)
+			for b.Loop() {
+				k.f(dst, src)
+			}
+		})
+	}
+}

@@ -1,0 +1,346 @@
+package compress
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"strconv"
+
+	"github.com/gorun-hpc/gorun/prims"
+	"github.com/gorun-hpc/gorun/spmd"
+)
+
+// NewTopK returns the top-k codec, "topk:<frac>": each step it sends, of
+// p = gradient + residual, the k = max(1, ⌈frac·n⌉) elements of largest
+// magnitude of each n-element bucket, and keeps the rest as the bucket's
+// residual (error feedback, Residuals): what it sends plus the new
+// residual is p exactly, bit for bit. frac is in (0, 1].
+//
+// Selection takes O(n) time, a radix select on the magnitudes' bits
+// (SelectTop). Of elements of equal magnitude, the lower index goes
+// first. A NaN is larger than any number and an Inf larger than any
+// finite one, so a bucket with NaNs or Infs sends some of them, the sum
+// is not finite on every rank, and a loss scaler sees the overflow; such
+// a step also leaves the residual as it was, as the optimizer throws its
+// gradient away.
+//
+// The ranks exchange their k (index, value) pairs (SparseSize, an
+// all-gather) and each rank adds every rank's pairs, in rank order, into
+// a zeroed bucket, so that every rank has the same bits. But the
+// all-gather brings (p-1)·8k bytes to each of p ranks where a ring
+// all-reduce of the dense vector brings 2·(p-1)/p·4n, so where p·k >= n
+// the codec all-reduces the bucket with everything but the k elements
+// zeroed instead. Stats.Sent is 8k bytes, or 4n when it went dense.
+func NewTopK(frac float64) (Codec, error) {
+	if err := checkFrac("topk", frac); err != nil {
+		return nil, err
+	}
+	return &topK{frac: frac, name: "topk:" + formatFrac(frac)}, nil
+}
+
+// topK is the top-k codec.
+type topK struct {
+	frac float64
+	name string
+	ef   Residuals
+	sel  selector
+	idx  []uint32
+	wire []byte
+}
+
+func (t *topK) Name() string { return t.name }
+
+func (t *topK) AllReduce(ctx context.Context, c *spmd.Comm, key int, buf []float32, _ []Segment) (Stats, error) {
+	n := len(buf)
+	st := Stats{Raw: 4 * int64(n)}
+	if n == 0 {
+		return st, nil
+	}
+	if int64(n) > math.MaxUint32 {
+		return st, fmt.Errorf("%s: bucket %d has %d elements, more than the 32-bit indices of a sparse payload can address: use smaller buckets", t.name, key, n)
+	}
+	res, err := t.ef.Apply(key, buf)
+	if err != nil {
+		return st, fmt.Errorf("%s: %w", t.name, err)
+	}
+	k := kOf(t.frac, n)
+	var finite bool
+	t.idx, finite = t.sel.top(buf, k, t.idx[:0])
+	if finite {
+		copy(res, buf)
+		for _, i := range t.idx {
+			res[i] = 0
+		}
+	}
+	p := c.Size()
+	if p*k >= n {
+		st.Sent = 4 * int64(n)
+		keepOnly(buf, t.idx)
+		if err := prims.AllReduce(ctx, c, buf, prims.Sum[float32]()); err != nil {
+			return st, fmt.Errorf("%s: bucket %d: %w", t.name, key, err)
+		}
+		return st, nil
+	}
+	st.Sent = int64(SparseSize(k))
+	return st, t.exchange(ctx, c, key, buf, k)
+}
+
+// exchange all-gathers the pairs of t.idx and sums them into buf.
+func (t *topK) exchange(ctx context.Context, c *spmd.Comm, key int, buf []float32, k int) error {
+	sz, p := SparseSize(k), c.Size()
+	wire := reuse(&t.wire, p*sz)
+	send := wire[c.Rank()*sz : (c.Rank()+1)*sz]
+	if err := EncodeSparse(send, t.idx, buf); err != nil {
+		return fmt.Errorf("%s: bucket %d: %w", t.name, key, err)
+	}
+	if err := prims.AllGather(ctx, c, send, wire); err != nil {
+		return fmt.Errorf("%s: bucket %d: %w", t.name, key, err)
+	}
+	clear(buf)
+	for r := range p {
+		if err := AddSparse(buf, wire[r*sz:(r+1)*sz], k); err != nil {
+			return fmt.Errorf("%s: bucket %d: rank %d's payload: %w", t.name, key, r, err)
+		}
+	}
+	return nil
+}
+
+// keepOnly zeroes the elements of buf whose indices are not in idx,
+// which increases.
+func keepOnly(buf []float32, idx []uint32) {
+	next := 0
+	for _, i := range idx {
+		clear(buf[next:i])
+		next = int(i) + 1
+	}
+	clear(buf[next:])
+}
+
+// selector finds the k elements of largest magnitude of a vector: a
+// radix select on the magnitudes' bits, whose histogram it keeps.
+type selector struct {
+	h [1 << 11]uint32
+}
+
+// radixLevels are the bit fields of a magnitude (a float32's bits less
+// the sign, whose order as integers is the magnitudes' order, NaNs above
+// +Inf) that the selection narrows the k-th largest down by, high first.
+var radixLevels = [...]struct{ shift, width uint }{{20, 11}, {10, 10}, {0, 10}}
+
+// top appends to idx, in increasing order, the indices of the k elements
+// of p of largest magnitude (all of them if k >= len(p)): every element of
+// magnitude above the k-th largest, then those equal to it lowest index
+// first. NaNs rank above Infs, Infs above numbers. finite reports whether
+// p has no NaN and no Inf. It takes one pass over p to histogram the top
+// 11 bits of the magnitudes, up to two more for the next 10 and the last
+// 10 bits among the elements that share the k-th's leading bits, and one
+// to collect the indices.
+func (s *selector) top(p []float32, k int, idx []uint32) (_ []uint32, finite bool) {
+	k = min(k, len(p))
+	if k <= 0 {
+		return idx, finiteAll(p)
+	}
+	rem := uint32(k)      // how many to take at or below the prefix
+	var pre, known uint32 // the k-th's leading bits, and their mask
+	lo, hi := uint32(0), uint32(0)
+	for l, lv := range radixLevels {
+		h := s.h[:1<<lv.width]
+		clear(h)
+		mask := uint32(len(h) - 1)
+		for _, x := range p {
+			m := math.Float32bits(x) &^ (1 << 31)
+			if m&known == pre {
+				h[m>>lv.shift&mask]++
+			}
+		}
+		if l == 0 {
+			finite = nonFiniteCount(h) == 0
+		}
+		b := len(h) - 1
+		for h[b] < rem {
+			rem -= h[b]
+			b--
+		}
+		pre |= uint32(b) << lv.shift
+		known |= mask << lv.shift
+		lo, hi = pre, pre|^known&^(1<<31)
+		if h[b] == rem { // the whole bin goes
+			break
+		}
+	}
+	for i, x := range p {
+		m := math.Float32bits(x) &^ (1 << 31)
+		if m > hi {
+			idx = append(idx, uint32(i))
+		} else if m >= lo && rem > 0 {
+			idx = append(idx, uint32(i))
+			rem--
+		}
+	}
+	return idx, finite
+}
+
+// nonFiniteCount is the count of NaNs and Infs in a histogram of the top
+// 11 bits of magnitudes: those whose exponent bits are all ones.
+func nonFiniteCount(h []uint32) uint32 {
+	var c uint32
+	for _, n := range h[0x7f800000>>20:] {
+		c += n
+	}
+	return c
+}
+
+// NewRandomK returns the random-k codec, "randk:<frac>": each step it
+// sends, of p = gradient + residual, k = max(1, ⌈frac·n⌉) elements of each
+// n-element bucket chosen uniformly at random, and keeps the rest as the
+// residual, as top-k does (NewTopK: sent plus residual is p bit for bit,
+// and NaNs or Infs skip the step; here they make every sent value NaN).
+// Every rank draws the same k indices, from a PCG seeded by seed, the
+// bucket key and the number of steps of that key so far, so no index
+// goes on the wire: the ranks all-reduce (sum) the k values, and
+// Stats.Sent is 4k bytes. frac is in (0, 1].
+func NewRandomK(frac float64, seed uint64) (Codec, error) {
+	if err := checkFrac("randk", frac); err != nil {
+		return nil, err
+	}
+	return &randomK{frac: frac, seed: seed, name: "randk:" + formatFrac(frac)}, nil
+}
+
+// randomK is the random-k codec.
+type randomK struct {
+	frac  float64
+	seed  uint64
+	name  string
+	ef    Residuals
+	steps map[int]uint64
+	seen  []uint64 // a bit per element, zero between calls
+	idx   []uint32
+	vals  []float32
+}
+
+func (r *randomK) Name() string { return r.name }
+
+func (r *randomK) AllReduce(ctx context.Context, c *spmd.Comm, key int, buf []float32, _ []Segment) (Stats, error) {
+	n := len(buf)
+	st := Stats{Raw: 4 * int64(n)}
+	if n == 0 {
+		return st, nil
+	}
+	res, err := r.ef.Apply(key, buf)
+	if err != nil {
+		return st, fmt.Errorf("%s: %w", r.name, err)
+	}
+	if r.steps == nil {
+		r.steps = make(map[int]uint64)
+	}
+	step := r.steps[key]
+	r.steps[key]++
+	k := kOf(r.frac, n)
+	rng := randkRand(r.seed, key, step)
+	r.idx = sampleK(rng, n, k, reuse(&r.seen, (n+63)/64), r.idx[:0])
+	vals := reuse(&r.vals, k)
+	for j, i := range r.idx {
+		vals[j] = buf[i]
+	}
+	if finiteAll(buf) {
+		copy(res, buf)
+		for _, i := range r.idx {
+			res[i] = 0
+		}
+	} else {
+		for j := range vals {
+			vals[j] = float32(math.NaN())
+		}
+	}
+	st.Sent = 4 * int64(k)
+	if err := prims.AllReduce(ctx, c, vals, prims.Sum[float32]()); err != nil {
+		return st, fmt.Errorf("%s: bucket %d: %w", r.name, key, err)
+	}
+	clear(buf)
+	for j, i := range r.idx {
+		buf[i] = vals[j]
+	}
+	return st, nil
+}
+
+// randkRand is the random source of random-k's indices of a key's
+// step-th bucket, the same on every rank.
+func randkRand(seed uint64, key int, step uint64) *rand.Rand {
+	return rand.New(pcgFor(seed, uint64(key), step))
+}
+
+// sampleK appends to idx, in increasing order, k distinct indices below n
+// drawn uniformly (Floyd's algorithm), using seen, (n+63)/64 zero words,
+// as the set; it leaves seen zero.
+func sampleK(rng *rand.Rand, n, k int, seen []uint64, idx []uint32) []uint32 {
+	for j := n - k; j < n; j++ {
+		t := int(rng.Uint64N(uint64(j) + 1))
+		if seen[t/64]>>(t%64)&1 != 0 {
+			t = j
+		}
+		seen[t/64] |= 1 << (t % 64)
+	}
+	for w, word := range seen {
+		for word != 0 {
+			idx = append(idx, uint32(w*64+bits.TrailingZeros64(word)))
+			word &= word - 1
+		}
+		seen[w] = 0
+	}
+	return idx
+}
+
+// finiteAll reports whether p has no NaN and no Inf.
+func finiteAll(p []float32) bool {
+	var bad uint32
+	for _, x := range p {
+		bad |= math.Float32bits(x)&0x7f800000 + 0x00800000 // carries into bit 31 iff the exponent is all ones
+	}
+	return bad>>31 == 0
+}
+
+// pcgFor is a PCG seeded by seed and words, mixed by SplitMix64 so that
+// nearby words give unrelated streams.
+func pcgFor(seed uint64, words ...uint64) *rand.PCG {
+	h := splitMix64(seed)
+	for _, w := range words {
+		h = splitMix64(h ^ w)
+	}
+	return rand.NewPCG(seed, h)
+}
+
+// splitMix64 is SplitMix64's output function of x + the golden gamma.
+func splitMix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// kOf is max(1, ⌈frac·n⌉), at most n; the product is taken with a
+// relative tolerance of 1e-9, so that 0.07 of 100 is 7, not 8.
+func kOf(frac float64, n int) int {
+	x := frac * float64(n)
+	return min(n, max(1, int(math.Ceil(x-x*1e-9))))
+}
+
+// checkFrac checks a codec's fraction argument.
+func checkFrac(codec string, frac float64) error {
+	if !(frac > 0 && frac <= 1) {
+		return fmt.Errorf("%s: fraction %v out of range: want a fraction of each bucket in (0, 1], such as %s:0.01", codec, frac, codec)
+	}
+	return nil
+}
+
+// formatFrac writes frac as the shortest decimal that reads back as it.
+func formatFrac(frac float64) string { return strconv.FormatFloat(frac, 'g', -1, 64) }
+
+// reuse returns (*s)[:n], reallocating *s if it is too short.
+func reuse[T any](s *[]T, n int) []T {
+	if cap(*s) < n {
+		*s = make([]T, n)
+	}
+	return (*s)[:n]
+}
