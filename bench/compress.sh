@@ -27,6 +27,7 @@ if echo "$PARTS" | grep -q 1; then
 	echo "# 1. convergence: examples/gpt --dp 2, $STEPS steps (4 layers, width 128, context 64, 16 sequences a step, AdamW lr 1e-3)"
 	echo "# codec         final-loss  vs-none   bytes-sent/step  raw/step     ratio"
 	curves=""
+	: >"$OUT/compress.rows"
 	for c in $CODECS; do
 		f=$OUT/compress-$(echo "$c" | tr ':' '-').txt
 		"$GORUN" -np 2 --timeout 30m "$GPT" --layers 4 --embd 128 --heads 4 --block 64 --batch 16 --microbatches 1 \
@@ -40,8 +41,9 @@ if echo "$PARTS" | grep -q 1; then
 			$1 == "final" { loss = $3 }
 			$1 == "compression" { sent = $4; raw = $9; ratio = $11; sub(/\)$/, "", ratio) }
 			END { if (sent == "") { sent = "-"; raw = "-"; ratio = "1.0" }
-				printf "%-14s %10s  %s  %15s  %9s  %8s\n", c, loss, "VS", sent, raw, ratio }' "$f"
-	done | awk 'NR == 1 { base = $2 } { d = 100 * ($2 - base) / base; sub("VS", sprintf("%+6.2f%%", d)); print }'
+				printf "%-14s %10s  %s  %15s  %9s  %8s\n", c, loss, "VS", sent, raw, ratio }' "$f" >>"$OUT/compress.rows"
+	done
+	awk 'NR == 1 { base = $2 } { d = 100 * ($2 - base) / base; sub("VS", sprintf("%+6.2f%%", d)); print }' "$OUT/compress.rows"
 	go run ./bench/curves -title "examples/gpt, 2 ranks, loss by codec" -o "$OUT/compress.svg" $curves
 	echo "# loss curves: $OUT/compress.svg"
 fi
