@@ -90,7 +90,8 @@ func SignSize(n int) int { return 4 + (n+7)/8 }
 
 // EncodeSign writes into dst, SignSize(len(p)) bytes, scale (NaNScale if
 // it is not a finite number >= 0) and the signs of p: bit 1 for p[i] < 0,
-// 0 for p[i] >= 0 (so sign(0) = sign(-0) = +1; NaNs are +1).
+// 0 for p[i] >= 0, so sign(0) = sign(-0) = +1 (a NaN's bit is its sign
+// bit).
 func EncodeSign(dst []byte, scale float32, p []float32) error {
 	if len(dst) != SignSize(len(p)) {
 		return fmt.Errorf("sign payload: buffer of %d bytes for %d elements, want %d", len(dst), len(p), SignSize(len(p)))
@@ -108,41 +109,45 @@ func encodeSign(dst []byte, scale float32, p, res []float32) {
 	}
 	sb &^= 1 << 31 // +0, not -0
 	binary.LittleEndian.PutUint32(dst, sb)
+	sv := [2]float32{math.Float32frombits(sb), -math.Float32frombits(sb)}
 	bits := dst[4:]
 	full := len(p) / 8
 	for i := 0; i < full; i++ {
 		q := p[8*i : 8*i+8 : 8*i+8]
 		var b uint32
-		for j, x := range q {
-			b |= negBit(x) << j
-		}
-		bits[i] = byte(b)
-		if res != nil {
+		if res == nil {
+			for j, x := range q {
+				b |= negBit(x) << j
+			}
+		} else {
 			r := res[8*i : 8*i+8 : 8*i+8]
 			for j, x := range q {
-				r[j] = x - math.Float32frombits(sb|(b>>j&1)<<31)
+				nb := negBit(x)
+				b |= nb << j
+				r[j] = x - sv[nb&1]
 			}
 		}
+		bits[i] = byte(b)
 	}
 	if tail := p[8*full:]; len(tail) > 0 {
 		var b uint32
 		for j, x := range tail {
-			b |= negBit(x) << j
+			nb := negBit(x)
+			b |= nb << j
 			if res != nil {
-				res[8*full+j] = x - math.Float32frombits(sb|negBit(x)<<31)
+				res[8*full+j] = x - sv[nb&1]
 			}
 		}
 		bits[full] = byte(b)
 	}
 }
 
-// negBit is 1 if x < 0, else 0 (also for -0 and NaNs), without a branch.
+// negBit is x's sign bit, but 0 for -0: 1 if x < 0 (or x is a NaN with
+// the sign bit set), without a branch.
 func negBit(x float32) uint32 {
 	u := math.Float32bits(x)
-	abs := u &^ (1 << 31)
-	nonzero := (abs + 0x7fffffff) >> 31
-	notNaN := (0x7f800000 - abs + 0x80000000) >> 31 // abs <= 0x7f800000
-	return u >> 31 & nonzero & notNaN
+	nonzero := (u&^(1<<31) + 0x7fffffff) >> 31
+	return u >> 31 & nonzero
 }
 
 // AddSign adds the vector that payload, a sign payload of len(dst)
@@ -191,7 +196,7 @@ func QSGDSize(n int) int { return 4 + n }
 // that E[ξ] = s·|g[i]|/norm (stochastic rounding of s·|g[i]|/norm to one
 // of the two levels around it), which decodes to sign·norm·ξ/s, an
 // unbiased estimate of g[i]. It draws 32 random bits an element from rng,
-// in element order. A g with a NaN or an Inf, or whose norm overflows
+// a 64-bit draw for each two elements in order, the low half first. A g with a NaN or an Inf, or whose norm overflows
 // float32, gets the norm NaNScale and level 0 everywhere.
 func EncodeQSGD(dst []byte, s int, g []float32, rng *rand.PCG) error {
 	if s < 1 || s > MaxQSGDLevels {
@@ -200,11 +205,7 @@ func EncodeQSGD(dst []byte, s int, g []float32, rng *rand.PCG) error {
 	if len(dst) != QSGDSize(len(g)) {
 		return fmt.Errorf("qsgd payload: buffer of %d bytes for %d elements, want %d", len(dst), len(g), QSGDSize(len(g)))
 	}
-	var ss float64
-	for _, x := range g {
-		ss += float64(x) * float64(x)
-	}
-	nb := wireScale(math.Sqrt(ss))
+	nb := wireScale(math.Sqrt(sumSquares(g)))
 	binary.LittleEndian.PutUint32(dst, nb)
 	lv := dst[4:]
 	norm := float64(math.Float32frombits(nb))
@@ -216,9 +217,12 @@ func EncodeQSGD(dst []byte, s int, g []float32, rng *rand.PCG) error {
 	return nil
 }
 
-// quantise writes the level bytes of g, x = |g[i]|·f rounded up with
-// probability frac(x).
+// quantise writes the level bytes of g, without a branch on the data:
+// x = |g[i]|·f, its integer part l, then l+1 if u < frac(x)·2³², u the
+// element's 32 random bits (the low half of a 64-bit draw first), at most
+// s; and the sign bit if the level is not 0.
 func quantise(lv []byte, f float64, s int, g []float32, rng *rand.PCG) {
+	lv = lv[:len(g)]
 	var u uint64
 	for i, x := range g {
 		if i&1 == 0 {
@@ -227,16 +231,32 @@ func quantise(lv []byte, f float64, s int, g []float32, rng *rand.PCG) {
 			u >>= 32
 		}
 		v := math.Abs(float64(x)) * f
-		l := math.Floor(v)
-		if float64(uint32(u)) < (v-l)*(1<<32) {
-			l++
-		}
-		q := byte(min(int(l), s))
-		if q != 0 && x < 0 {
-			q |= 0x80
-		}
-		lv[i] = q
+		l := int64(v) // v >= 0: the integer part
+		d := float64(uint32(u)) - (v-float64(l))*(1<<32)
+		l += int64(math.Float64bits(d) >> 63) // 1 if u < frac·2³²
+		q := uint32(min(l, int64(s)))
+		neg := math.Float32bits(x) >> 31
+		lv[i] = byte(q | (q+0x7f)&(neg<<7)) // q+0x7f has bit 7 iff q >= 1
 	}
+}
+
+// sumSquares is the sum of g's squares in float64, in four interleaved
+// sums (no float32 overflow; NaN or +Inf if g has a NaN or an Inf).
+func sumSquares(g []float32) float64 {
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(g); i += 4 {
+		q := g[i : i+4 : i+4]
+		a, b, c, d := float64(q[0]), float64(q[1]), float64(q[2]), float64(q[3])
+		s0 += a * a
+		s1 += b * b
+		s2 += c * c
+		s3 += d * d
+	}
+	for _, x := range g[i:] {
+		s0 += float64(x) * float64(x)
+	}
+	return s0 + s1 + s2 + s3
 }
 
 // AddQSGD adds the vector that payload, a QSGD payload of len(dst)

@@ -111,7 +111,7 @@ func TestPayloadDecode(t *testing.T) {
 	}
 }
 
-func TestEncodeSparse(t *testing.T) {
+func TestPayloadEncodeSparse(t *testing.T) {
 	p := []float32{5, -6, 7}
 	got := make([]byte, SparseSize(2))
 	if err := EncodeSparse(got, []uint32{0, 2}, p); err != nil {

@@ -150,13 +150,19 @@ func TestQSGDRanks(t *testing.T) {
 	}
 }
 
+// BenchmarkQSGDEncode quantises a 16M bucket, whose elements are almost
+// all below the first level, and a 4K one, whose levels spread out.
 func BenchmarkQSGDEncode(b *testing.B) {
-	p := benchGrad(16 << 20)
-	dst := make([]byte, QSGDSize(len(p)))
-	src := rand.NewPCG(1, 2)
-	b.SetBytes(4 * int64(len(p)))
-	for b.Loop() {
-		EncodeQSGD(dst, 8, p, src)
+	for _, c := range []struct{ n, s int }{{16 << 20, 8}, {4 << 10, 127}} {
+		b.Run(fmt.Sprintf("n=%d/levels=%d", c.n, c.s), func(b *testing.B) {
+			p := benchGrad(c.n)
+			dst := make([]byte, QSGDSize(len(p)))
+			src := rand.NewPCG(1, 2)
+			b.SetBytes(4 * int64(len(p)))
+			for b.Loop() {
+				EncodeQSGD(dst, c.s, p, src)
+			}
+		})
 	}
 }
 

@@ -27,7 +27,7 @@ func TestEncodeSign(t *testing.T) {
 		{"NaN scale is NaNScale", -nan, []float32{1}, []byte{0, 0, 0xc0, 0x7f, 0}},
 		{"Inf scale is NaNScale", inf, []float32{1}, []byte{0, 0, 0xc0, 0x7f, 0}},
 		{"negative scale is NaNScale", -1, []float32{1}, []byte{0, 0, 0xc0, 0x7f, 0}},
-		{"NaN elements are +1", 1, []float32{nan, -nan}, []byte{0, 0, 0x80, 0x3f, 0}},
+		{"NaN elements keep their sign bit", 1, []float32{nan, -nan}, []byte{0, 0, 0x80, 0x3f, 0x02}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := make([]byte, SignSize(len(c.p)))

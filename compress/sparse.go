@@ -18,8 +18,8 @@ import (
 // residual (error feedback, Residuals): what it sends plus the new
 // residual is p exactly, bit for bit. frac is in (0, 1].
 //
-// Selection takes O(n) time, a radix select on the magnitudes' bits
-// (SelectTop). Of elements of equal magnitude, the lower index goes
+// Selection takes O(n) time, a radix select on the magnitudes' bits,
+// whatever the data. Of elements of equal magnitude, the lower index goes
 // first. A NaN is larger than any number and an Inf larger than any
 // finite one, so a bucket with NaNs or Infs sends some of them, the sum
 // is not finite on every rank, and a loss scaler sees the overflow; such
@@ -32,7 +32,8 @@ import (
 // all-gather brings (p-1)·8k bytes to each of p ranks where a ring
 // all-reduce of the dense vector brings 2·(p-1)/p·4n, so where p·k >= n
 // the codec all-reduces the bucket with everything but the k elements
-// zeroed instead. Stats.Sent is 8k bytes, or 4n when it went dense.
+// zeroed instead (prims.AllReduce, which also gives every rank the same
+// bits). Stats.Sent is 8k bytes, or 4n when it went dense.
 func NewTopK(frac float64) (Codec, error) {
 	if err := checkFrac("topk", frac); err != nil {
 		return nil, err
@@ -119,67 +120,108 @@ func keepOnly(buf []float32, idx []uint32) {
 }
 
 // selector finds the k elements of largest magnitude of a vector: a
-// radix select on the magnitudes' bits, whose histogram it keeps.
+// radix select on the magnitudes' bits (a float32's bits less the sign,
+// whose order as integers is the magnitudes' order, NaNs above +Inf). It
+// keeps its histograms and the candidates' indices between calls.
 type selector struct {
-	h [1 << 11]uint32
+	h    [4][1 << 11]uint32 // four, so that runs of one bin don't wait on each other
+	cand []uint32
 }
-
-// radixLevels are the bit fields of a magnitude (a float32's bits less
-// the sign, whose order as integers is the magnitudes' order, NaNs above
-// +Inf) that the selection narrows the k-th largest down by, high first.
-var radixLevels = [...]struct{ shift, width uint }{{20, 11}, {10, 10}, {0, 10}}
 
 // top appends to idx, in increasing order, the indices of the k elements
 // of p of largest magnitude (all of them if k >= len(p)): every element of
 // magnitude above the k-th largest, then those equal to it lowest index
 // first. NaNs rank above Infs, Infs above numbers. finite reports whether
-// p has no NaN and no Inf. It takes one pass over p to histogram the top
-// 11 bits of the magnitudes, up to two more for the next 10 and the last
-// 10 bits among the elements that share the k-th's leading bits, and one
-// to collect the indices.
+// p has no NaN and no Inf.
+//
+// It reads p twice: to histogram the top 11 bits of the magnitudes,
+// which finds the bin of the k-th largest, and to collect the indices of
+// the elements in that bin or above it. The next 10 and the last 10 bits
+// of the candidates in the bin narrow it down to the k-th largest.
 func (s *selector) top(p []float32, k int, idx []uint32) (_ []uint32, finite bool) {
 	k = min(k, len(p))
 	if k <= 0 {
 		return idx, finiteAll(p)
 	}
-	rem := uint32(k)      // how many to take at or below the prefix
-	var pre, known uint32 // the k-th's leading bits, and their mask
-	lo, hi := uint32(0), uint32(0)
-	for l, lv := range radixLevels {
-		h := s.h[:1<<lv.width]
-		clear(h)
-		mask := uint32(len(h) - 1)
-		for _, x := range p {
-			m := math.Float32bits(x) &^ (1 << 31)
-			if m&known == pre {
-				h[m>>lv.shift&mask]++
-			}
+	h := s.histogram(p)
+	finite = nonFiniteCount(h) == 0
+	rem := uint32(k) // how many to take from the k-th's bin
+	b := len(h) - 1
+	for h[b] < rem {
+		rem -= h[b]
+		b--
+	}
+	lo := uint32(b) << 20
+	s.cand = reuse(&s.cand, k-int(rem)+int(h[b]))[:0]
+	for i, x := range p {
+		if math.Float32bits(x)&^(1<<31) >= lo {
+			s.cand = append(s.cand, uint32(i))
 		}
-		if l == 0 {
-			finite = nonFiniteCount(h) == 0
+	}
+	hi := lo | (1<<20 - 1)
+	if h[b] != rem {
+		lo, hi, rem = s.narrow(p, lo, hi, rem)
+	}
+	for _, i := range s.cand {
+		m := math.Float32bits(p[i]) &^ (1 << 31)
+		if m > hi {
+			idx = append(idx, i)
+		} else if m >= lo && rem > 0 {
+			idx = append(idx, i)
+			rem--
+		}
+	}
+	return idx, finite
+}
+
+// histogram counts the top 11 bits of p's magnitudes.
+func (s *selector) histogram(p []float32) []uint32 {
+	for j := range s.h {
+		clear(s.h[j][:])
+	}
+	h0, h1, h2, h3 := &s.h[0], &s.h[1], &s.h[2], &s.h[3]
+	i := 0
+	for ; i+4 <= len(p); i += 4 {
+		q := p[i : i+4 : i+4]
+		h0[math.Float32bits(q[0])>>20&0x7ff]++
+		h1[math.Float32bits(q[1])>>20&0x7ff]++
+		h2[math.Float32bits(q[2])>>20&0x7ff]++
+		h3[math.Float32bits(q[3])>>20&0x7ff]++
+	}
+	for _, x := range p[i:] {
+		h0[math.Float32bits(x)>>20&0x7ff]++
+	}
+	for j := range h0 {
+		h0[j] += h1[j] + h2[j] + h3[j]
+	}
+	return h0[:]
+}
+
+// narrow finds, among the candidates whose magnitudes are in [lo, hi],
+// the rem-th largest by the next 10 bits and then the last 10: it
+// returns the range of magnitudes to take rem of, lowest index first,
+// after taking every candidate above hi.
+func (s *selector) narrow(p []float32, lo, hi, rem uint32) (_, _, _ uint32) {
+	h := s.h[0][:1<<10]
+	for _, shift := range []uint32{10, 0} {
+		clear(h)
+		for _, i := range s.cand {
+			if m := math.Float32bits(p[i]) &^ (1 << 31); m >= lo && m <= hi {
+				h[m>>shift&(1<<10-1)]++
+			}
 		}
 		b := len(h) - 1
 		for h[b] < rem {
 			rem -= h[b]
 			b--
 		}
-		pre |= uint32(b) << lv.shift
-		known |= mask << lv.shift
-		lo, hi = pre, pre|^known&^(1<<31)
+		lo |= uint32(b) << shift
+		hi = lo | (1<<shift - 1)
 		if h[b] == rem { // the whole bin goes
 			break
 		}
 	}
-	for i, x := range p {
-		m := math.Float32bits(x) &^ (1 << 31)
-		if m > hi {
-			idx = append(idx, uint32(i))
-		} else if m >= lo && rem > 0 {
-			idx = append(idx, uint32(i))
-			rem--
-		}
-	}
-	return idx, finite
+	return lo, hi, rem
 }
 
 // nonFiniteCount is the count of NaNs and Infs in a histogram of the top

@@ -105,7 +105,7 @@ func sortTop(p []float32, k int) []uint32 {
 	return idx
 }
 
-func TestKOf(t *testing.T) {
+func TestTopKCount(t *testing.T) {
 	for _, c := range []struct {
 		frac float64
 		n    int
@@ -120,7 +120,7 @@ func TestKOf(t *testing.T) {
 	}
 }
 
-func TestSparseArgs(t *testing.T) {
+func TestTopKRandomKArgs(t *testing.T) {
 	for _, c := range []struct {
 		frac     float64
 		wantName string // "" if the fraction is refused
@@ -149,10 +149,10 @@ func TestSparseArgs(t *testing.T) {
 	}
 }
 
-// TestSampleK checks that random-k's indices are k, distinct, increasing,
+// TestRandomKSample checks that random-k's indices are k, distinct, increasing,
 // below n, leave the set zero, and are drawn evenly: each index of 10
 // about as often over many draws.
-func TestSampleK(t *testing.T) {
+func TestRandomKSample(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, c := range []struct{ n, k int }{{1, 1}, {10, 1}, {10, 10}, {64, 63}, {200, 37}, {1000, 999}} {
 		seen := make([]uint64, (c.n+63)/64)
