@@ -13,7 +13,7 @@ const (
 	left, right, top, foot = 70, 200, 40, 50
 )
 
-var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"}
+var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#bcbd22", "#7f7f7f", "#000000", "#aec7e8"}
 
 // scale is one axis: nice ends and the step between its ticks.
 type scale struct{ lo, hi, tick float64 }
