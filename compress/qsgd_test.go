@@ -109,12 +109,21 @@ type refQSGD struct {
 }
 
 func (r *refQSGD) contrib(rank, key int, step uint64, g []float32) []float32 {
+	rng := qsgdRand(r.seed, rank, key, step)
+	out := make([]float32, 0, len(g))
+	for lo := 0; lo < len(g); lo += QSGDBlock {
+		out = append(out, r.block(rng, g[lo:min(len(g), lo+QSGDBlock)])...)
+	}
+	return out
+}
+
+// block quantises one block of QSGDBlock elements (or the last, shorter).
+func (r *refQSGD) block(rng *rand.PCG, g []float32) []float32 {
 	var ss float64
 	for _, x := range g {
 		ss += float64(x) * float64(x)
 	}
 	norm := float64(float32(math.Sqrt(ss)))
-	rng := qsgdRand(r.seed, rank, key, step)
 	out := make([]float32, len(g))
 	if norm == 0 {
 		return out
@@ -144,7 +153,7 @@ func TestQSGDRanks(t *testing.T) {
 			t.Run(fmt.Sprintf("levels=%d/p=%d", s, p), func(t *testing.T) {
 				checkRanks(t, p, func() (Codec, error) { return NewQSGD(s, 99) },
 					func() refCodec { return &refQSGD{s, 99} },
-					func(n, _ int) int64 { return int64(QSGDSize(n)) })
+					func(n, _ int) int64 { return int64(qsgdBlocksSize(n)) })
 			})
 		}
 	}
