@@ -7,15 +7,26 @@ import (
 )
 
 // Names lists the codecs Parse knows, with their parameters.
-const Names = "fp16, bf16, topk:FRACTION, randk:FRACTION, sign, qsgd:LEVELS, powersgd:RANK"
+const Names = "fp16, bf16, topk:FRACTION, randk:FRACTION, sign, qsgd:LEVELS, powersgd:RANK; +s2, +zstd or +auto after topk, sign or qsgd adds a lossless stage"
 
 // Parse returns the codec that spec names, as --compress takes it:
 // "fp16", "bf16", "topk:0.01" (the fraction of each bucket's elements
 // sent), "randk:0.01", "sign", "qsgd:16" (levels), "powersgd:4" (rank);
-// "" and "none" return nil, no compression. seed draws the random
+// "" and "none" return nil, no compression. A suffix "+s2", "+zstd"
+// or "+auto" adds a lossless stage (WithLossless) to topk, sign or qsgd. seed draws the random
 // choices (random-k's indices, QSGD's rounding, PowerSGD's first
 // factors): every rank passes the same.
 func Parse(spec string, seed uint64) (Codec, error) {
+	if codec, stage, ok := strings.Cut(spec, "+"); ok {
+		c, err := Parse(codec, seed)
+		if err != nil {
+			return nil, err
+		}
+		if c == nil {
+			return nil, fmt.Errorf("compress %q: a lossless stage needs a codec before it, such as topk:0.01+%s", spec, stage)
+		}
+		return WithLossless(c, Lossless(stage))
+	}
 	name, param, has := strings.Cut(spec, ":")
 	num := func(what string, def float64) (float64, error) {
 		if !has {

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"strconv"
 
-	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
 )
 
@@ -45,9 +44,10 @@ type qsgd struct {
 	seed   uint64
 	steps  map[int]uint64
 	wire   []byte
+	g      gatherer
 }
 
-func (q *qsgd) Name() string { return "qsgd:" + strconv.Itoa(q.levels) }
+func (q *qsgd) Name() string { return "qsgd:" + strconv.Itoa(q.levels) + q.g.suffix() }
 
 func (q *qsgd) AllReduce(ctx context.Context, c *spmd.Comm, key int, buf []float32, _ []Segment) (Stats, error) {
 	n := len(buf)
@@ -71,8 +71,9 @@ func (q *qsgd) AllReduce(ctx context.Context, c *spmd.Comm, key int, buf []float
 			return st, fmt.Errorf("%s: bucket %d: %w", q.Name(), key, err)
 		}
 	}
-	st.Sent = int64(sz)
-	if err := prims.AllGather(ctx, c, send, wire); err != nil {
+	sent, err := q.g.gather(ctx, c, key, send, wire)
+	st.Sent = int64(sent)
+	if err != nil {
 		return st, fmt.Errorf("%s: bucket %d: %w", q.Name(), key, err)
 	}
 	clear(buf)

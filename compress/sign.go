@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
 )
 
@@ -34,9 +33,10 @@ func NewSign() Codec { return &signSGD{} }
 type signSGD struct {
 	ef   Residuals
 	wire []byte
+	g    gatherer
 }
 
-func (s *signSGD) Name() string { return "sign" }
+func (s *signSGD) Name() string { return "sign" + s.g.suffix() }
 
 func (s *signSGD) AllReduce(ctx context.Context, c *spmd.Comm, key int, buf []float32, _ []Segment) (Stats, error) {
 	n := len(buf)
@@ -57,9 +57,10 @@ func (s *signSGD) AllReduce(ctx context.Context, c *spmd.Comm, key int, buf []fl
 	} else {
 		encodeSign(send, float32(scale), buf, res)
 	}
-	st.Sent = int64(sz)
-	if err := prims.AllGather(ctx, c, send, wire); err != nil {
-		return st, fmt.Errorf("sign: bucket %d: %w", key, err)
+	sent, err := s.g.gather(ctx, c, key, send, wire)
+	st.Sent = int64(sent)
+	if err != nil {
+		return st, fmt.Errorf("%s: bucket %d: %w", s.Name(), key, err)
 	}
 	clear(buf)
 	for r := range p {

@@ -49,9 +49,10 @@ type topK struct {
 	sel  selector
 	idx  []uint32
 	wire []byte
+	g    gatherer
 }
 
-func (t *topK) Name() string { return t.name }
+func (t *topK) Name() string { return t.name + t.g.suffix() }
 
 func (t *topK) AllReduce(ctx context.Context, c *spmd.Comm, key int, buf []float32, _ []Segment) (Stats, error) {
 	n := len(buf)
@@ -84,28 +85,31 @@ func (t *topK) AllReduce(ctx context.Context, c *spmd.Comm, key int, buf []float
 		}
 		return st, nil
 	}
-	st.Sent = int64(SparseSize(k))
-	return st, t.exchange(ctx, c, key, buf, k)
+	sent, err := t.exchange(ctx, c, key, buf, k)
+	st.Sent = int64(sent)
+	return st, err
 }
 
-// exchange all-gathers the pairs of t.idx and sums them into buf.
-func (t *topK) exchange(ctx context.Context, c *spmd.Comm, key int, buf []float32, k int) error {
+// exchange all-gathers the pairs of t.idx and sums them into buf; it
+// returns the bytes this rank sent.
+func (t *topK) exchange(ctx context.Context, c *spmd.Comm, key int, buf []float32, k int) (int, error) {
 	sz, p := SparseSize(k), c.Size()
 	wire := reuse(&t.wire, p*sz)
 	send := wire[c.Rank()*sz : (c.Rank()+1)*sz]
 	if err := EncodeSparse(send, t.idx, buf); err != nil {
-		return fmt.Errorf("%s: bucket %d: %w", t.name, key, err)
+		return 0, fmt.Errorf("%s: bucket %d: %w", t.Name(), key, err)
 	}
-	if err := prims.AllGather(ctx, c, send, wire); err != nil {
-		return fmt.Errorf("%s: bucket %d: %w", t.name, key, err)
+	sent, err := t.g.gather(ctx, c, key, send, wire)
+	if err != nil {
+		return sent, fmt.Errorf("%s: bucket %d: %w", t.Name(), key, err)
 	}
 	clear(buf)
 	for r := range p {
 		if err := AddSparse(buf, wire[r*sz:(r+1)*sz], k); err != nil {
-			return fmt.Errorf("%s: bucket %d: rank %d's payload: %w", t.name, key, r, err)
+			return sent, fmt.Errorf("%s: bucket %d: rank %d's payload: %w", t.Name(), key, r, err)
 		}
 	}
-	return nil
+	return sent, nil
 }
 
 // keepOnly zeroes the elements of buf whose indices are not in idx,
