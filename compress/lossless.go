@@ -60,6 +60,9 @@ func WithLossless(codec Codec, mode Lossless) (Codec, error) {
 type gatherer struct {
 	mode Lossless
 	use  map[int]bool // LosslessAuto's decision per key
+	// beta, if set, gives the link's seconds per byte instead of topo's
+	// model (tests).
+	beta func(ctx context.Context, c *spmd.Comm) (float64, error)
 
 	lens     []uint32
 	enc, all []byte
@@ -168,6 +171,19 @@ func (g *gatherer) decode(mode Lossless, dst, src []byte) error {
 	return nil
 }
 
+// topoBeta is the seconds per byte of c's slowest link in topo's model:
+// the far link when c's ranks span hosts.
+func topoBeta(ctx context.Context, c *spmd.Comm) (float64, error) {
+	m, err := topo.ModelFor(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	if len(topo.LayoutOf(c).Hosts) > 1 {
+		return m.Remote.Beta, nil
+	}
+	return m.Local.Beta, nil
+}
+
 // decide is LosslessAuto's choice for key, made at its first exchange:
 // S2 if the time its saved bytes take on the link exceeds encoding this
 // rank's payload and decoding every other's, on every rank.
@@ -175,13 +191,13 @@ func (g *gatherer) decide(ctx context.Context, c *spmd.Comm, key int, send []byt
 	if use, ok := g.use[key]; ok {
 		return use, nil
 	}
-	m, err := topo.ModelFor(ctx, c)
+	linkBeta := g.beta
+	if linkBeta == nil {
+		linkBeta = topoBeta
+	}
+	beta, err := linkBeta(ctx, c)
 	if err != nil {
 		return false, err
-	}
-	beta := m.Local.Beta
-	if len(topo.LayoutOf(c).Hosts) > 1 {
-		beta = m.Remote.Beta
 	}
 	t0 := time.Now()
 	enc, err := g.encode(LosslessS2, send)

@@ -102,6 +102,40 @@ func TestLosslessCorrupt(t *testing.T) {
 	}
 }
 
+// TestLosslessAuto: auto turns S2 on where the link is slow enough for
+// the bytes it saves to pay (QSGD at 8 levels shrinks about 3x) and off
+// where the link is free, the same on every rank.
+func TestLosslessAuto(t *testing.T) {
+	for _, tc := range []struct {
+		beta float64
+		on   bool
+	}{{1e-6, true}, {0, false}} {
+		t.Run(fmt.Sprintf("beta=%g", tc.beta), func(t *testing.T) {
+			spmdtest.Run(t, 2, func(ctx context.Context, w *spmd.World) error {
+				c, err := Parse("qsgd:8+auto", 3)
+				if err != nil {
+					return err
+				}
+				c.(*qsgd).g.beta = func(context.Context, *spmd.Comm) (float64, error) { return tc.beta, nil }
+				r := rand.New(rand.NewPCG(uint64(w.Rank()), 2))
+				g := make([]float32, 1<<16)
+				for i := range g {
+					g[i] = float32(r.NormFloat64())
+				}
+				st, err := c.AllReduce(ctx, w.Comm, 0, g, nil)
+				if err != nil {
+					return err
+				}
+				plain := int64(qsgdBlocksSize(len(g)))
+				if on := st.Sent < plain; on != tc.on {
+					return fmt.Errorf("sent %d bytes of a %d-byte payload: S2 on %v, want %v", st.Sent, plain, on, tc.on)
+				}
+				return nil
+			})
+		})
+	}
+}
+
 func TestWithLosslessRefused(t *testing.T) {
 	for _, spec := range []string{"fp16+s2", "powersgd:2+zstd", "randk:0.1+s2", "topk:0.1+lz4", "none+s2"} {
 		if _, err := Parse(spec, 1); err == nil {
