@@ -103,6 +103,12 @@ func TestFailure(t *testing.T) {
 					if err := aborted(func() { y = k.Forward(x, true) }); err != nil {
 						return fmt.Errorf("forward, before the failure: %w", err)
 					}
+					// Every rank's forward is over before rank 0 fails:
+					// a rank that left while another still waited in
+					// the forward's last collective broke that one.
+					if err := w.Barrier(ctx); err != nil {
+						return fmt.Errorf("barrier after the forward: %w", err)
+					}
 				}
 				pass := func() error {
 					return aborted(func() {
