@@ -3,11 +3,12 @@ package main
 import (
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorun-hpc/gorun/examples/internal/proctest"
 )
 
 // TestProcesses runs collbench under gorun on 2, 3 and 4 ranks of this
@@ -15,16 +16,8 @@ import (
 // chooses and the shared ones forced: real processes over shared memory,
 // where the in-process tests map one file several times in one process.
 func TestProcesses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: skipping the jobs of real processes")
-	}
-	dir := t.TempDir()
-	gorunBin, benchBin := filepath.Join(dir, "gorun"), filepath.Join(dir, "collbench")
-	for bin, pkg := range map[string]string{gorunBin: "../../cmd/gorun", benchBin: "."} {
-		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", pkg, err, out)
-		}
-	}
+	bins := proctest.Build(t, "../../cmd/gorun", ".")
+	gorunBin, benchBin := bins[0], bins[1]
 	runs := []struct {
 		extra []string
 		algos []string // the algorithms the lines may name; nil: any

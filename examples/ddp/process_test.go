@@ -10,7 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/gorun-hpc/gorun/examples/internal/proctest"
 )
 
 // small is a model and set that train in a fraction of a second.
@@ -19,34 +20,18 @@ var small = []string{"--hidden", "32,24", "--examples", "480", "--batch", "24", 
 // build compiles gorun and this example into a temporary directory.
 func build(t *testing.T) (gorun, ddp string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: skipping the jobs of real processes")
-	}
-	dir := t.TempDir()
-	gorun, ddp = filepath.Join(dir, "gorun"), filepath.Join(dir, "ddp")
-	for bin, pkg := range map[string]string{gorun: "../../cmd/gorun", ddp: "."} {
-		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", pkg, err, out)
-		}
-	}
-	return gorun, ddp
+	bins := proctest.Build(t, "../../cmd/gorun", ".")
+	return bins[0], bins[1]
 }
 
 // job runs ddp with args on np ranks under gorun, or alone for np 0.
 func job(t *testing.T, gorun, ddp string, np int, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(ddp, args...)
-	if np > 0 {
-		cmd = exec.Command(gorun, append([]string{"-np", fmt.Sprint(np), "--timeout", "2m", ddp}, args...)...)
-	}
-	cmd.WaitDelay = 10 * time.Second
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, stderr, err := proctest.Run(gorun, ddp, np, args...)
 	if err != nil {
-		t.Fatalf("%v: %v\n%s%s", cmd.Args, err, out, stderr.String())
+		t.Fatalf("-np %d %v: %v\n%s%s", np, args, err, out, stderr)
 	}
-	return string(out)
+	return out
 }
 
 // losses reads the "step N loss L samples/s S" lines into step -> loss.

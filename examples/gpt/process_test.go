@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/gorun-hpc/gorun/examples/internal/proctest"
 )
 
 // small is a model that trains in a fraction of a second, on a little of
@@ -17,26 +15,12 @@ var small = []string{"--layers", "4", "--heads", "4", "--embd", "32", "--block",
 
 func build(t *testing.T) (gorun, gpt string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: skipping the jobs of real processes")
-	}
-	dir := t.TempDir()
-	gorun, gpt = filepath.Join(dir, "gorun"), filepath.Join(dir, "gpt")
-	for bin, pkg := range map[string]string{gorun: "../../cmd/gorun", gpt: "."} {
-		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", pkg, err, out)
-		}
-	}
-	return gorun, gpt
+	bins := proctest.Build(t, "../../cmd/gorun", ".")
+	return bins[0], bins[1]
 }
 
 func job(gorun, gpt string, np int, args ...string) (string, string, error) {
-	cmd := exec.Command(gorun, append([]string{"-np", fmt.Sprint(np), "--timeout", "2m", gpt}, args...)...)
-	cmd.WaitDelay = 10 * time.Second
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	return string(out), stderr.String(), err
+	return proctest.Run(gorun, gpt, np, args...)
 }
 
 // losses reads the "step N loss L tokens/s S" lines.

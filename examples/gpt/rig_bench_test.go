@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorun-hpc/gorun/examples/internal/proctest"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/gorun-hpc/gorun/spmd/launch/netnstest"
@@ -90,14 +92,8 @@ func BenchmarkCompressRig(b *testing.B) {
 // buildBins builds gorun and examples/gpt into a temp dir.
 func buildBins(b *testing.B) (gorun, gpt string) {
 	b.Helper()
-	dir := b.TempDir()
-	gorun, gpt = filepath.Join(dir, "gorun"), filepath.Join(dir, "gpt")
-	for bin, pkg := range map[string]string{gorun: "../../cmd/gorun", gpt: "."} {
-		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-			b.Fatalf("building %s: %v\n%s", pkg, err, out)
-		}
-	}
-	return gorun, gpt
+	bins := proctest.Build(b, "../../cmd/gorun", ".")
+	return bins[0], bins[1]
 }
 
 // runJob runs the model with codec across the rig and returns rank 0's

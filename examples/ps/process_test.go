@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"math"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorun-hpc/gorun/examples/internal/proctest"
 )
 
 var small = []string{"--hidden", "32,24", "--examples", "480", "--batch", "24", "--lr", "0.1", "--steps", "15"}
@@ -44,17 +45,8 @@ func losses(out string) []float64 {
 // those of one process; asynchronous training with a slowed worker runs
 // to the end.
 func TestProcesses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: skipping the jobs of real processes")
-	}
-	dir := t.TempDir()
-	bins := map[string]string{"gorun": "../../cmd/gorun", "ps": ".", "ddp": "../ddp"}
-	for name, pkg := range bins {
-		bins[name] = filepath.Join(dir, name)
-		if out, err := exec.Command("go", "build", "-o", bins[name], pkg).CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", pkg, err, out)
-		}
-	}
+	built := proctest.Build(t, "../../cmd/gorun", ".", "../ddp")
+	bins := map[string]string{"gorun": built[0], "ps": built[1], "ddp": built[2]}
 	gorun := func(np int, prog string, args ...string) []float64 {
 		return losses(output(t, bins["gorun"], append([]string{"-np", fmt.Sprint(np), "--timeout", "2m", bins[prog]}, append(args, small...)...)...))
 	}

@@ -1,15 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"math"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/gorun-hpc/gorun/examples/internal/proctest"
 
 	"github.com/gorun-hpc/gorun/strategies/nn/shardckpt"
 )
@@ -20,28 +18,14 @@ var small = []string{"--hidden", "32,24,24", "--examples", "480", "--batch", "24
 // build compiles gorun and this example into a temporary directory.
 func build(t *testing.T) (gorun, zero string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: skipping the jobs of real processes")
-	}
-	dir := t.TempDir()
-	gorun, zero = filepath.Join(dir, "gorun"), filepath.Join(dir, "zero")
-	for bin, pkg := range map[string]string{gorun: "../../cmd/gorun", zero: "."} {
-		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", pkg, err, out)
-		}
-	}
-	return gorun, zero
+	bins := proctest.Build(t, "../../cmd/gorun", ".")
+	return bins[0], bins[1]
 }
 
 // job runs the example with args on np ranks under gorun; it returns the
 // output and the error.
 func job(gorun, zero string, np int, args ...string) (string, string, error) {
-	cmd := exec.Command(gorun, append([]string{"-np", fmt.Sprint(np), "--timeout", "2m", zero}, args...)...)
-	cmd.WaitDelay = 10 * time.Second
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	return string(out), stderr.String(), err
+	return proctest.Run(gorun, zero, np, args...)
 }
 
 func mustJob(t *testing.T, gorun, zero string, np int, args ...string) string {
