@@ -6,6 +6,7 @@ import (
 
 	"github.com/gorun-hpc/gorun/compress"
 	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/strategies/nn"
 )
 
 // Compressed is the hook that reduces each bucket through a gradient
@@ -34,7 +35,7 @@ var _ Hook = (*Compressed)(nil)
 // before it.
 func (h *Compressed) Start(ctx context.Context, c *spmd.Comm, b *Bucket) (Work, error) {
 	w := &codecWork{done: make(chan struct{}), grads: b.Grads, n: c.Size()}
-	segs := segments(b)
+	segs := Segments(b.Params, b.Lo, b.Hi)
 	h.mu.Lock()
 	prev := h.last
 	h.last = w.done
@@ -65,18 +66,19 @@ func (h *Compressed) Stats() compress.Stats {
 	return h.stats
 }
 
-// segments describes the bucket's parameters as matrices (the first
-// dimension by the rest) for the codecs that work on them; a parameter
-// the bucket holds only part of is a vector.
-func segments(b *Bucket) []compress.Segment {
+// Segments describes the parameters in [lo, hi) of a flat buffer as
+// matrices (the first dimension by the rest), at offsets from lo, for the
+// codecs that work on them (compress.Segment); a parameter the range
+// holds only part of is a vector.
+func Segments(params []*nn.Param, lo, hi int) []compress.Segment {
 	var segs []compress.Segment
-	for _, p := range b.Params {
-		lo, hi := max(p.Offset, b.Lo), min(p.End(), b.Hi)
-		if lo >= hi {
+	for _, p := range params {
+		plo, phi := max(p.Offset, lo), min(p.End(), hi)
+		if plo >= phi {
 			continue
 		}
-		s := compress.Segment{Off: lo - b.Lo, Rows: 1, Cols: hi - lo}
-		if lo == p.Offset && hi == p.End() && len(p.Shape) >= 2 {
+		s := compress.Segment{Off: plo - lo, Rows: 1, Cols: phi - plo}
+		if plo == p.Offset && phi == p.End() && len(p.Shape) >= 2 {
 			s.Rows, s.Cols = p.Shape[0], p.Len()/p.Shape[0]
 		}
 		segs = append(segs, s)

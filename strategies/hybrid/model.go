@@ -34,17 +34,6 @@ func (p *Part) Forward(b *nn.Batch, train bool) (loss float32, err error) {
 // Backward adds the gradient of scale·loss of the last Forward.
 func (p *Part) Backward(scale float32) { p.backward(p.model, nil, scale) }
 
-// Check says whether the batch's sizes fit the model.
-func (p *Part) Check(b *nn.Batch) error {
-	switch {
-	case b.N <= 0 || b.T <= 0:
-		return fmt.Errorf("gpt: batch of %d sequences of %d tokens: pass at least one token: %w", b.N, b.T, nn.ErrShape)
-	case b.T > p.Cfg.Context:
-		return fmt.Errorf("gpt: sequences of %d tokens exceed the context of %d: %w", b.T, p.Cfg.Context, nn.ErrShape)
-	case len(b.Tokens) != b.N*b.T:
-		return fmt.Errorf("gpt: %d tokens for %d sequences of %d: pass N·T tokens: %w", len(b.Tokens), b.N, b.T, nn.ErrShape)
-	case len(b.Y) != b.N*b.T:
-		return fmt.Errorf("gpt: %d targets for %d sequences of %d: pass one target per token: %w", len(b.Y), b.N, b.T, nn.ErrShape)
-	}
-	return nil
-}
+// Check says whether the batch's sizes fit the model (nn.GPTConfig's
+// CheckBatch).
+func (p *Part) Check(b *nn.Batch) error { return p.Cfg.CheckBatch(b) }

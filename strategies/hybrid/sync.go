@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gorun-hpc/gorun/strategies/dp"
+
 	"github.com/gorun-hpc/gorun/compress"
 
 	"github.com/gorun-hpc/gorun/prims"
@@ -67,7 +69,7 @@ func (s *dpSync) step(ctx context.Context) error {
 				err = prims.ReduceScatter(ctx, s.c, st.G, st.G[lo:hi], prims.Sum[float32]())
 			case s.codec != nil:
 				var cs compress.Stats
-				cs, err = s.codec.AllReduce(ctx, s.c, i, st.G, segments(st))
+				cs, err = s.codec.AllReduce(ctx, s.c, i, st.G, dp.Segments(st.Params, 0, len(st.G)))
 				s.stats.Add(cs)
 			default:
 				err = prims.AllReduce(ctx, s.c, st.G, prims.Sum[float32]())
@@ -109,20 +111,6 @@ func (s *dpSync) gather(ctx context.Context, w []float32) error {
 		copy(w[lo:hi], pad[r*k:])
 	}
 	return nil
-}
-
-// segments describes a chunk's parameters as matrices (the first
-// dimension by the rest) for the codecs that work on them.
-func segments(st *nn.Store) []compress.Segment {
-	segs := make([]compress.Segment, 0, len(st.Params))
-	for _, p := range st.Params {
-		s := compress.Segment{Off: p.Offset, Rows: 1, Cols: p.Len()}
-		if len(p.Shape) >= 2 {
-			s.Rows, s.Cols = p.Shape[0], p.Len()/p.Shape[0]
-		}
-		segs = append(segs, s)
-	}
-	return segs
 }
 
 func (s *dpSync) close() error { return s.c.Free() }

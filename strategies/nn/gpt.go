@@ -188,12 +188,17 @@ func (g *GPT) Forward(b *Batch, train bool) (float32, error) {
 }
 
 // check says whether the batch's sizes fit the model.
-func (g *GPT) check(b *Batch) error {
+func (g *GPT) check(b *Batch) error { return g.Config.CheckBatch(b) }
+
+// CheckBatch says whether the batch's sizes fit a model of the
+// configuration: N sequences of T tokens, T within the context, one
+// target per token. Its errors wrap ErrShape.
+func (c GPTConfig) CheckBatch(b *Batch) error {
 	switch {
 	case b.N <= 0 || b.T <= 0:
 		return errorf(ErrShape, "gpt: batch of %d sequences of %d tokens: pass at least one token", b.N, b.T)
-	case b.T > g.Config.Context:
-		return errorf(ErrShape, "gpt: sequences of %d tokens exceed the context of %d: pass at most %d", b.T, g.Config.Context, g.Config.Context)
+	case b.T > c.Context:
+		return errorf(ErrShape, "gpt: sequences of %d tokens exceed the context of %d: pass at most %d", b.T, c.Context, c.Context)
 	case len(b.Tokens) != b.N*b.T:
 		return errorf(ErrShape, "gpt: %d tokens for %d sequences of %d: pass N·T tokens", len(b.Tokens), b.N, b.T)
 	case len(b.Y) != b.N*b.T:
