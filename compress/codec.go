@@ -57,3 +57,17 @@ type Codec interface {
 	Name() string
 	AllReduce(ctx context.Context, c *spmd.Comm, key int, buf []float32, segs []Segment) (Stats, error)
 }
+
+// ReduceScatterer is a Codec that can also reduce-scatter in its own
+// format: ReduceScatter leaves in recv block c.Rank() of the sum over c's
+// ranks of what each sent for buf, as prims.Block cuts len(buf) into
+// c.Size() blocks; recv has that block's length and may be buf's own
+// block. Only the codecs whose sum is elementwise in their wire format
+// have it (fp16, bf16): the others exchange payloads that cannot be cut
+// by ranges of elements (top-k's pairs, PowerSGD's factors), so a
+// sharded driver all-reduces with them and keeps its block, which at
+// their ratios still moves fewer bytes than a dense reduce-scatter.
+type ReduceScatterer interface {
+	Codec
+	ReduceScatter(ctx context.Context, c *spmd.Comm, key int, buf, recv []float32, segs []Segment) (Stats, error)
+}

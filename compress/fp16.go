@@ -62,3 +62,26 @@ func (n *narrow) AllReduce(ctx context.Context, c *spmd.Comm, key int, buf []flo
 	n.dec(buf, h)
 	return Stats{Raw: 4 * int64(len(buf)), Sent: 2 * int64(len(buf))}, nil
 }
+
+var _ ReduceScatterer = (*narrow)(nil)
+
+// ReduceScatter leaves in recv this rank's block of the sum of every
+// rank's buf, each rounded to the 16-bit format and the sum rounded at
+// every step, as AllReduce's is. buf is left alone.
+func (n *narrow) ReduceScatter(ctx context.Context, c *spmd.Comm, key int, buf, recv []float32, _ []Segment) (Stats, error) {
+	lo, hi := prims.Block(len(buf), c.Size(), c.Rank())
+	if len(recv) != hi-lo {
+		return Stats{}, fmt.Errorf("%s reduce-scatter of bucket %d: recv has %d elements, want %d (block %d of %d elements cut %d ways)",
+			n.name, key, len(recv), hi-lo, c.Rank(), len(buf), c.Size())
+	}
+	if cap(n.buf) < len(buf)+len(recv) {
+		n.buf = make([]uint16, len(buf)+len(recv))
+	}
+	h, rh := n.buf[:len(buf)], n.buf[len(buf):len(buf)+len(recv)]
+	n.enc(h, buf)
+	if err := prims.ReduceScatter(ctx, c, h, rh, prims.OpFunc(n.add)); err != nil {
+		return Stats{}, fmt.Errorf("%s reduce-scatter of bucket %d (%d elements): %w", n.name, key, len(buf), err)
+	}
+	n.dec(recv, rh)
+	return Stats{Raw: 4 * int64(len(buf)), Sent: 2 * int64(len(buf))}, nil
+}

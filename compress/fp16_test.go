@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/spmdtest"
 )
@@ -227,5 +228,63 @@ func benchAdd(b *testing.B, enc func([]uint16, []float32), add, addGo func(dst, 
 				k.f(dst, src)
 			}
 		})
+	}
+}
+
+// The 16-bit reduce-scatter leaves each rank its block (prims.Block's cut,
+// uneven lengths included) of the same sum the all-reduce makes, within
+// the same rounding bound (exact on small integers), leaves buf alone,
+// and refuses a recv of the wrong length.
+func TestFP16BF16ReduceScatter(t *testing.T) {
+	for _, codec := range narrowCodecs {
+		for _, ranks := range []int{2, 3, 4} {
+			for _, n := range []int{0, 5, 1000, 4099} {
+				for _, ints := range []bool{false, true} {
+					t.Run(fmt.Sprintf("%s/ranks=%d/n=%d/ints=%v", codec.name, ranks, n, ints), func(t *testing.T) {
+						spmdtest.Run(t, ranks, func(ctx context.Context, w *spmd.World) error {
+							rs := codec.new().(ReduceScatterer)
+							r := w.Comm.Rank()
+							buf := rankInput(r, n, ints)
+							lo, hi := prims.Block(n, ranks, r)
+							recv := make([]float32, hi-lo)
+							st, err := rs.ReduceScatter(ctx, w.Comm, 3, buf, recv, nil)
+							if err != nil {
+								return err
+							}
+							if want := (Stats{Raw: 4 * int64(n), Sent: 2 * int64(n)}); st != want {
+								return fmt.Errorf("stats %+v, want %+v", st, want)
+							}
+							for i, x := range rankInput(r, n, ints) {
+								if math.Float32bits(buf[i]) != math.Float32bits(x) {
+									return fmt.Errorf("buf[%d] changed from %g to %g", i, x, buf[i])
+								}
+							}
+							inputs := make([][]float32, ranks)
+							for q := range inputs {
+								inputs[q] = rankInput(q, n, ints)
+							}
+							for i, got := range recv {
+								var sum, abs float64
+								for q := range ranks {
+									x := float64(inputs[q][lo+i])
+									sum, abs = sum+x, abs+math.Abs(x)
+								}
+								bound := float64(ranks)*codec.u*abs*(1+1e-6) + float64(ranks)*codec.min
+								if ints {
+									bound = 0
+								}
+								if d := math.Abs(float64(got) - sum); !(d <= bound) {
+									return fmt.Errorf("element %d: %g, sum %g: off by %g, bound %g", lo+i, got, sum, d, bound)
+								}
+							}
+							if _, err := rs.ReduceScatter(ctx, w.Comm, 3, buf, make([]float32, hi-lo+1), nil); err == nil {
+								return fmt.Errorf("a recv one element too long was taken")
+							}
+							return nil
+						})
+					})
+				}
+			}
+		}
 	}
 }

@@ -79,7 +79,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the weights, the data order and dropout")
 	fs.IntVar(&c.maxBytes, "max-bytes", 4<<20, "read at most this much of the corpus (0: all)")
 	fs.StringVar(&c.data, "data", "", "text files or directories to train on instead of the Go source")
-	fs.StringVar(&c.compress, "compress", "none", "compress the gradients' averaging over the replicas (needs --zero 0): none, "+compress.Names)
+	fs.StringVar(&c.compress, "compress", "none", "compress the gradients' averaging over the replicas (any --zero): none, "+compress.Names)
 	fs.BoolVar(&c.printSchedule, "print-schedule", false, "print the pipeline's schedule as a table of time slots by stage and exit")
 	fs.BoolVar(&c.plan, "plan", false, "rank the layouts of this job by modelled step time among those that fit --mem-limit, print the table and exit")
 	fs.StringVar(&c.memLimit, "mem-limit", "0", "--plan: memory per rank (K, M, G suffixes; 0: no limit)")

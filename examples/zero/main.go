@@ -7,9 +7,11 @@
 //	gorun -np 4 ./examples/zero --shard grad-op --mixed bf16 --model gpt --optim adamw --lr 1e-3
 //	gorun -np 4 ./examples/zero --zero 3 --ckpt ckpt --steps 100          # a sharded checkpoint
 //	gorun -np 2 ./examples/zero --zero 1 --ckpt ckpt --resume --steps 200 # go on from it at 2 ranks
+//	gorun -np 4 ./examples/zero --zero 2 --compress fp16                  # fp16 reduce-scatters
 //
 // Rank 0 prints one line per step, "step N loss L samples/s S", then
-// "final loss L", then one line per rank
+// with --compress "compression NAME sent B bytes a step of R (ratio X)",
+// then "final loss L", then one line per rank
 //
 //	memory rank R params P grads G optim O peak K heap H
 //
@@ -21,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/gorun-hpc/gorun/compress"
 	"github.com/gorun-hpc/gorun/examples/internal/workload"
 	"github.com/gorun-hpc/gorun/strategies/zero"
 )
@@ -31,6 +34,7 @@ func main() { workload.Main("zero", parseFlags, run) }
 type config struct {
 	workload.Config
 	zero      zero.Config
+	compress  string
 	ckpt      string
 	ckptEvery int
 	resume    bool
@@ -50,6 +54,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&cfg.ckptEvery, "ckpt-every", 0, "also save every N steps (0: only at the end)")
 	fs.BoolVar(&cfg.resume, "resume", false, "continue from --ckpt's checkpoint, saved at any number of ranks and any stage")
 	fs.IntVar(&cfg.crashInSave, "crash-in-save", 0, "for tests: rank 1 kills itself (SIGKILL) during the N-th save, after writing its shard, before the index is committed")
+	fs.StringVar(&cfg.compress, "compress", "none", "compress the gradients' reductions: none, "+compress.Names+" (fp16 and bf16 reduce-scatter in 16 bits; the others all-reduce and keep the rank's chunk)")
 	fs.BoolVar(&cfg.ddp, "ddp", false, "for benchmarks: train with strategies/dp's DDP instead, same model and steps")
 	if err := workload.Parse(fs, args); err != nil {
 		return cfg, err
@@ -75,7 +80,16 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	default:
 		return cfg, fmt.Errorf("--mixed %q: want bf16 or none", *mixed)
 	}
+	codec, err := compress.Parse(cfg.compress, cfg.Seed)
+	if err != nil {
+		return cfg, fmt.Errorf("--compress: %w", err)
+	}
+	cfg.zero.Compress = codec
 	switch {
+	case codec != nil && cfg.zero.Mixed:
+		return cfg, fmt.Errorf("--compress %s with --mixed bf16: mixed precision reduces bf16 gradients already; drop one of them", cfg.compress)
+	case codec != nil && cfg.ddp:
+		return cfg, fmt.Errorf("--compress with --ddp: examples/ddp --compress is DDP with compression")
 	case cfg.resume && cfg.ckpt == "":
 		return cfg, fmt.Errorf("--resume needs --ckpt DIR, the directory to resume from")
 	case cfg.ckptEvery < 0:

@@ -87,6 +87,10 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		}
 	}
 	if w.Rank() == 0 {
+		if z, ok := tr.(*zero.Zero); ok && cfg.zero.Compress != nil && cfg.Steps > first {
+			st, n := z.Compression(), int64(cfg.Steps-first)
+			fmt.Fprintf(out, "compression %s sent %d bytes a step of %d (ratio %.1f)\n", cfg.zero.Compress.Name(), st.Sent/n, st.Raw/n, st.Ratio())
+		}
 		fmt.Fprintf(out, "final loss %.6f\n", loss)
 	}
 	return report(ctx, w.Comm, tr.Memory(), out)

@@ -40,7 +40,8 @@ type Config struct {
 	// Observe, if set, sees each pipeline operation as it ran.
 	Observe func(pipe.Event)
 	// Compress, if set, compresses the gradients' averaging over the
-	// data-parallel groups (compress.Parse); it needs ZeRO stage 0.
+	// data-parallel groups (compress.Parse), at any ZeRO stage: see
+	// zero.Config.Compress, and with a pipeline dpSync.
 	Compress compress.Codec
 }
 
@@ -92,9 +93,6 @@ func (c *Config) Validate(size int) error {
 	}
 	if c.Zero > 1 && c.PP > 1 {
 		bad("zero stage %d with pp %d: stages 2 and 3 shard the gradients and parameters a pipeline keeps across its micro-batches; use zero 0 or 1 with a pipeline (as DeepSpeed does)", c.Zero, c.PP)
-	}
-	if c.Compress != nil && c.Zero != 0 {
-		bad("compression %s with zero stage %d: compressed gradients are averaged by all-reduce; pass zero 0", c.Compress.Name(), c.Zero)
 	}
 	if c.SeqParallel && c.TP == 1 {
 		bad("sequence parallelism splits the tensor-parallel group's regions: it needs tp 2 or more")

@@ -70,7 +70,7 @@ func New(ctx context.Context, c *spmd.Comm, cfg Config) (e *Engine, err error) {
 		}
 		e.parts = append(e.parts, p)
 	}
-	if cfg.PP == 1 && cfg.Compress != nil {
+	if cfg.PP == 1 && cfg.Compress != nil && cfg.Zero == 0 {
 		st := e.parts[0].Store()
 		if e.opt, err = cfg.Optimizer(st.Params, 0, len(st.W)); err != nil {
 			return nil, err
@@ -80,7 +80,7 @@ func New(ctx context.Context, c *spmd.Comm, cfg Config) (e *Engine, err error) {
 		return e, err
 	}
 	if cfg.PP == 1 {
-		e.zero, err = zero.New(ctx, e.mesh.DPComm, e.parts[0], zero.Config{Stage: cfg.Zero, Optimizer: cfg.Optimizer})
+		e.zero, err = zero.New(ctx, e.mesh.DPComm, e.parts[0], zero.Config{Stage: cfg.Zero, Optimizer: cfg.Optimizer, Compress: cfg.Compress})
 		if err != nil {
 			return nil, err
 		}
@@ -168,6 +168,8 @@ func (e *Engine) Compression() compress.Stats {
 		return e.hook.Stats()
 	case e.sync != nil:
 		return e.sync.stats
+	case e.zero != nil:
+		return e.zero.Compression()
 	}
 	return compress.Stats{}
 }

@@ -182,6 +182,9 @@ func TestEqualsSingleProcess(t *testing.T) {
 		{name: "2x1x1-seq", tp: 2, pp: 1, dp: 1, micro: 1, seq: true},
 		{name: "2x1x2-compressed", tp: 2, pp: 1, dp: 2, micro: 2, compress: true},
 		{name: "1x2x2-compressed", tp: 1, pp: 2, dp: 2, micro: 2, compress: true},
+		{name: "2x1x2-zero3-compressed", tp: 2, pp: 1, dp: 2, micro: 2, zero: 3, compress: true},
+		{name: "1x1x4-zero1-compressed", tp: 1, pp: 1, dp: 4, micro: 1, zero: 1, compress: true},
+		{name: "1x2x2-zero1-compressed", tp: 1, pp: 2, dp: 2, micro: 2, zero: 1, compress: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

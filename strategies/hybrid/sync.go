@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/gorun-hpc/gorun/strategies/dp"
-
 	"github.com/gorun-hpc/gorun/compress"
-
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/trace"
+	"github.com/gorun-hpc/gorun/strategies/dp"
 	"github.com/gorun-hpc/gorun/strategies/nn"
 )
 
@@ -29,7 +27,7 @@ type dpSync struct {
 	lo    []int // per part, the block this replica updates
 	hi    []int
 	pad   []float32
-	codec compress.Codec // compresses stage 0's all-reduces, when set
+	codec compress.Codec // compresses the gradients' reductions, when set
 	stats compress.Stats
 }
 
@@ -64,16 +62,21 @@ func (s *dpSync) step(ctx context.Context) error {
 		lo, hi := s.lo[i], s.hi[i]
 		if s.c.Size() > 1 {
 			var err error
+			var cs compress.Stats
+			rs, scatters := s.codec.(compress.ReduceScatterer)
 			switch {
-			case s.stage == 1:
+			case s.stage == 1 && s.codec == nil:
 				err = prims.ReduceScatter(ctx, s.c, st.G, st.G[lo:hi], prims.Sum[float32]())
+			case s.stage == 1 && scatters:
+				cs, err = rs.ReduceScatter(ctx, s.c, i, st.G, st.G[lo:hi], dp.Segments(st.Params, 0, len(st.G)))
 			case s.codec != nil:
-				var cs compress.Stats
+				// At stage 1 a codec that cannot reduce-scatter all-reduces
+				// and the replica keeps its block.
 				cs, err = s.codec.AllReduce(ctx, s.c, i, st.G, dp.Segments(st.Params, 0, len(st.G)))
-				s.stats.Add(cs)
 			default:
 				err = prims.AllReduce(ctx, s.c, st.G, prims.Sum[float32]())
 			}
+			s.stats.Add(cs)
 			if err != nil {
 				return fmt.Errorf("hybrid: averaging the gradients of blocks [%d, %d) over the data-parallel group: %w", p.Lo, p.Hi, err)
 			}

@@ -16,6 +16,7 @@ type chain struct {
 	c    *spmd.Comm
 	jobs chan *link
 	done chan struct{}
+	free bool // c is the chain's own: close frees it
 }
 
 // link is one collective of a chain, and its result.
@@ -63,7 +64,11 @@ func (l *link) Wait(ctx context.Context) error {
 }
 
 // close ends the chain once it has run what it was given.
-func (ch *chain) close() {
+func (ch *chain) close() error {
 	close(ch.jobs)
 	<-ch.done
+	if ch.free {
+		return ch.c.Free()
+	}
+	return nil
 }

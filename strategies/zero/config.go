@@ -3,6 +3,7 @@ package zero
 import (
 	"fmt"
 
+	"github.com/gorun-hpc/gorun/compress"
 	"github.com/gorun-hpc/gorun/strategies/nn"
 )
 
@@ -33,6 +34,13 @@ type Config struct {
 	// MaxInFlight bounds the gradient reductions a rank keeps in flight,
 	// each holding a unit's gradients (DefaultMaxInFlight when 0).
 	MaxInFlight int
+	// Compress, if set, compresses the gradients' reductions (compress.Parse):
+	// a codec that reduce-scatters in its own format (fp16, bf16) does so
+	// over the shard group; any other all-reduces the unit in its format and
+	// keeps the rank's chunk. With Hybrid only the all-reduce across hosts
+	// is compressed, the host's reduce-scatter stays exact. Not with Mixed,
+	// whose gradients are bfloat16 already.
+	Compress compress.Codec
 }
 
 // DefaultMaxInFlight is the number of units' gradient reductions a rank
@@ -73,6 +81,8 @@ func (c Config) check() error {
 		return fmt.Errorf("zero: stage %d: want 0, 1, 2 or 3", c.Stage)
 	case c.Optimizer == nil:
 		return fmt.Errorf("zero: Config.Optimizer is nil: pass a function that makes the optimizer of a range (nn.NewAdamW)")
+	case c.Compress != nil && c.Mixed:
+		return fmt.Errorf("zero: compression %s with Mixed: mixed precision reduces bfloat16 gradients already; drop one of them", c.Compress.Name())
 	case c.MaxInFlight < 0:
 		return fmt.Errorf("zero: MaxInFlight %d: want 0 (the default) or more", c.MaxInFlight)
 	}
@@ -90,6 +100,9 @@ func (c Config) String() string {
 	}
 	if c.Stage == 3 && c.NoPrefetch {
 		s += " no-prefetch"
+	}
+	if c.Compress != nil {
+		s += " " + c.Compress.Name()
 	}
 	return s
 }

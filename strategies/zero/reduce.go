@@ -84,7 +84,65 @@ func (z *Zero) reduce(u *unit) {
 // chunk of it (buf's own block, or the chunk's gradients), then across
 // the replica group.
 func (z *Zero) reduceScatter32(buf, recv []float32, u *unit) waiter {
+	if z.cfg.Compress != nil {
+		return z.compressed(buf, recv, u)
+	}
 	return reduceScatter(z, buf, recv, u, prims.Sum[float32]())
+}
+
+// compressed is reduceScatter32 through Config.Compress, keyed by the
+// unit: with hybrid sharding, the host's exact reduce-scatter and then
+// the codec's all-reduce of the chunk across hosts; at stage 0 the
+// codec's all-reduce of the unit; else the codec's reduce-scatter over
+// the shard group, or its all-reduce of the unit and the chunk kept.
+// The codec's collectives run one at a time on the chain, in the order
+// the units were reduced, which is the same on every rank.
+func (z *Zero) compressed(buf, recv []float32, u *unit) waiter {
+	codec, key := z.cfg.Compress, u.index
+	if z.n > 1 && z.rep != nil {
+		req := prims.IReduceScatter(z.ctx, z.shard, buf, recv, prims.Sum[float32]())
+		return z.chain.then(z.ctx, req, func(ctx context.Context, c *spmd.Comm) error {
+			return z.count(codec.AllReduce(ctx, c, key, recv[:u.chunkLen()], u.csegs))
+		})
+	}
+	if z.n == 1 {
+		copy(recv, buf[:u.s])
+		if z.rep == nil {
+			return done{}
+		}
+		return z.chain.then(z.ctx, done{}, func(ctx context.Context, c *spmd.Comm) error {
+			return z.count(codec.AllReduce(ctx, c, key, recv[:u.Len()], u.segs))
+		})
+	}
+	return z.chain.then(z.ctx, done{}, func(ctx context.Context, c *spmd.Comm) error {
+		if rs, ok := codec.(compress.ReduceScatterer); ok {
+			return z.count(rs.ReduceScatter(ctx, c, key, buf, recv, u.segs))
+		}
+		// The padding stays out of the codec (sign's error feedback
+		// would fill it) and out of recv.
+		if err := z.count(codec.AllReduce(ctx, c, key, buf[:u.Len()], u.segs)); err != nil {
+			return err
+		}
+		copy(recv, buf[u.cl:u.ch])
+		clear(recv[u.chunkLen():])
+		return nil
+	})
+}
+
+// count adds a codec call's bytes to the driver's.
+func (z *Zero) count(st compress.Stats, err error) error {
+	z.codecMu.Lock()
+	z.codec.Add(st)
+	z.codecMu.Unlock()
+	return err
+}
+
+// Compression returns what Config.Compress has moved since New; zero
+// without it.
+func (z *Zero) Compression() compress.Stats {
+	z.codecMu.Lock()
+	defer z.codecMu.Unlock()
+	return z.codec
 }
 
 func (z *Zero) reduceScatter16(buf, recv []compress.BF16, u *unit) waiter {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/gorun-hpc/gorun/compress"
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/strategies/dp"
 	"github.com/gorun-hpc/gorun/strategies/nn"
 	"github.com/gorun-hpc/gorun/topo"
 )
@@ -43,17 +45,21 @@ type Zero struct {
 	first    bool // the step's first micro-batch: gradients start from zero
 	last     bool // its last: the reductions of stages 0 and 1 run
 	inflight []*reduction
-	chain    *chain // hybrid stage 1-3: all-reduces after the reduce-scatters
-	crash    func() // see CrashAfterShard
-	calls    [4]int // unit hook calls by phase in this pass, to check the model's
+	chain    *chain // hybrid stage 1-3: all-reduces after the reduce-scatters; a codec's collectives
+	codecMu  sync.Mutex
+	codec    compress.Stats // what Config.Compress has moved (guarded by codecMu)
+	crash    func()         // see CrashAfterShard
+	calls    [4]int         // unit hook calls by phase in this pass, to check the model's
 }
 
 // unit is one nn.Unit and what this rank keeps of it.
 type unit struct {
 	nn.Unit
 	index  int
-	s      int // chunk length: Len padded to a multiple of n, over n
-	cl, ch int // this rank's chunk, relative to the unit: [cl, ch), may be empty
+	s      int                // chunk length: Len padded to a multiple of n, over n
+	cl, ch int                // this rank's chunk, relative to the unit: [cl, ch), may be empty
+	segs   []compress.Segment // Config.Compress: the unit's parameters as matrices
+	csegs  []compress.Segment // and its chunk's
 
 	w      []float32       // fp32 parameters: the whole padded unit (stages 0-2) or the chunk, padded to s (3)
 	wb     []compress.BF16 // the same in bf16 (Mixed)
@@ -153,8 +159,23 @@ func New(ctx context.Context, comm *spmd.Comm, model nn.Model, cfg Config) (z *Z
 		}
 	}
 	st.OnUnit(z.hook)
-	if z.rep != nil && z.n > 1 {
+	switch {
+	case z.rep != nil && z.n > 1:
 		z.chain = newChain(z.rep)
+	case cfg.Compress != nil:
+		// A communicator of the codec's own: its collectives run on the
+		// chain's goroutine, beside the gathers on the shard group and the
+		// losses and barriers on z.comm.
+		g := z.shard
+		if z.rep != nil {
+			g = z.rep
+		}
+		cc, err := g.Dup(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("zero: the compressed reductions' communicator: %w", err)
+		}
+		z.chain = newChain(cc)
+		z.chain.free = true
 	}
 	return z, nil
 }
@@ -227,6 +248,10 @@ func (z *Zero) newUnit(i int, nu nn.Unit) (*unit, error) {
 	n, r, stage, mixed := z.n, z.r, z.cfg.Stage, z.cfg.Mixed
 	u := &unit{Unit: nu, index: i, s: (nu.Len() + n - 1) / n}
 	u.cl, u.ch = min(r*u.s, nu.Len()), min((r+1)*u.s, nu.Len())
+	if z.cfg.Compress != nil {
+		u.segs = dp.Segments(nu.Params, nu.Lo, nu.Hi)
+		u.csegs = dp.Segments(nu.Params, nu.Lo+u.cl, nu.Lo+u.ch)
+	}
 	src := z.st.W[nu.Lo:nu.Hi]
 	chunk := src[u.cl:u.ch]
 	full := n * u.s
@@ -316,7 +341,7 @@ func (z *Zero) MeanLoss(ctx context.Context, loss float32) (float32, error) {
 func (z *Zero) Close() error {
 	err := z.settle(context.Background())
 	if z.chain != nil {
-		z.chain.close()
+		err = errors.Join(err, z.chain.close())
 		z.chain = nil
 	}
 	z.st.OnUnit(nil)

@@ -125,6 +125,11 @@ func train(ctx context.Context, t testing.TB, c *spmd.Comm, newModel func() nn.M
 		return run{}, err
 	}
 	defer z.Close()
+	return trainWith(ctx, t, c, z, accum)
+}
+
+// trainWith runs the test job's steps on z, accum micro-batches each.
+func trainWith(ctx context.Context, t testing.TB, c *spmd.Comm, z *zero.Zero, accum int) (run, error) {
 	s, err := data.NewSampler(examples, globalBatch, c.Rank(), c.Size(), seed, true)
 	if err != nil {
 		return run{}, err
