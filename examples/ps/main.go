@@ -10,43 +10,21 @@
 //	gorun -np 6 ./examples/ps --servers 2 --staleness 2 --batch 128
 //	go run ./examples/ps --steps 20     # alone: no servers, local training
 //
+// Servers and workers can also run as separate programs of one MPMD job,
+// as TensorFlow's ps and worker jobs do: examples/ps/server and
+// examples/ps/worker, the servers first, each with the same training
+// flags (all but --servers, --slow-worker and --slow-delay), which they
+// check at start. The same seed and shape train the same as this program:
+//
+//	gorun -np 1 ./examples/ps/server --steps 100 : -np 3 ./examples/ps/worker --steps 100
+//
 // Rank 0 (a server) prints one line per step, "step N loss L samples/s S",
 // the loss being the mean over the workers, and "final loss L".
 package main
 
 import (
-	"flag"
-	"fmt"
-	"time"
-
 	"github.com/gorun-hpc/gorun/examples/internal/workload"
+	"github.com/gorun-hpc/gorun/examples/ps/internal/train"
 )
 
-func main() { workload.Main("ps", parseFlags, run) }
-
-type config struct {
-	workload.Config
-	servers   int
-	staleness int
-	slow      int
-	delay     time.Duration
-}
-
-func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
-	cfg := config{Config: workload.DefaultConfig(), servers: 1}
-	cfg.Register(fs)
-	fs.IntVar(&cfg.servers, "servers", cfg.servers, "how many ranks (the first ones) serve parameters")
-	fs.IntVar(&cfg.staleness, "staleness", 0, "steps a worker may run ahead of the slowest (0: synchronous)")
-	fs.IntVar(&cfg.slow, "slow-worker", -1, "for experiments: this worker (0-based among workers) sleeps --slow-delay each step")
-	fs.DurationVar(&cfg.delay, "slow-delay", 20*time.Millisecond, "how long --slow-worker sleeps each step")
-	if err := workload.Parse(fs, args); err != nil {
-		return cfg, err
-	}
-	switch {
-	case cfg.servers < 1:
-		return cfg, fmt.Errorf("--servers %d: want 1 or more", cfg.servers)
-	case cfg.staleness < 0:
-		return cfg, fmt.Errorf("--staleness %d: want 0 (synchronous) or more", cfg.staleness)
-	}
-	return cfg, nil
-}
+func main() { workload.Main("ps", train.Parser(train.ByRank), train.Run) }

@@ -43,10 +43,10 @@ func losses(out string) []float64 {
 // TestProcesses: synchronous parameter servers under gorun (1 and 2
 // servers, 2 workers) report the losses of DDP on 2 ranks, and ps alone
 // those of one process; asynchronous training with a slowed worker runs
-// to the end.
+// to the end. Then the MPMD form (testMPMD).
 func TestProcesses(t *testing.T) {
-	built := proctest.Build(t, "../../cmd/gorun", ".", "../ddp")
-	bins := map[string]string{"gorun": built[0], "ps": built[1], "ddp": built[2]}
+	built := proctest.Build(t, "../../cmd/gorun", ".", "../ddp", "./server", "./worker")
+	bins := map[string]string{"gorun": built[0], "ps": built[1], "ddp": built[2], "server": built[3], "worker": built[4]}
 	gorun := func(np int, prog string, args ...string) []float64 {
 		return losses(output(t, bins["gorun"], append([]string{"-np", fmt.Sprint(np), "--timeout", "2m", bins[prog]}, append(args, small...)...)...))
 	}
@@ -69,5 +69,40 @@ func TestProcesses(t *testing.T) {
 	}
 	if async := gorun(4, "ps", "--staleness", "2", "--slow-worker", "1", "--slow-delay", "5ms"); len(async) != 15 {
 		t.Errorf("async run reported %d steps, want 15", len(async))
+	}
+	t.Run("MPMD", func(t *testing.T) { testMPMD(t, bins) })
+}
+
+// testMPMD: servers and workers as the two programs of an MPMD job train
+// as the one program does with the same seed and shape (2 servers, 2
+// workers), loss for loss; a layout the programs cannot train with fails
+// on every rank with a message that says what to run.
+func testMPMD(t *testing.T, bins map[string]string) {
+	gorun, one, server, worker := bins["gorun"], bins["ps"], bins["server"], bins["worker"]
+	spmd := output(t, gorun, append([]string{"-np", "4", "--timeout", "2m", one, "--servers", "2"}, small...)...)
+	mpmd := output(t, gorun, append(append(append([]string{"-np", "2", "--timeout", "2m", server}, small...), ":", "-np", "2", worker), small...)...)
+	if got, want := losses(mpmd), losses(spmd); len(want) != 15 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("MPMD losses %v, want those of examples/ps --servers 2: %v", got, want)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"worker first", []string{"-np", "1", worker, ":", "-np", "1", server}, "rank 1 is a server after worker rank 0: list the servers first"},
+		{"no server", []string{"-np", "2", worker}, "no server among the job's 2 ranks"},
+		{"no worker", []string{"-np", "2", server}, "no worker among the job's 2 ranks"},
+		{"flags differ", []string{"-np", "1", server, "--steps", "3", ":", "-np", "1", worker, "--steps", "4"},
+			"rank 1 (worker) runs with --steps=4 but rank 0 (server) with --steps=3"},
+		{"with the one program", []string{"-np", "1", server, ":", "-np", "1", one}, "rank 0 runs the server (examples/ps/server) and rank 1 examples/ps"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(gorun, append([]string{"--timeout", "1m"}, tc.args...)...)
+			cmd.WaitDelay = 10 * time.Second
+			out, err := cmd.CombinedOutput()
+			if code := cmd.ProcessState.ExitCode(); err == nil || code != 1 || !strings.Contains(string(out), tc.want) {
+				t.Errorf("gorun %q: want status 1 and %q, got %d:\n%s", tc.args, tc.want, code, out)
+			}
+		})
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package train
 
 import (
 	"context"
@@ -12,25 +12,30 @@ import (
 	"github.com/gorun-hpc/gorun/strategies/ps"
 )
 
-func run(ctx context.Context, cfg config, out io.Writer) error {
+// Run trains as one rank of the job: a server or a worker, by cfg.Role,
+// or by rank for ByRank. Rank 0, a server, prints one line per step,
+// "step N loss L samples/s S", the loss being the mean over the workers,
+// and "final loss L". ByRank alone trains in one process.
+func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	w, err := spmd.Init(ctx)
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	if w.Size() == 1 {
+	if cfg.Role == ByRank && w.Size() == 1 {
 		return alone(ctx, cfg, out)
 	}
-	if cfg.servers >= w.Size() {
-		return fmt.Errorf("--servers %d with %d ranks leaves no worker: pass at most %d", cfg.servers, w.Size(), w.Size()-1)
+	servers, err := Layout(ctx, w.Comm, cfg)
+	if err != nil {
+		return err
 	}
-	workers := w.Size() - cfg.servers
-	worker := max(w.Rank()-cfg.servers, 0) // servers build worker 0's data: they read none
+	workers := w.Size() - servers
+	worker := max(w.Rank()-servers, 0) // servers build worker 0's data: they read none
 	wl, err := workload.New(cfg.Config, worker, workers)
 	if err != nil {
 		return err
 	}
-	d, err := ps.New(ctx, w.Comm, wl.Model, ps.Config{Servers: cfg.servers, Staleness: cfg.staleness, Steps: cfg.Steps}, wl.Optimizer)
+	d, err := ps.New(ctx, w.Comm, wl.Model, ps.Config{Servers: servers, Staleness: cfg.Staleness, Steps: cfg.Steps}, wl.Optimizer)
 	if err != nil {
 		return err
 	}
@@ -43,8 +48,8 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if d.Worker() == cfg.slow {
-			time.Sleep(cfg.delay)
+		if d.Worker() == cfg.Slow {
+			time.Sleep(cfg.Delay)
 		}
 		if _, err := d.Step(ctx, batches); err != nil {
 			return err
@@ -54,7 +59,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 }
 
 // serve runs a server; rank 0 prints each step as it is applied.
-func serve(ctx context.Context, cfg config, d *ps.PS, report bool, out io.Writer) error {
+func serve(ctx context.Context, cfg Config, d *ps.PS, report bool, out io.Writer) error {
 	var loss float32
 	last := time.Now()
 	err := d.Serve(ctx, func(step int, l float32) {
@@ -75,7 +80,7 @@ func serve(ctx context.Context, cfg config, d *ps.PS, report bool, out io.Writer
 }
 
 // alone trains in one process: there is no server to hold parameters.
-func alone(ctx context.Context, cfg config, out io.Writer) error {
+func alone(ctx context.Context, cfg Config, out io.Writer) error {
 	fmt.Fprintln(out, "one rank: no servers, training locally (run under gorun -np N for a parameter server)")
 	wl, err := workload.New(cfg.Config, 0, 1)
 	if err != nil {
