@@ -18,7 +18,7 @@ func runAgent(cliCtx *cli.Context) error {
 	pipe := make(chan os.Signal, 1)
 	signal.Notify(pipe, syscall.SIGPIPE)
 	defer signal.Stop(pipe)
-	if code := launch.RunAgent(cliCtx.Context, os.Stdin, os.Stdout, os.Stderr); code != 0 {
+	if code := launch.RunAgent(cliCtx.Context, os.Stdin, os.Stdout, os.Stderr, guardCommand()); code != 0 {
 		return exitStatus(code)
 	}
 	return nil

@@ -47,6 +47,9 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 	if cliCtx.Bool(flagAgent) {
 		return runAgent(cliCtx)
 	}
+	if dir := cliCtx.String(flagCgroupGuard); dir != "" {
+		return runGuard(dir)
+	}
 	if cliCtx.Bool(flagTopoRank) {
 		return runTopoRank(cliCtx.Context)
 	}
@@ -86,6 +89,7 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 		Stderr:   cliCtx.App.ErrWriter,
 		Signals:  sigs,
 		OpenSeed: openSeed,
+		Guard:    guardCommand(),
 	}
 	status, err := l.Run(cliCtx.Context, cfg)
 	if err != nil {

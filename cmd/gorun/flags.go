@@ -43,6 +43,7 @@ const (
 	flagTopo           = "topo"
 	flagAgent          = "agent"             // hidden: run as a host's agent
 	flagTopoRank       = "topo-rank"         // hidden: run as a rank of --topo
+	flagCgroupGuard    = "cgroup-guard"      // hidden: guard a job's cgroup
 	flagAllowRoot      = "allow-run-as-root" // hidden: mpirun's, accepted and ignored
 )
 
@@ -68,6 +69,7 @@ func flags() []cli.Flag {
 		&cli.BoolFlag{Name: flagTopoRank, Hidden: true, Usage: "run as a rank of gorun --topo"},
 		&cli.BoolFlag{Name: flagAllowRoot, Hidden: true, Usage: "accepted from mpirun command lines: gorun runs as root without it"},
 		&cli.BoolFlag{Name: flagAgent, Hidden: true, Usage: "run as the agent of a host (started by gorun over ssh or srun)"},
+		&cli.StringFlag{Name: flagCgroupGuard, Hidden: true, Usage: "guard the job's cgroup `DIR`: kill and remove it at the end of stdin (started by gorun)"},
 		&cli.StringSliceFlag{Name: flagExport, Usage: "export `VAR` or VAR=VALUE to every rank (repeatable)"},
 		&cli.StringFlag{Name: flagConfig, Usage: "read defaults from the TOML `FILE` (default $XDG_CONFIG_HOME/gorun/config.toml when present)"},
 		&cli.BoolFlag{Name: flagTagOutput, Usage: "prefix every line of output with [rank]"},

@@ -166,6 +166,7 @@ func TestRig(t *testing.T) {
 	t.Run("preload", func(t *testing.T) { testRigPreload(t, rig) })
 	t.Run("unreachable", func(t *testing.T) { testRigUnreachable(t, rig) })
 	t.Run("mpmd", func(t *testing.T) { testRigMPMD(t, base) })
+	t.Run("agent killed", func(t *testing.T) { testRigAgentKilled(t, rig) })
 	checkNoLeftovers(t, rig)
 }
 

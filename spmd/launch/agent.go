@@ -25,10 +25,12 @@ import (
 // exit statuses and the signals sent to them. When in ends (the launcher's
 // connection dropped) or ctx ends (the agent was signalled), it sends
 // SIGTERM to its ranks' process groups, SIGKILL after the kill grace, ends
-// its children agents, removes its preload directory, and returns.
-// log gets lines that cannot go up (before the connection is set up).
-func RunAgent(ctx context.Context, in io.Reader, out io.Writer, log io.Writer) int {
-	a := &agent{out: out, log: log, ranks: map[int]*agentRank{}}
+// its children agents, kills what is left in the job's cgroup, removes its
+// preload directory, and returns. log gets lines that cannot go up (before
+// the connection is set up). guard is as Launcher.Guard: with it, the
+// host's ranks are held in a cgroup of their own where the host allows.
+func RunAgent(ctx context.Context, in io.Reader, out io.Writer, log io.Writer, guard []string) int {
+	a := &agent{out: out, log: log, guard: guard, ranks: map[int]*agentRank{}}
 	if err := a.write(append([]byte("\n"+preamble+"\n"), appendFrame(nil, jsonFrame(frameHello, 0, 0, helloMsg{
 		Hostname: hostname(), Pid: os.Getpid(), SSH: os.Getenv("SSH_CONNECTION"),
 	}))...)); err != nil {
@@ -77,6 +79,8 @@ type agent struct {
 	bind  string
 	sp    *spawner
 	ranks map[int]*agentRank // by rank
+	guard []string           // the cgroup guard's command; nil: no cgroup
+	cg    *cgroup            // the job's cgroup on this host; nil: none
 
 	wmu sync.Mutex // protects out
 	out io.Writer
@@ -169,6 +173,9 @@ func (a *agent) doSetup(f frame) {
 		}
 	}
 	a.bind = bind
+	if a.guard != nil {
+		a.cg = openCgroup(s.JobID, a.guard, a.verbosef)
+	}
 	if len(s.Subtree) > 0 {
 		a.sp = &spawner{
 			remote: s.Remote, radix: s.Radix, via: s.Name, logf: a.verbosef,
@@ -230,6 +237,7 @@ func (a *agent) start(f frame) {
 		Secret: a.setup.Secret,
 		Stdout: &frameWriter{a: a, rank: f.Rank, stream: 1},
 		Stderr: &frameWriter{a: a, rank: f.Rank, stream: 2},
+		Cgroup: a.cg,
 	}
 	var stdinW *os.File
 	if m.Stdin {
@@ -299,6 +307,9 @@ func (a *agent) shutdown() {
 		<-r.done
 	}
 	<-children
+	if err := a.cg.Close(); err != nil {
+		a.logf("%v", err)
+	}
 	if a.setup.JobID != "" {
 		shm.Cleanup(a.setup.JobID) // what ranks that died left in /dev/shm
 	}

@@ -37,7 +37,7 @@ func startAgent(t *testing.T) *agentPeer {
 	outR, outW := io.Pipe()
 	p := &agentPeer{t: t, w: inW, r: bufio.NewReader(outR), done: make(chan int, 1)}
 	go func() {
-		p.done <- RunAgent(context.Background(), inR, outW, io.Discard)
+		p.done <- RunAgent(context.Background(), inR, outW, io.Discard, nil)
 		outW.Close()
 	}()
 	t.Cleanup(func() { inW.Close(); io.Copy(io.Discard, outR) })
@@ -156,7 +156,7 @@ func TestAgentProtocol(t *testing.T) {
 func TestAgentMalformedFrame(t *testing.T) {
 	var log strings.Builder
 	in := strings.NewReader("this is not an agent frame\n")
-	code := RunAgent(context.Background(), in, io.Discard, &log)
+	code := RunAgent(context.Background(), in, io.Discard, &log, nil)
 	if code != 1 || !strings.Contains(log.String(), "malformed agent frame") {
 		t.Errorf("RunAgent = %d, log %q; want 1 and the reason", code, log.String())
 	}

@@ -34,4 +34,14 @@
 // kill grace) and its children agents, and exits; so a dead launcher or
 // link leaves nothing behind. A lost agent ends its host's ranks with a
 // Status whose Lost says why, and the supervisor stops the job.
+//
+// # Containment
+//
+// Each rank runs in its own process group, killed by the kernel if its
+// starter dies (Pdeathsig); the starters are subreapers (Subreap), so what
+// a rank leaves behind is killed at the end of the job (KillOrphans).
+// Where cgroup v2 allows, each starter also starts its host's ranks into a
+// cgroup of the job's, which it kills and removes at the end, and which a
+// guard (RunGuard, the hidden flag --cgroup-guard) kills and removes should
+// the starter die first, even by SIGKILL (cgroup_linux.go).
 package launch

@@ -114,6 +114,17 @@ func (hl *hostList) remote() bool {
 	return false
 }
 
+// hasLocal reports whether any rank runs on this machine, started by the
+// launcher itself.
+func (hl *hostList) hasLocal() bool {
+	for _, h := range hl.rankHost {
+		if hl.local[h] {
+			return true
+		}
+	}
+	return false
+}
+
 // targets lists the hosts that have ranks and need an agent, with host
 // indices from 1.
 func (hl *hostList) targets() []target {

@@ -54,6 +54,14 @@ type Launcher struct {
 	starter  starter    // nil: Local{}
 	OpenSeed seedOpener // nil: no seed, GORUN_SEEDS unset
 	Getenv   func(string) string
+	// Guard is the command line of a cgroup guard (RunGuard), to which a
+	// job's cgroup directory is appended: gorun sets it to itself with
+	// --cgroup-guard. With it, the ranks each job starts on this machine
+	// are held in a cgroup v2 of their own where the machine allows
+	// (cgroup_linux.go); nil: in none.
+	Guard []string
+
+	cgroup *cgroup // the running job's, for its ranks on this machine; nil: none
 }
 
 // Run validates cfg, resolves (and if needed builds) the program, plans the
@@ -149,6 +157,15 @@ func (l *Launcher) start(ctx context.Context, cfg *Config, hl *hostList, out *ou
 	defer shm.Cleanup(jobID) // what ranks that died left in /dev/shm
 	logf("job %s: %d ranks of %s on %d %s (%s)", jobID, cfg.NP, cfg.Program,
 		len(hl.hosts), plural(len(hl.hosts), "host"), hl.source)
+	if l.Guard != nil && hl.hasLocal() {
+		l.cgroup = openCgroup(jobID, l.Guard, logf)
+		defer func() {
+			if err := l.cgroup.Close(); err != nil {
+				out.Logf("%v", err)
+			}
+			l.cgroup = nil
+		}()
+	}
 	if hl.remote() {
 		return l.runRemote(ctx, cfg, hl, jobID, secret, out, logf)
 	}

@@ -30,6 +30,9 @@ type spec struct {
 	// Stdout and Stderr receive the rank's output. The proc closes them once
 	// the output is drained, before Wait returns.
 	Stdout, Stderr io.WriteCloser
+	// Cgroup is the job's cgroup on this host, which local starts the rank
+	// in; nil: none. (An agent starts its ranks in a cgroup of its own.)
+	Cgroup *cgroup
 }
 
 // starter starts ranks. Local starts them as child processes; a remote
@@ -126,21 +129,39 @@ func (local) Start(spec *spec) (proc, error) {
 	}
 	defer errW.Close()
 
-	cmd := exec.Command(spec.Path, spec.Args...)
-	cmd.Dir = spec.Dir
-	cmd.Env = procsEnv(spec.Env, spec.Rank, bind, runtime.NumCPU())
 	if spec.Stdin != nil {
-		cmd.Stdin = spec.Stdin
 		defer spec.Stdin.Close()
 	}
-	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.ExtraFiles = []*os.File{secretR} // secretFD
-	cmd.SysProcAttr = sysProcAttr()
-	start := cmd.Start
-	if bind.cpus != nil {
-		start = func() error { return startBound(cmd, bind.cpus) }
+	start := func(inCgroup bool) (*exec.Cmd, error) {
+		cmd := exec.Command(spec.Path, spec.Args...)
+		cmd.Dir = spec.Dir
+		cmd.Env = procsEnv(spec.Env, spec.Rank, bind, runtime.NumCPU())
+		if spec.Stdin != nil {
+			cmd.Stdin = spec.Stdin
+		}
+		cmd.Stdout, cmd.Stderr = outW, errW
+		cmd.ExtraFiles = []*os.File{secretR} // secretFD
+		cmd.SysProcAttr = sysProcAttr()
+		if inCgroup {
+			spec.Cgroup.procAttr(cmd.SysProcAttr)
+		}
+		if bind.cpus != nil {
+			return cmd, startBound(cmd, bind.cpus)
+		}
+		return cmd, cmd.Start()
 	}
-	if err := start(); err != nil {
+	inCgroup := spec.Cgroup.on()
+	cmd, err := start(inCgroup)
+	if err != nil && inCgroup {
+		// The clone into the cgroup, or the program, failed: if the
+		// program starts outside the cgroup, the cgroup was to blame.
+		var err2 error
+		if cmd, err2 = start(false); err2 == nil {
+			spec.Cgroup.failed(err)
+		}
+		err = err2
+	}
+	if err != nil {
 		outR.Close()
 		errR.Close()
 		return nil, fmt.Errorf("rank %d: start %s: %w", spec.Rank.Rank, spec.Path, err)

@@ -304,7 +304,7 @@ func (j *job) start(rp rankPlan, stdin *os.File) (proc, error) {
 	p, err := starter.Start(&spec{
 		Rank: rp, Path: j.plan.Apps[rp.App].Program, Args: j.plan.Apps[rp.App].Args, Dir: j.cfg.Wdir,
 		Env:    append(inheritedEnv(), rp.Env...),
-		Secret: j.secret, Stdin: stdin, Stdout: stdout, Stderr: stderr,
+		Secret: j.secret, Stdin: stdin, Stdout: stdout, Stderr: stderr, Cgroup: j.l.cgroup,
 	})
 	if err != nil {
 		stdout.Close()

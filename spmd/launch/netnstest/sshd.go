@@ -132,7 +132,10 @@ func (r *Rig) clientConfig() string {
 
 // startSSHD starts h's sshd inside its namespace, in a new UTS namespace
 // whose hostname is h.Name. ip, sh and sshd exec one another, so the pid
-// is sshd's.
+// is sshd's. ip netns exec mounts a fresh /sys, without the machine's
+// cgroup mounts: the sh mounts cgroup2 at /sys/fs/cgroup there, as on a
+// host of its own (the machine's hierarchy, where it has one), so that
+// agents on the rig put their ranks in cgroups as they would on a host.
 func (r *Rig) startSSHD(h RigHost) (*sshd, error) {
 	cfg := filepath.Join(r.hostDir(h), "sshd_config")
 	if err := os.WriteFile(cfg, []byte(r.sshdConfig(h)), 0o600); err != nil {
@@ -140,7 +143,7 @@ func (r *Rig) startSSHD(h RigHost) (*sshd, error) {
 	}
 	s := &sshd{log: filepath.Join(r.hostDir(h), "sshd.log"), done: make(chan struct{})}
 	s.cmd = exec.Command("ip", "netns", "exec", h.Netns, "sh", "-c",
-		`printf %s "$0" > /proc/sys/kernel/hostname && exec "$@"`, h.Name,
+		`printf %s "$0" > /proc/sys/kernel/hostname && { mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null; exec "$@"; }`, h.Name,
 		sshdPath, "-D", "-f", cfg, "-E", s.log)
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags: syscall.CLONE_NEWUTS,
