@@ -20,6 +20,7 @@ type Env struct {
 	NodeRank, NodeCount  int
 	JobID                string
 	Seeds                []string
+	Rendezvous           string // GORUN_RENDEZVOUS: register there instead of gossiping to rendezvous
 	HostID               string
 	ProfileDir           string
 	ProfileCPU           bool // GORUN_PROFILE_CPU=1
@@ -89,6 +90,7 @@ func ReadEnv(getenv func(string) string) (Env, error) {
 			}
 		}
 	}
+	e.Rendezvous = getenv(contract.EnvRendezvous)
 	e.HostID = getenv(contract.EnvHostID)
 	e.ProfileDir = getenv(contract.EnvProfileDir)
 	e.ProfileCPU = getenv(contract.EnvProfileCPU) == "1"

@@ -14,6 +14,7 @@ import (
 	"github.com/gorun-hpc/gorun/spmd/contract"
 
 	"github.com/gorun-hpc/gorun/net/gossip"
+	"github.com/gorun-hpc/gorun/net/rendezvous"
 	"github.com/gorun-hpc/gorun/net/shm"
 	"github.com/gorun-hpc/gorun/net/tcp"
 	"github.com/gorun-hpc/gorun/spmd/transport"
@@ -60,30 +61,28 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 		},
 	}
 	self := gossip.Member{Rank: env.Rank, HostID: hostID, Hostname: hostname, Addr: l.Addr(), Pid: os.Getpid()}
-	var node *gossip.Node
-	var members []gossip.Member
-	err = env.Ports.Try(func(port int) (err error) {
-		cfg.BindPort = port
-		node, members, err = gossip.Join(ictx, cfg, self, env.Size)
-		return err
-	})
+	var peers []Peer
+	var closeGossip func() error
+	if env.Rendezvous != "" {
+		peers, closeGossip, err = register(ictx, env, secret, self, cfg)
+	} else {
+		peers, closeGossip, err = gossipJoin(ictx, env, self, cfg)
+	}
 	if err != nil {
 		l.Close()
-		if errors.Is(err, gossip.ErrTimeout) {
+		if errors.Is(err, gossip.ErrTimeout) || errors.Is(err, rendezvous.ErrTimeout) {
 			return nil, fmt.Errorf("%w (raise %s, or check that every rank started)", err, contract.EnvInitTimeout)
 		}
 		return nil, err
 	}
-	peers := make([]Peer, len(members))
-	addrs := make([]string, len(members))
-	for i, m := range members {
-		peers[i] = Peer{Rank: m.Rank, HostID: m.HostID, Hostname: m.Hostname, Addr: m.Addr, Pid: m.Pid}
-		addrs[i] = m.Addr
+	addrs := make([]string, len(peers))
+	for i, p := range peers {
+		addrs[i] = p.Addr
 	}
 	far := tcp.New(l, env.Rank, addrs, secret, tcp.WithLogger(verboseOnly(env, o)))
 	t, err := dataPlane(ictx, env, secret, far, peers, hostID, o)
 	if err != nil {
-		node.Close()
+		closeGossip()
 		far.Close()
 		return nil, err
 	}
@@ -92,21 +91,21 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 	rec := o.trace
 	if rec == nil && env.ProfileDir != "" {
 		if rec, err = newRecorder(env, hostname); err != nil {
-			node.Close()
+			closeGossip()
 			t.Close()
 			return nil, err
 		}
 	}
 	w, err := New(t, env.Rank, peers, WithLogger(o.logger), WithTrace(rec))
 	if err != nil {
-		node.Close()
+		closeGossip()
 		t.Close()
 		rec.Close()
 		return nil, err
 	}
 	w.env = env
 	w.core.engine.crowded = env.LocalSize > runtime.NumCPU()
-	w.closers = append(w.closers, node.Close)
+	w.closers = append(w.closers, closeGossip)
 
 	if err := w.Barrier(ictx); err != nil {
 		w.Close()
@@ -120,6 +119,95 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 	}
 	o.logger.Printf("ready: %d ranks", env.Size)
 	return w, nil
+}
+
+// register meets the other ranks at the launcher's rendezvous: one
+// connection, one table. The gossip, which then only watches for lost
+// ranks, runs only in a job across hosts, and does not hold up Init: on
+// one host the launcher sees every rank's process, the kernel closes a
+// dead rank's sockets and shared memory watches its peers' pids, so
+// gossip would only cost the ranks' CPU (256 ranks of 2 cores never
+// converged) and their leave at the end.
+//
+// A rank waits rendezvousGrace past its Init deadline, so that when a
+// rank is missing the launcher, told each rank's deadline, stops the job
+// with one message before every rank prints its own.
+func register(ctx context.Context, env Env, secret []byte, self gossip.Member, cfg gossip.Config) ([]Peer, func() error, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		// The Init deadline does not end the wait, a cancel still does.
+		parent := ctx
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(context.WithoutCancel(parent), dl.Add(rendezvousGrace))
+		defer cancel()
+		stop := context.AfterFunc(parent, func() {
+			if parent.Err() == context.Canceled {
+				cancel()
+			}
+		})
+		defer stop()
+	}
+	recs, err := rendezvous.Register(ctx, env.Rendezvous, env.JobID, secret, rendezvous.Record{
+		Rank: self.Rank, HostID: self.HostID, Hostname: self.Hostname, Addr: self.Addr, Pid: self.Pid,
+	}, env.Size, rendezvousGrace)
+	if err != nil {
+		return nil, nil, err
+	}
+	peers := make([]Peer, len(recs))
+	hosts := false
+	for i, r := range recs {
+		peers[i] = Peer{Rank: r.Rank, HostID: r.HostID, Hostname: r.Hostname, Addr: r.Addr, Pid: r.Pid}
+		hosts = hosts || r.HostID != self.HostID
+	}
+	if !hosts || len(env.Seeds) == 0 {
+		return peers, func() error { return nil }, nil
+	}
+	gctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var node *gossip.Node // set before done is closed
+	go func() {
+		defer close(done)
+		env.Ports.Try(func(port int) (err error) {
+			cfg.BindPort = port
+			node, _, err = gossip.Join(gctx, cfg, self, env.Size)
+			if err != nil && gctx.Err() == nil && cfg.Logger != nil {
+				cfg.Logger.Printf("gossip: %v; lost ranks are noticed by their connections only", err)
+			}
+			return err
+		})
+	}()
+	return peers, func() error {
+		cancel()
+		<-done
+		if node != nil {
+			return node.Close()
+		}
+		return nil
+	}, nil
+}
+
+// rendezvousGrace is how long past its Init deadline a rank waits at the
+// rendezvous for the launcher's verdict.
+const rendezvousGrace = 2 * time.Second
+
+// gossipJoin meets the other ranks through the gossip alone, for ranks
+// started without gorun's rendezvous: Init returns once this rank's
+// gossip knows every rank.
+func gossipJoin(ctx context.Context, env Env, self gossip.Member, cfg gossip.Config) ([]Peer, func() error, error) {
+	var node *gossip.Node
+	var members []gossip.Member
+	err := env.Ports.Try(func(port int) (err error) {
+		cfg.BindPort = port
+		node, members, err = gossip.Join(ctx, cfg, self, env.Size)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	peers := make([]Peer, len(members))
+	for i, m := range members {
+		peers[i] = Peer{Rank: m.Rank, HostID: m.HostID, Hostname: m.Hostname, Addr: m.Addr, Pid: m.Pid}
+	}
+	return peers, node.Close, nil
 }
 
 // gossipLost acts on the gossip's word that rank is gone. The transport is

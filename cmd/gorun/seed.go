@@ -2,38 +2,66 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log"
+	"net"
+	"strconv"
 	"strings"
 
 	"github.com/gorun-hpc/gorun/net/gossip"
+	"github.com/gorun-hpc/gorun/net/rendezvous"
 	"github.com/gorun-hpc/gorun/spmd/launch"
 )
 
-// openSeed opens the job's gossip seed with net/gossip.
+// openSeed opens the job's rendezvous (net/rendezvous) and gossip seed
+// (net/gossip), both on cfg's address and ports.
 func openSeed(ctx context.Context, cfg launch.SeedConfig) (launch.Seed, error) {
 	gc := gossip.Config{JobID: cfg.JobID, Secret: cfg.Secret, BindAddr: cfg.BindAddr, Crowd: cfg.Crowd}
+	var logger *log.Logger
 	if cfg.Verbose {
-		gc.Logger = log.New(logWriter(cfg.Logf), "", 0)
+		logger = log.New(logWriter(cfg.Logf), "", 0)
+		gc.Logger = logger
 	}
-	var s *gossip.Seed
+	var ln net.Listener
 	err := cfg.Ports.Try(func(port int) (err error) {
-		gc.BindPort = port
-		s, err = gossip.OpenSeed(gc)
+		ln, err = net.Listen("tcp", net.JoinHostPort(cfg.BindAddr, strconv.Itoa(port)))
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return seed{s}, nil
+	rv := rendezvous.Listen(ln, cfg.JobID, cfg.Secret, logger)
+	var s *gossip.Seed
+	err = cfg.Ports.Try(func(port int) (err error) {
+		gc.BindPort = port
+		s, err = gossip.OpenSeed(gc)
+		return err
+	})
+	if err != nil {
+		rv.Close()
+		return nil, err
+	}
+	return seed{s, rv}, nil
 }
 
-// seed adapts *gossip.Seed to launch.Seed.
-type seed struct{ *gossip.Seed }
+// seed adapts the rendezvous and *gossip.Seed to launch.Seed.
+type seed struct {
+	*gossip.Seed
+	rv *rendezvous.Server
+}
 
+func (s seed) Rendezvous() string { return s.rv.Addr() }
+
+// Wait waits for every rank to register with the rendezvous, which every
+// rank does (the gossip sees only the ranks of jobs across hosts).
 func (s seed) Wait(ctx context.Context, size int) error {
-	_, err := s.Seed.Wait(ctx, size)
+	_, err := s.rv.Wait(ctx)
 	return err
 }
+
+func (s seed) Watch(ctx context.Context) ([]int, error) { return s.rv.Watch(ctx) }
+
+func (s seed) Close() error { return errors.Join(s.rv.Close(), s.Seed.Close()) }
 
 var _ launch.Seed = seed{}
 

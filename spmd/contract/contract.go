@@ -21,6 +21,7 @@ const (
 	EnvNodeCount      = "GORUN_NODE_COUNT"      // number of hosts in the job
 	EnvJobID          = "GORUN_JOB_ID"          // job id; labels the gossip
 	EnvSeeds          = "GORUN_SEEDS"           // comma-separated gossip seed addresses
+	EnvRendezvous     = "GORUN_RENDEZVOUS"      // the launcher's rendezvous "ip:port" (net/rendezvous)
 	EnvHostID         = "GORUN_HOST_ID"         // host identity; overrides hostname+boot id
 	EnvProfileDir     = "GORUN_PROFILE_DIR"     // where to write trace files (profiling on)
 	EnvProfileCPU     = "GORUN_PROFILE_CPU"     // "1": each rank also writes its CPU profile to the profile directory

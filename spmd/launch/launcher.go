@@ -20,11 +20,18 @@ import (
 	"github.com/gorun-hpc/gorun/net/shm"
 )
 
-// Seed is the launcher's gossip node that ranks join (GORUN_SEEDS).
+// Seed is where the launcher meets the ranks: the rendezvous every rank
+// registers with (GORUN_RENDEZVOUS) and the gossip node that ranks of a
+// job across hosts join to watch each other (GORUN_SEEDS).
 type Seed interface {
-	Addr() string
-	// Wait blocks until ranks 0..size-1 have all joined.
+	Addr() string       // the gossip seed's
+	Rendezvous() string // the rendezvous's
+	// Wait blocks until ranks 0..size-1 have all registered.
 	Wait(ctx context.Context, size int) error
+	// Watch blocks until every rank has registered (nil) or the first
+	// rank that registered would give up waiting; then it returns the
+	// ranks still missing.
+	Watch(ctx context.Context) ([]int, error)
 	Close() error
 }
 
@@ -228,8 +235,10 @@ func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, agents ma
 	}
 	if seed != nil {
 		job.Seeds = []string{seed.Addr()}
+		job.Rendezvous = seed.Rendezvous()
 	} else if cfg.DryRun {
 		job.Seeds = []string{"<seed address, chosen at launch>"}
+		job.Rendezvous = "<rendezvous address, chosen at launch>"
 	}
 	plan, err := newPlan(cfg, job, hl.rankHost)
 	if err == nil && out != nil && cfg.restart == 0 {

@@ -48,6 +48,7 @@ type rankPlan struct {
 type jobInfo struct {
 	ID         string
 	Seeds      []string          // gossip seed addresses (GORUN_SEEDS)
+	Rendezvous string            // the rendezvous's address (GORUN_RENDEZVOUS)
 	HostIDs    map[string]string // host -> GORUN_HOST_ID; a missing host: unset
 	MasterAddr string            // MASTER_ADDR
 	MasterPort int               // MASTER_PORT
@@ -140,6 +141,7 @@ func newPlan(cfg *Config, job jobInfo, hosts []string) (*jobPlan, error) {
 			env[contract.EnvOMPThreads] = "1"
 		}
 		setIf(env, contract.EnvSeeds, strings.Join(job.Seeds, ","))
+		setIf(env, contract.EnvRendezvous, job.Rendezvous)
 		setIf(env, contract.EnvHostID, job.HostIDs[h])
 		setIf(env, contract.EnvMasterAddr, job.MasterAddr)
 		setIf(env, contract.EnvBindAddr, job.BindAddrs[h])
@@ -237,7 +239,7 @@ func exports(xs []string, getenv func(string) string) (map[string]string, error)
 var contractVars = map[string]bool{
 	contract.EnvRank: true, contract.EnvSize: true, contract.EnvLocalRank: true, contract.EnvLocalSize: true,
 	contract.EnvNodeRank: true, contract.EnvNodeCount: true, contract.EnvJobID: true, contract.EnvSeeds: true,
-	contract.EnvSecretFD: true, contract.EnvSecret: true,
+	contract.EnvRendezvous: true, contract.EnvSecretFD: true, contract.EnvSecret: true,
 	contract.EnvTorchRank: true, contract.EnvTorchWorldSize: true, contract.EnvTorchLocalRank: true,
 	contract.EnvTorchLocalWorld: true, contract.EnvTorchGroupRank: true, contract.EnvTorchGroupSize: true,
 	contract.EnvTorchRoleRank: true, contract.EnvTorchRoleSize: true, contract.EnvTorchRunID: true,

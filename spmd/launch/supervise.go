@@ -48,6 +48,7 @@ type supervisor struct {
 	grace    <-chan time.Time
 	timeout  <-chan time.Time // fires at --timeout
 	ctxDone  <-chan struct{}  // the run's context; nil once acted on
+	stalled  <-chan []int     // the ranks missing at the rendezvous when the first gave up
 }
 
 // run starts every rank and supervises them until all have ended, then
@@ -61,6 +62,10 @@ func (j *job) run(ctx context.Context, seed Seed) int {
 		t := time.NewTimer(time.Duration(j.cfg.Timeout))
 		defer t.Stop()
 		s.timeout = t.C
+	}
+	if seed != nil {
+		stop := j.watchSeed(ctx, seed, s)
+		defer stop()
 	}
 	exits := make(chan ended, len(j.plan.Ranks))
 	stdins := j.stdin()
@@ -115,6 +120,8 @@ func (s *supervisor) poll(exits <-chan ended) {
 		case <-s.ctxDone:
 			s.ctxDone = nil
 			s.cancelled()
+		case m := <-s.stalled:
+			s.stalledStart(m)
 		default:
 			return
 		}
@@ -151,6 +158,8 @@ func (s *supervisor) loop(ctx context.Context, exits <-chan ended) int {
 		case <-s.ctxDone:
 			s.ctxDone = nil
 			s.cancelled()
+		case m := <-s.stalled:
+			s.stalledStart(m)
 		}
 	}
 	if !s.decided && ctx.Err() != nil {
@@ -346,6 +355,58 @@ func inheritedEnv() []string {
 		}
 	}
 	return env
+}
+
+// watchSeed watches the rendezvous: if the first rank to register would
+// give up waiting before every rank has, the ranks still missing come to
+// s.stalled. The returned function stops watching and returns once the
+// watching goroutine has.
+func (j *job) watchSeed(ctx context.Context, seed Seed, s *supervisor) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	stalled := make(chan []int, 1)
+	s.stalled = stalled
+	go func() {
+		defer close(done)
+		if m, err := seed.Watch(ctx); err == nil && len(m) > 0 {
+			stalled <- m
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// stalledStart stops a job some of whose ranks never reached spmd.Init
+// in the time the others wait there, with one message for the job
+// instead of one from every rank that waited.
+func (s *supervisor) stalledStart(missing []int) {
+	s.stalled = nil
+	if s.decided {
+		return
+	}
+	s.decide(1)
+	s.out.Logf("%s of %d never reached spmd.Init while the others waited there (GORUN_INIT_TIMEOUT); stopping the job", rankList(missing), len(s.plan.Ranks))
+	s.stop()
+}
+
+// rankList is "rank 3" or "ranks 1, 2, ... (40 in all)".
+func rankList(rs []int) string {
+	var b strings.Builder
+	if len(rs) == 1 {
+		b.WriteString("rank ")
+	} else {
+		b.WriteString("ranks ")
+	}
+	for i, r := range rs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if i == 16 {
+			fmt.Fprintf(&b, "... (%d in all)", len(rs))
+			break
+		}
+		b.WriteString(strconv.Itoa(r))
+	}
+	return b.String()
 }
 
 // waitSeed logs when every rank has joined the seed; the returned function
