@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorun-hpc/gorun/examples/internal/delayline"
 	"github.com/gorun-hpc/gorun/examples/internal/proctest"
 
 	"golang.org/x/sys/unix"
@@ -22,13 +23,13 @@ import (
 	"github.com/gorun-hpc/gorun/spmd/launch/netnstest"
 )
 
-// linkShape is what tc makes of every host's link: a rate and a one-way
+// linkShape is what every host's link becomes: a rate and a one-way
 // delay, none when rate is empty.
 type linkShape struct {
 	name  string
-	rate  string  // tc's rate, e.g. 1gbit
-	bps   float64 // the same in bits a second
-	delay string  // netem's delay each way, e.g. 100us
+	rate  string        // tc's rate, e.g. 1gbit
+	bps   float64       // the same in bits a second
+	delay time.Duration // each way
 }
 
 // rigModel is about 3.3M parameters: 13 MB of fp32 gradients a step,
@@ -39,11 +40,13 @@ var rigModel = []string{"--dp", "2", "--layers", "4", "--embd", "256", "--heads"
 
 // BenchmarkCompressRig trains examples/gpt with --dp 2 on two rig hosts,
 // one rank each, so that every gradient crosses the hosts' links, for each
-// codec on each link shape: the veth as is, 10 Gbit/s and 1 Gbit/s with
-// 100 us of delay each way (netem; where the kernel lacks netem, tbf
-// shapes the rate alone, without delay). It logs the median tokens/s of
-// the steps after the first two and each codec's speed-up against none on
-// the same link.
+// codec on each link shape: the veth as is, 10 Gbit/s with 50 us and with
+// 200 us of delay each way, and 1 Gbit/s with 100 us. netem shapes the
+// links where the kernel has it; elsewhere a userspace delay line
+// (examples/internal/delayline) does, with TUN devices between the two
+// hosts. It logs the median tokens/s of the steps after the first two,
+// each codec's speed-up against none on the same link, and what a probe
+// measured of each shape.
 //
 //	go test ./examples/gpt -run NONE -bench CompressRig -benchtime 1x
 func BenchmarkCompressRig(b *testing.B) {
@@ -56,8 +59,9 @@ func BenchmarkCompressRig(b *testing.B) {
 	}
 	shapes := []linkShape{
 		{name: "none"},
-		{name: "10gbit", rate: "10gbit", bps: 10e9, delay: "100us"},
-		{name: "1gbit", rate: "1gbit", bps: 1e9, delay: "100us"},
+		{name: "10g-50us", rate: "10gbit", bps: 10e9, delay: 50 * time.Microsecond},
+		{name: "10g-200us", rate: "10gbit", bps: 10e9, delay: 200 * time.Microsecond},
+		{name: "1g-100us", rate: "1gbit", bps: 1e9, delay: 100 * time.Microsecond},
 	}
 	codecs := []string{"none", "fp16", "topk:0.01", "sign", "powersgd:4"}
 	tps := make(map[string]map[string]float64) // by shape, then codec
@@ -74,6 +78,7 @@ func BenchmarkCompressRig(b *testing.B) {
 				tps[s.name][c] = medianTPS(b, out)
 				ratio[c] = compressionRatio(out)
 			}
+			probes[len(probes)-1] += sh.stats()
 			sh.clear()
 		}
 	}
@@ -163,44 +168,55 @@ func table(shapes []linkShape, codecs []string, tps map[string]map[string]float6
 	return t.String()
 }
 
-// shaper sets and removes the qdisc on eth0 inside every host's
-// namespace, so each host's sending is shaped and every byte from one host
-// to the other passes one shaped queue.
+// shaper gives the hosts' links a shape and takes it away: with netem on
+// eth0 inside every host's namespace, so each host's sending is shaped and
+// every byte from one host to the other passes one shaped queue; or, where
+// the kernel lacks netem, with a delay line between h1 and h2.
 type shaper struct {
 	b     *testing.B
 	rig   *netnstest.Rig
-	netem bool // netem is there; otherwise tbf, rate alone
+	netem bool            // netem is there; otherwise the delay line
+	line  *delayline.Line // the delay line of the shape applied, if any
 }
 
-// newShaper skips the benchmark unless tc can shape a rig link, with
-// netem or else tbf, and removes any qdisc left at cleanup.
+// newShaper skips the benchmark unless netem or the delay line can shape
+// a rig link, and takes any shape away at cleanup.
 func newShaper(b *testing.B, rig *netnstest.Rig) *shaper {
 	b.Helper()
-	if _, err := exec.LookPath("tc"); err != nil {
-		b.Skip("tc not found: install iproute2")
-	}
-	exec.Command("modprobe", "sch_netem").Run() // may be built in, or missing
 	sh := &shaper{b: b, rig: rig}
 	b.Cleanup(sh.clear)
-	probe := linkShape{rate: "1gbit", bps: 1e9, delay: "100us"}
-	if sh.tc(sh.args(probe, true)...) == nil {
-		sh.netem = true
-	} else if err := sh.tc(sh.args(probe, false)...); err != nil {
-		b.Skipf("tc can shape neither with netem nor with tbf: %v", err)
+	probe := linkShape{rate: "1gbit", bps: 1e9, delay: 100 * time.Microsecond}
+	if _, err := exec.LookPath("tc"); err == nil {
+		exec.Command("modprobe", "sch_netem").Run() // may be built in, or missing
+		if sh.tc(sh.netemArgs(probe)...) == nil {
+			sh.netem = true
+			sh.clear()
+			return sh
+		}
+	}
+	if err := sh.newLine(probe); err != nil {
+		b.Skipf("links cannot be shaped: no netem, and the delay line: %v", err)
 	}
 	sh.clear()
 	return sh
 }
 
-// args are tc's arguments that give eth0 shape s.
-func (sh *shaper) args(s linkShape, netem bool) []string {
-	if netem {
-		return []string{"qdisc", "replace", "dev", "eth0", "root", "netem", "delay", s.delay, "rate", s.rate, "limit", "100000"}
+// netemArgs are tc's arguments that give eth0 shape s.
+func (sh *shaper) netemArgs(s linkShape) []string {
+	delay := fmt.Sprintf("%dus", s.delay.Microseconds())
+	return []string{"qdisc", "replace", "dev", "eth0", "root", "netem", "delay", delay, "rate", s.rate, "limit", "100000"}
+}
+
+// newLine joins h1 and h2 by a delay line of shape s.
+func (sh *shaper) newLine(s linkShape) error {
+	h1, h2 := sh.rig.Hosts[0], sh.rig.Hosts[1]
+	l, err := delayline.New(delayline.Host{Netns: h1.Netns, Addr: h1.Addr}, delayline.Host{Netns: h2.Netns, Addr: h2.Addr},
+		delayline.Shape{Rate: s.bps, Delay: s.delay})
+	if err != nil {
+		return err
 	}
-	// A burst of 200 us at the rate, at least 64 KiB so that a GSO
-	// packet passes whole; a queue of 20 ms.
-	burst := max(64<<10, int(s.bps/8*200e-6))
-	return []string{"qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", s.rate, "burst", strconv.Itoa(burst), "latency", "20ms"}
+	sh.line = l
+	return nil
 }
 
 // describe says how apply shapes the links.
@@ -208,7 +224,8 @@ func (sh *shaper) describe() string {
 	if sh.netem {
 		return "shaped on each host's eth0 egress by netem: rate and delay each way"
 	}
-	return "shaped on each host's eth0 egress by tbf: rate alone, no delay (netem unavailable: no sch_netem in this kernel)"
+	return "shaped by a userspace delay line between h1 and h2 (no sch_netem in this kernel): TUN devices, rate and delay each way, " +
+		"on top of the line's own latency (compare the probes' rtt with none); ssh from the launcher is not shaped"
 }
 
 // tc runs tc on every host's namespace.
@@ -228,13 +245,40 @@ func (sh *shaper) apply(s linkShape) {
 	if s.rate == "" {
 		return
 	}
-	if err := sh.tc(sh.args(s, sh.netem)...); err != nil {
+	var err error
+	if sh.netem {
+		err = sh.tc(sh.netemArgs(s)...)
+	} else {
+		err = sh.newLine(s)
+	}
+	if err != nil {
 		sh.b.Fatal(err)
 	}
 }
 
-// clear removes the shape, leaving the default qdisc.
+// stats says what the delay line forwarded under the shape applied, or
+// nothing without one.
+func (sh *shaper) stats() string {
+	if sh.line == nil {
+		return ""
+	}
+	s := sh.line.Stats()
+	return fmt.Sprintf(" (line: %d+%d packets, %d+%d dropped, delivered %v late on average, CPU %v)",
+		s.AB.Packets, s.BA.Packets, s.AB.Dropped+s.AB.Overflowed, s.BA.Dropped+s.BA.Overflowed,
+		s.AB.MeanLate.Round(time.Microsecond), (s.AB.CPU + s.BA.CPU).Round(time.Millisecond))
+}
+
+// clear takes the shape away: the default qdisc, no delay line.
 func (sh *shaper) clear() {
+	if sh.line != nil {
+		if err := sh.line.Close(); err != nil {
+			sh.b.Error(err)
+		}
+		sh.line = nil
+	}
+	if !sh.netem {
+		return
+	}
 	for _, h := range sh.rig.Hosts {
 		sh.rig.Command(h.Name, "tc", "qdisc", "del", "dev", "eth0", "root").Run() // fails when there is none
 	}
