@@ -1,7 +1,7 @@
 #!/bin/sh
-# choice.sh checks topo's algorithm choice by measurement: for each rank
+# choice.sh checks the algorithm choice (prims.Choose) by measurement: for each rank
 # count in NPS and each collective in OPS it runs collbench with every
-# algorithm (forced with --algo) and once with topo's choice, and counts the
+# algorithm (forced with --algo) and once with the model's choice, and counts the
 # sizes at which the chosen algorithm's time is within 15% of the fastest
 # algorithm's (both taken from the forced runs, so that one set of
 # measurements judges every choice). The forced runs time every algorithm
@@ -33,7 +33,7 @@ trap 'rm -rf "$dir"' EXIT
 go build -o "$dir/gorun" ./cmd/gorun
 go build -o "$dir/collbench" ./examples/collbench
 
-# algos lists the one-host algorithms of a collective (topo.Algos without
+# algos lists the one-host algorithms of a collective (prims.Algos without
 # hier); over TCP only (GORUN_TRANSPORT=tcp) without shared, which needs
 # shared memory.
 algos() {

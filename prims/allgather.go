@@ -41,6 +41,25 @@ func AllGather[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T,
 	return algoError(k.coll, k.algo)
 }
 
+// allGatherCost is the cost of an all-gather of n bytes (all p blocks) by
+// algo on the ranks of s.
+func allGatherCost(m topo.Model, algo topo.Algo, s topo.Shape, n float64) estimate {
+	block := n / float64(s.P)
+	switch algo {
+	case topo.Ring: // ringAllGather
+		return estimate{ringCost(m, s, block, 0), ringMessages(s.P)}
+	case topo.Linear:
+		return linearAllGatherCost(m, s, n)
+	case topo.RecursiveDoubling:
+		return recdblAllGatherCost(m, s, n)
+	case topo.Hierarchical:
+		return hierAllGatherCost(m, s, n)
+	case topo.Shared:
+		return sharedAllGatherCost(m, s, n)
+	}
+	return never
+}
+
 // recdblAllGather swaps doubling ranges with partners at distance 1, 2, 4,
 // ...; for p not a power of two the extra ranks fold their block into
 // their partner's first and get the whole vector back last.
@@ -84,6 +103,19 @@ func linearAllGather[T spmd.Number](k *call, buf []T, b []int) error {
 	return reqs.waitAll(ctx)
 }
 
+// recdblAllGatherCost is recdblAllGather's: the extra ranks' blocks in,
+// lg q rounds of doubling ranges, the whole vector back out.
+func recdblAllGatherCost(m topo.Model, s topo.Shape, n float64) estimate {
+	q := float64(pow2(s.P))
+	return estimate{foldCost(m, s, n/float64(s.P), n, false) + doublingCost(m, s, func(k int) float64 { return n * float64(int(1)<<k) / q }, func(int) float64 { return 0 }),
+		doublingMessages(s.P) + foldMessages(s.P)}
+}
+
+// linearAllGatherCost is linearAllGather's: one burst of p-1 blocks.
+func linearAllGatherCost(m topo.Model, s topo.Shape, n float64) estimate {
+	return estimate{m.Burst(s, n/float64(s.P), 0), ringMessages(s.P)}
+}
+
 // hierAllGather gathers each host's blocks at its leader, swaps them
 // between the leaders, and broadcasts the whole vector inside each host.
 // Every message lands in place.
@@ -114,6 +146,17 @@ func hierAllGather[T spmd.Number](k *call, buf []T, kk int) error {
 	}
 	bytes := len(buf) * sizeOf[T]()
 	return broadcast(k.sub(h.local, topo.Broadcast, bytes, topo.Tree), buf, 0)
+}
+
+// hierAllGatherCost is hierAllGather's: a gather inside every host, an
+// all-gather across hosts, a broadcast inside every host.
+func hierAllGatherCost(m topo.Model, s topo.Shape, n float64) estimate {
+	h, ok := hierPhasesOf(m, s)
+	if !ok {
+		return never
+	}
+	share := float64(s.PerHost) / float64(s.P) // one host's part of the gathered buffer
+	return estimate{rounds: h.in(topo.Gather, n*share) + h.across(topo.AllGather, n) + h.in(topo.Broadcast, n)}
 }
 
 // swapHosts sends this host's blocks to every other leader and receives

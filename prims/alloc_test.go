@@ -69,7 +69,7 @@ func TestCollectivesAllocateNothing(t *testing.T) {
 	// pooled inbox when they arrive before their receive.
 	for _, count := range []int{2 * p, 1 << 18} {
 		for _, o := range ops {
-			for _, algo := range topo.Algos(o.coll) {
+			for _, algo := range prims.Algos(o.coll) {
 				if algo == topo.Hierarchical {
 					continue // one host: it is not applicable
 				}
@@ -157,7 +157,7 @@ func TestNonBlockingAllocateNothingBeyondTheRequest(t *testing.T) {
 	}
 	const p = 2
 	for _, count := range []int{2 * p, 1 << 18} {
-		for _, algo := range topo.Algos(topo.AllReduce) {
+		for _, algo := range prims.Algos(topo.AllReduce) {
 			if algo == topo.Hierarchical {
 				continue
 			}

@@ -61,6 +61,28 @@ func allReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 	return algoError(k.coll, k.algo)
 }
 
+// allReduceCost is the cost of an all-reduce of n bytes by algo on the
+// ranks of s.
+func allReduceCost(m topo.Model, algo topo.Algo, s topo.Shape, n float64) estimate {
+	switch algo {
+	case topo.Ring:
+		return ringAllReduceCost(m, s, n)
+	case topo.Tree:
+		return treeAllReduceCost(m, s, n)
+	case topo.RecursiveDoubling:
+		return recdblAllReduceCost(m, s, n)
+	case topo.Linear:
+		return linearAllReduceCost(m, s, n)
+	case topo.Rabenseifner:
+		return rabenseifnerAllReduceCost(m, s, n)
+	case topo.Hierarchical:
+		return hierAllReduceCost(m, s, n)
+	case topo.Shared:
+		return sharedAllReduceCost(m, s, n)
+	}
+	return never
+}
+
 // ringAllReduce is a segmented ring reduce-scatter followed by a ring
 // allgather: 2(p-1) steps each moving n/p elements per rank.
 func ringAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
@@ -71,6 +93,28 @@ func ringAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 		return err
 	}
 	return ringAllGather(k, buf, b, own, tag(k.coll, phaseGather))
+}
+
+// ringAllReduceCost is ringAllReduce's: 2(p-1) steps of n/p bytes. The
+// segments are reduced while the next arrive, so only the last segment's
+// reduction is not hidden; unless the ranks share cores and copy the
+// segments themselves (topo.Link.Pull), when copying and reducing take
+// turns on them.
+func ringAllReduceCost(m topo.Model, s topo.Shape, n float64) estimate {
+	p := float64(s.P)
+	red := min(n/p, SegmentBytes)
+	if s.PerHost > m.Cores && m.Pulls(s.Hosts > 1, red) {
+		red = (p - 1) * n / p
+	}
+	return estimate{2*ringCost(m, s, n/p, 0) + red*m.GammaBusy(s.PerHost), 2 * ringMessages(s.P)}
+}
+
+// treeAllReduceCost is the tree all-reduce's, treeReduce then treeBcast:
+// up the tree and down again, its whole messages up charged
+// topo.Model.CrowdedWhole.
+func treeAllReduceCost(m topo.Model, s topo.Shape, n float64) estimate {
+	whole := func(int) float64 { return n }
+	return estimate{binomialTreeCost(m, s, whole, true, true) + binomialCost(m, s, whole, false), float64(2 * (s.P - 1))}
 }
 
 // recdblAllReduce swaps the whole vector with partners at distance 1, 2,
@@ -93,6 +137,13 @@ func recdblAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 	return foldOut(k, f, buf)
 }
 
+// recdblAllReduceCost is recdblAllReduce's: the fold, then lg p rounds of
+// the whole vector.
+func recdblAllReduceCost(m topo.Model, s topo.Shape, n float64) estimate {
+	whole := func(int) float64 { return n }
+	return estimate{foldCost(m, s, n, n, true) + doublingCost(m, s, whole, whole), doublingMessages(s.P) + foldMessages(s.P)}
+}
+
 // rabenseifnerAllReduce is a recursive-halving reduce-scatter followed by
 // a recursive-doubling allgather: 2 lg p steps moving 2n(p-1)/p elements.
 func rabenseifnerAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
@@ -113,11 +164,17 @@ func rabenseifnerAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 	return foldOut(k, f, buf)
 }
 
+// rabenseifnerAllReduceCost is rabenseifnerAllReduce's: the fold, halving,
+// doubling.
+func rabenseifnerAllReduceCost(m topo.Model, s topo.Shape, n float64) estimate {
+	return estimate{foldCost(m, s, n, n, true) + halvingCost(m, s, n, true) + halvingCost(m, s, n, false), 2*doublingMessages(s.P) + foldMessages(s.P)}
+}
+
 // linearAllReduce has every rank send its vector to rank 0, which reduces
 // them in rank order and sends the sum back to each: 2(p-1) messages, as
 // few as the tree's, in 2 rounds rather than 2 lg p. Where a host has more
 // ranks than cores, the messages bound a small collective, not its rounds
-// (topo's crowdedWork), and the root's work overlaps the others' waiting.
+// (topo.Model.CrowdedWork), and the root's work overlaps the others' waiting.
 // Over TCP on 2 cores, 8 B-4 KiB, medians of 3 rounds in turns (collbench
 // -r 3): np 4 41-58 us against recursive doubling's 46-67 and the tree's
 // 42-67; np 8 92-130 against 144-201 and 124-165.
@@ -164,3 +221,16 @@ func prepostedReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 // linearPrepost is the most scratch, in bytes, that linearAllReduce's root
 // takes to post all its receives at once.
 const linearPrepost = 1 << 20
+
+// linearAllReduceCost is linearAllReduce's. Every rank sends to the root
+// at once and the root has posted its receives at once: a burst into one
+// rank (one latency, topo.BurstGap for each further message, the bytes in
+// turn), the senders idle after, so no rank waits for a core; the root
+// reduces each message as it comes (whole messages on a crowded host
+// charged as the tree's), then broadcasts linearly. 2(p-1) messages.
+func linearAllReduceCost(m topo.Model, s topo.Shape, n float64) estimate {
+	cross := s.Hosts > 1
+	a, k := m.Link(cross).Alpha, float64(s.P-1)
+	each := n*m.Beta(s, cross, m.Copiers(cross, n, 2)) + n*m.GammaBusy(1) + m.CrowdedWhole(s, cross, n, 2)
+	return estimate{a + (k-1)*topo.BurstGap*a + k*each + linearBcastCost(m, s, n).rounds, float64(2 * (s.P - 1))}
+}

@@ -40,6 +40,18 @@ func AllToAll[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T, 
 	return algoError(k.coll, k.algo)
 }
 
+// allToAllCost is the cost of an all-to-all of n bytes (one rank's send
+// buffer) by algo on the ranks of s.
+func allToAllCost(m topo.Model, algo topo.Algo, s topo.Shape, n float64) estimate {
+	switch algo {
+	case topo.Linear:
+		return pairwiseAllToAllCost(m, s, n)
+	case topo.Shared:
+		return sharedAllToAllCost(m, s, n)
+	}
+	return never
+}
+
 // pairwiseAllToAll posts every receive in place and every send from where
 // it lies, in the pairwise order (to r+s, from r-s), and waits for all.
 func pairwiseAllToAll[T spmd.Number](k *call, send, recv []T, kk int) error {
@@ -54,4 +66,10 @@ func pairwiseAllToAll[T spmd.Number](k *call, send, recv []T, kk int) error {
 		reqs.isend(ctx, cc, to, t, spmd.Bytes(send[to*kk:(to+1)*kk]))
 	}
 	return reqs.waitAll(ctx)
+}
+
+// pairwiseAllToAllCost is pairwiseAllToAll's: every block posted at once,
+// one burst.
+func pairwiseAllToAllCost(m topo.Model, s topo.Shape, n float64) estimate {
+	return estimate{m.Burst(s, n/float64(s.P), 0), ringMessages(s.P)}
 }

@@ -33,6 +33,21 @@ func Barrier(ctx context.Context, c *spmd.Comm, opts ...Option) (err error) {
 	return algoError(k.coll, k.algo)
 }
 
+// barrierCost is the cost of a barrier by algo on the ranks of s: the
+// tree's empty messages up and down, dissemination's ceil(lg p) rounds of
+// p messages (priced as a tree's rounds).
+func barrierCost(m topo.Model, algo topo.Algo, s topo.Shape) estimate {
+	switch algo {
+	case topo.RecursiveDoubling:
+		return estimate{treeLatencyCost(m, s), float64(s.P * lg(s.P))}
+	case topo.Tree:
+		return estimate{2 * treeLatencyCost(m, s), float64(2 * (s.P - 1))}
+	case topo.Shared:
+		return sharedBarrierCost(m, s)
+	}
+	return never
+}
+
 // dissemination runs ceil(lg p) rounds; in round i each rank signals the
 // rank 2^i after it and waits for the one 2^i before it.
 func dissemination(k *call) error {

@@ -19,7 +19,7 @@ import (
 //
 //	go test -run '^$' -bench AllReduce -benchmem ./prims
 func BenchmarkAllReduce(b *testing.B) {
-	for _, algo := range topo.Algos(topo.AllReduce) {
+	for _, algo := range prims.Algos(topo.AllReduce) {
 		for _, size := range []int{8, 1 << 20, 16 << 20} {
 			b.Run(fmt.Sprintf("%s/%s", algo, byteSize(size)), func(b *testing.B) {
 				benchAllReduce(b, 4, size/4, algo)

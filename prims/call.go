@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/gorun-hpc/gorun/spmd"
@@ -31,8 +30,7 @@ type Option struct {
 	site   uint32 // a queued call's call site in the trace, taken when it was issued
 }
 
-// WithAlgo forces the call's algorithm instead of letting topo.Choose pick
-// it. An algorithm that does not implement the collective is an error
+// WithAlgo forces the call's algorithm instead of letting Choose pick it. An algorithm that does not implement the collective is an error
 // (ErrAlgo).
 func WithAlgo(a topo.Algo) Option {
 	return Option{algo: a}
@@ -75,7 +73,7 @@ type call struct {
 var callPool = sync.Pool{New: func() any { return new(call) }}
 
 // start begins a call of coll of bytes bytes (the whole buffer of the
-// call, as topo.Choose counts them). trivial says that the call moves
+// call, as Choose counts them). trivial says that the call moves
 // nothing on any rank (one rank, or no elements), so no algorithm need be
 // chosen. A blocking call on a communicator with non-blocking collectives
 // in flight waits for them first: calls run in the order they are made.
@@ -85,7 +83,7 @@ func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, t
 	*k = call{ctx: ctx, user: ctx, c: c, cc: c.Collective(), coll: coll, algo: o.algo, releases: k.releases[:0]}
 	k.root = k
 	switch {
-	case o.algo != "" && !topo.Applies(coll, o.algo):
+	case o.algo != "" && !Applies(coll, o.algo):
 		return nil, k.wrap(algoError(coll, o.algo))
 	}
 	k.st = stateOf(k.cc)
@@ -116,7 +114,7 @@ func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, t
 // GORUN_ALGO was at fault (every rank fails the same way then), breaks
 // the communicator: the other ranks may be probing it with this one.
 func (k *call) chooseFailed(err error) error {
-	if _, ferr := topo.Forced(k.coll); ferr != nil {
+	if _, ferr := forced(k.coll); ferr != nil {
 		return err
 	}
 	if cause := context.Cause(k.ctx); cause != nil && !errors.Is(err, spmd.ErrPeerLost) {
@@ -170,7 +168,7 @@ func (k *call) sub(sc *spmd.Comm, coll topo.Collective, bytes int, fallback topo
 	if sc.Size() > 1 && bytes > 0 {
 		// A choice that fails (GORUN_ALGO naming an algorithm that does not
 		// apply here) keeps the fallback; a lost peer fails the next step.
-		a, err := topo.Choose(k.ctx, sc, coll, bytes)
+		a, err := Choose(k.ctx, sc, coll, bytes)
 		if err == nil && a != topo.Hierarchical {
 			s.algo = a
 		}
@@ -189,12 +187,7 @@ func borrow[T spmd.Number](k *call, n int) []T {
 }
 
 func algoError(coll topo.Collective, a topo.Algo) error {
-	names := make([]string, 0, len(topo.Algos(coll)))
-	for _, x := range topo.Algos(coll) {
-		names = append(names, string(x))
-	}
-	return fmt.Errorf("%w: %q does not implement %s; use one of %s",
-		ErrAlgo, a, coll, strings.Join(names, ", "))
+	return fmt.Errorf("%w: %q does not implement %s; use one of %s", ErrAlgo, a, coll, algoNames(coll))
 }
 
 // argError is the error of a call with bad arguments, before it starts.

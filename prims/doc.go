@@ -15,9 +15,10 @@
 //
 // # Algorithms
 //
-// By default topo.Choose picks the algorithm of each call from the fitted
-// cost model (or GORUN_ALGO); WithAlgo forces one. The algorithms and the
-// collectives they implement:
+// By default Choose picks the algorithm of each call, the cheapest under
+// the algorithms' cost models with the constants that package topo fits
+// to the machine (or GORUN_ALGO's); WithAlgo forces one. The algorithms and the collectives they implement
+// (Algos):
 //
 //	ring          Broadcast (pipelined chain), Reduce (reduce-scatter, then
 //	              gather), AllReduce (segmented reduce-scatter + allgather),
@@ -40,6 +41,14 @@
 //	              runs recdbl, tree for Broadcast, ring for ReduceScatter
 //	              or linear for AllToAll instead, and says so in the trace;
 //	              SharedMemory says whether, and why)
+//
+// Each algorithm carries its cost model beside its code (ringAllReduceCost
+// beside ringAllReduce, and so on): its rounds priced with the constants
+// that package topo measures (topo.Model: alpha, beta and gamma per link
+// class, cores, wake-ups) and the building blocks it provides, and with
+// the very constants that lay out the algorithm's segments and shared
+// memory. Cheapest adds them up for any machine; Choose asks it for the
+// communicator's own, and Report prints its answers as gorun --topo does.
 //
 // Rank counts that are not powers of two are folded in the standard way:
 // the first 2r ranks (r = p - 2^floor(lg p)) pair up and one of each pair

@@ -8,6 +8,7 @@ import (
 	"github.com/gorun-hpc/gorun/net/mem"
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/topo"
 )
 
 // ExampleAllReduce sums a vector across four ranks. Under gorun each rank
@@ -97,4 +98,24 @@ func ExampleIAllReduce() {
 	}
 	wg.Wait()
 	// Output: [1 2] [20 1] [2]
+}
+
+// Cheapest answers for machines it is not running on, given a model with
+// fixed constants: here 2 hosts of 4 ranks, linked by a network four times
+// slower than a host's loopback.
+func ExampleCheapest() {
+	m := topo.Model{
+		Local:  topo.Link{Alpha: 10e-6, Beta: 1 / 2.5e9},
+		Remote: topo.Link{Alpha: 40e-6, Beta: 1 / 0.6e9},
+		Gamma:  1 / 5e9,
+		Cores:  8,
+	}
+	lay := topo.Uniform(2, 4)
+	for _, n := range []int{8, 64 << 10, 64 << 20} {
+		fmt.Printf("allreduce of %s: %s\n", topo.Size(n), prims.Cheapest(m, topo.AllReduce, 8, n, lay))
+	}
+	// Output:
+	// allreduce of 8 B: recdbl
+	// allreduce of 64 KiB: rabenseifner
+	// allreduce of 64 MiB: hier
 }

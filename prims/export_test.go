@@ -38,3 +38,14 @@ func LoseSharedMemory(c *spmd.Comm, why error) {
 	cc := c.Collective()
 	stateOf(cc).area.Store(&area{p: cc.Size(), unshared: why})
 }
+
+// Forced is forced: the algorithm GORUN_ALGO forces for coll, if any.
+var Forced = forced
+
+// The Shared algorithms' layout constants.
+const (
+	SharedChunk   = sharedChunk
+	SharedCell    = sharedCell
+	SharedCells   = sharedCells
+	SharedStreams = sharedStreams
+)

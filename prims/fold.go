@@ -1,7 +1,10 @@
 package prims
 
 import (
+	"math/bits"
+
 	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/topo"
 )
 
 // fold is how p ranks, p not a power of two, run an algorithm made for pp
@@ -189,3 +192,65 @@ func foldOut[T spmd.Number](k *call, f fold, buf []T) error {
 	}
 	return sendTo(k.ctx, k.cc, f.partner(), t, buf)
 }
+
+// The costs of the fold, halve and double, on the ranks of a topo.Shape.
+
+// lg returns ceil(log2 p); pow2 the largest power of two <= p (newFold's pp).
+func lg(p int) int { return bits.Len(uint(p - 1)) }
+
+func pow2(p int) int { return 1 << (bits.Len(uint(p)) - 1) }
+
+// foldCost is the cost of foldIn and foldOut on p ranks, p not a power of
+// two: the extra ranks send n bytes (reduced by the partner when reduce)
+// and get back n2 bytes at the end.
+func foldCost(m topo.Model, s topo.Shape, n, n2 float64, reduce bool) float64 {
+	extra := s.P - pow2(s.P)
+	if extra == 0 {
+		return 0
+	}
+	red := 0.0
+	if reduce {
+		red = n
+	}
+	busy := min(2*extra, 2*s.PerHost)
+	cross := s.Hosts > 1
+	return m.Step(s, cross, n, red, busy, min(extra, s.PerHost)) + m.Step(s, cross, n2, 0, busy, 0)
+}
+
+// doublingCost is recursive doubling over the pow2(p) ranks of the core:
+// in round k each rank exchanges size(k) bytes with rank^(1<<k), in one
+// piece, and reduces red(k) of them.
+func doublingCost(m topo.Model, s topo.Shape, size, red func(k int) float64) float64 {
+	q := pow2(s.P)
+	busy := 2 * min(s.PerHost, q)
+	t := 0.0
+	for k := 0; 1<<k < q; k++ {
+		b, cross := size(k), s.Layout.XorCrosses(k)
+		t += m.Step(s, cross, b, red(k), busy, min(s.PerHost, q)) + m.Unsegmented(s, cross, b, busy)
+	}
+	return t
+}
+
+// halvingCost is halve (reduce) or, mirrored, double (not reduce) over
+// the pow2(p) ranks of the core: the round at distance q/2 moves n/2
+// bytes, the one at q/4 n/4, and so on.
+func halvingCost(m topo.Model, s topo.Shape, n float64, reduce bool) float64 {
+	q := pow2(s.P)
+	return doublingCost(m, s, func(k int) float64 { return n * float64(int(1)<<k) / float64(q) },
+		func(k int) float64 {
+			if reduce {
+				return n * float64(int(1)<<k) / float64(q)
+			}
+			return 0
+		})
+}
+
+// doublingMessages is how many messages lg q rounds of recursive doubling
+// (or halving) over the core of p ranks send, and foldMessages how many
+// the fold adds: the extra ranks' data in, and their result back.
+func doublingMessages(p int) float64 {
+	q := pow2(p)
+	return float64(q * lg(q))
+}
+
+func foldMessages(p int) float64 { return float64(2 * (p - pow2(p))) }

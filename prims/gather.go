@@ -70,6 +70,24 @@ func Scatter[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T, r
 	return algoError(k.coll, k.algo)
 }
 
+// gatherCost is the cost of a gather, or a scatter, of n bytes in p
+// blocks by algo on the ranks of s.
+func gatherCost(m topo.Model, algo topo.Algo, s topo.Shape, n float64) estimate {
+	switch algo {
+	case topo.Linear:
+		return linearGatherCost(m, s, n)
+	case topo.Tree:
+		return treeGatherCost(m, s, n)
+	}
+	return never
+}
+
+// linearGatherCost is linearGather's, or linearScatter's: p-1 blocks
+// one after another.
+func linearGatherCost(m topo.Model, s topo.Shape, n float64) estimate {
+	return estimate{float64(s.P-1) * m.Step(s, s.Hosts > 1, n/float64(s.P), 0, 2, 0), float64(s.P - 1)}
+}
+
 // linearGather has the root receive every block in place.
 func linearGather[T spmd.Number](k *call, send, recv []T, root int) error {
 	cc, ctx := k.cc, k.ctx

@@ -43,6 +43,36 @@ func hierOf(k *call) (*hier, error) {
 	return h, nil
 }
 
+// hierPhases prices the phases of a hierarchical algorithm: inside every
+// host (the hosts in parallel, on the Local link) and across hosts between
+// their leaders (on the Remote link), each by its cheapest flat algorithm,
+// as the phases' sub-calls choose it.
+type hierPhases struct {
+	m                   topo.Model
+	perHost, hosts      int
+	inHost, overLeaders topo.Layout
+}
+
+// hierPhasesOf returns the phases of a hierarchical algorithm on the ranks
+// of s, or ok=false where it does not apply (one host, or one rank on
+// every host).
+func hierPhasesOf(m topo.Model, s topo.Shape) (h hierPhases, ok bool) {
+	if !s.Layout.Hierarchical() {
+		return hierPhases{}, false
+	}
+	return hierPhases{m: m, perHost: s.PerHost, hosts: s.Hosts, inHost: topo.Uniform(1, s.PerHost), overLeaders: topo.Uniform(s.Hosts, 1)}, true
+}
+
+// in is the cost of coll of n bytes inside the busiest host.
+func (h hierPhases) in(coll topo.Collective, n float64) float64 {
+	return cheapestCost(h.m, coll, h.perHost, n, h.inHost)
+}
+
+// across is the cost of coll of n bytes across the hosts' leaders.
+func (h hierPhases) across(coll topo.Collective, n float64) float64 {
+	return cheapestCost(h.m, coll, h.hosts, n, h.overLeaders)
+}
+
 // hierAllReduce reduces to each host's leader, all-reduces across the
 // leaders, and broadcasts inside each host.
 func hierAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
@@ -60,6 +90,15 @@ func hierAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 		}
 	}
 	return broadcast(k.sub(h.local, topo.Broadcast, bytes, topo.Tree), buf, 0)
+}
+
+// hierAllReduceCost is hierAllReduce's.
+func hierAllReduceCost(m topo.Model, s topo.Shape, n float64) estimate {
+	h, ok := hierPhasesOf(m, s)
+	if !ok {
+		return never
+	}
+	return estimate{rounds: h.in(topo.Reduce, n) + h.across(topo.AllReduce, n) + h.in(topo.Broadcast, n)}
 }
 
 // hierBcast broadcasts inside the root's host, across the leaders, and
@@ -88,6 +127,15 @@ func hierBcast[T spmd.Number](k *call, buf []T, root int) error {
 		return broadcast(k.sub(h.local, topo.Broadcast, bytes, topo.Tree), buf, 0)
 	}
 	return nil
+}
+
+// hierBcastCost is hierBcast's.
+func hierBcastCost(m topo.Model, s topo.Shape, n float64) estimate {
+	h, ok := hierPhasesOf(m, s)
+	if !ok {
+		return never
+	}
+	return estimate{rounds: h.across(topo.Broadcast, n) + h.in(topo.Broadcast, n)}
 }
 
 // hierReduce reduces to each host's leader, across the leaders to the
@@ -123,4 +171,14 @@ func hierReduce[T spmd.Number](k *call, src, dst []T, root int, op Op[T]) error 
 		return sendTo(k.ctx, lc, lroot, t, w)
 	}
 	return nil
+}
+
+// hierReduceCost is hierReduce's (the hand-over to a root that is not its
+// host's leader left out).
+func hierReduceCost(m topo.Model, s topo.Shape, n float64) estimate {
+	h, ok := hierPhasesOf(m, s)
+	if !ok {
+		return never
+	}
+	return estimate{rounds: h.in(topo.Reduce, n) + h.across(topo.Reduce, n)}
 }

@@ -131,7 +131,7 @@ func waitAll(ctx context.Context, calls []issued) error {
 }
 
 // TestNonBlocking issues every non-blocking collective with every
-// algorithm that implements it, and with topo's choice, for every count,
+// algorithm that implements it, and with Choose's, for every count,
 // in place and out of place, all back to back before waiting for any:
 // the results are the naive reference's, as the blocking calls' are, and
 // the calls complete in issue order.
@@ -140,7 +140,7 @@ func TestNonBlocking(t *testing.T) {
 		p := w.Size()
 		var calls []issued
 		for _, coll := range nbColls {
-			for _, algo := range append([]topo.Algo{""}, topo.Algos(coll)...) {
+			for _, algo := range append([]topo.Algo{""}, prims.Algos(coll)...) {
 				for _, n := range []int{0, 1, p + 1, 1000} {
 					calls = append(calls, issue[float32](ctx, w.Comm, check{coll, algo, n, n%2 == 1}))
 				}

@@ -27,7 +27,7 @@ func opsOf[T spmd.Number]() []prims.Op[T] {
 // TestOps runs every op through every algorithm of the reductions.
 func TestOps(t *testing.T) {
 	for _, coll := range []topo.Collective{topo.AllReduce, topo.Reduce, topo.ReduceScatter} {
-		for _, algo := range topo.Algos(coll) {
+		for _, algo := range prims.Algos(coll) {
 			for _, p := range []int{3, 4, 7} {
 				t.Run(fmt.Sprintf("%s/%s/p=%d", coll, algo, p), func(t *testing.T) {
 					t.Parallel()

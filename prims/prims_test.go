@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/spmdtest"
 	"github.com/gorun-hpc/gorun/topo"
@@ -41,7 +42,7 @@ func runType[T spmd.Number](t *testing.T, p int, cks []check) {
 // ranks) also runs the large count once, in float32 or int64.
 func TestCollectives(t *testing.T) {
 	for _, coll := range topo.Collectives {
-		for _, algo := range topo.Algos(coll) {
+		for _, algo := range prims.Algos(coll) {
 			for _, p := range rankCounts {
 				t.Run(fmt.Sprintf("%s/%s/p=%d", coll, algo, p), func(t *testing.T) {
 					t.Parallel()

@@ -55,6 +55,25 @@ func reduce[T spmd.Number](k *call, src, dst []T, root int, op Op[T]) error {
 	return algoError(k.coll, k.algo)
 }
 
+// reduceCost is the cost of a reduce of n bytes by algo on the ranks of s.
+// The work copy that the ring and Rabenseifner reduce into is left out
+// (the hierarchical all-reduce's choice rests on that).
+func reduceCost(m topo.Model, algo topo.Algo, s topo.Shape, n float64) estimate {
+	switch algo {
+	case topo.Tree:
+		return treeReduceCost(m, s, n)
+	case topo.Linear:
+		return linearReduceCost(m, s, n)
+	case topo.Ring:
+		return ringReduceCost(m, s, n)
+	case topo.Rabenseifner:
+		return rabenseifnerReduceCost(m, s, n)
+	case topo.Hierarchical:
+		return hierReduceCost(m, s, n)
+	}
+	return never
+}
+
 // linearReduce has the root receive and reduce every rank's vector in turn.
 func linearReduce[T spmd.Number](k *call, src, dst []T, root int, op Op[T]) error {
 	cc, ctx := k.cc, k.ctx
@@ -74,6 +93,12 @@ func linearReduce[T spmd.Number](k *call, src, dst []T, root int, op Op[T]) erro
 		op.reduce(dst, tmp)
 	}
 	return nil
+}
+
+// linearReduceCost is linearReduce's: p-1 messages one after another,
+// each reduced by the root.
+func linearReduceCost(m topo.Model, s topo.Shape, n float64) estimate {
+	return estimate{float64(s.P-1) * m.Step(s, s.Hosts > 1, n, n, 2, 1), float64(s.P - 1)}
 }
 
 // workFor returns the buffer a reduction works in: dst, or a borrowed one,
@@ -96,6 +121,12 @@ func ringReduce[T spmd.Number](k *call, src, dst []T, root int, op Op[T]) error 
 		return err
 	}
 	return gatherBlocks(k, work, b, root, func(r int) int { return r })
+}
+
+// ringReduceCost is ringReduce's: the ring reduce-scatter, then every
+// block to the root, as the linear gather sends them.
+func ringReduceCost(m topo.Model, s topo.Shape, n float64) estimate {
+	return estimate{ringCost(m, s, n/float64(s.P), n/float64(s.P)) + linearGatherCost(m, s, n).rounds, ringMessages(s.P) + float64(s.P-1)}
 }
 
 // rabenseifnerReduce is a recursive-halving reduce-scatter, then every
@@ -122,6 +153,16 @@ func rabenseifnerReduce[T spmd.Number](k *call, src, dst []T, root int, op Op[T]
 	// Block v of sb is held by rank f.real(v); the extras hold none.
 	holder := func(v int) int { return f.real(v) }
 	return gatherBlocks(k, work, sb, root, holder)
+}
+
+// rabenseifnerReduceCost is rabenseifnerReduce's: the fold in (its round
+// back saved), halving, then the blocks to the root, modelled as a
+// binomial gather of the core's blocks.
+func rabenseifnerReduceCost(m topo.Model, s topo.Shape, n float64) estimate {
+	p, q := float64(s.P), pow2(s.P)
+	return estimate{foldCost(m, s, n, 0, true) - m.Alpha(s, s.Hosts > 1) + halvingCost(m, s, n, true) +
+		binomialCost(m, s, func(d int) float64 { return n * min(float64(d), p/2) / p }, false),
+		doublingMessages(s.P) + float64(q-1) + float64(s.P-q)}
 }
 
 // gatherBlocks sends block v of b, held by rank holder(v), to root, which

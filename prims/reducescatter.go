@@ -43,6 +43,29 @@ func ReduceScatter[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv 
 	return algoError(k.coll, k.algo)
 }
 
+// reduceScatterCost is the cost of a reduce-scatter of n bytes (the whole
+// vector) by algo on the ranks of s.
+func reduceScatterCost(m topo.Model, algo topo.Algo, s topo.Shape, n float64) estimate {
+	switch algo {
+	case topo.Ring:
+		return ringReduceScatterCost(m, s, n)
+	case topo.Rabenseifner:
+		return rabenseifnerReduceScatterCost(m, s, n)
+	case topo.Linear:
+		return linearReduceScatterCost(m, s, n)
+	case topo.Shared:
+		return sharedReduceScatterCost(m, s, n)
+	}
+	return never
+}
+
+// workCost is what the ring and Rabenseifner reduce-scatters pay to
+// reduce into a copy of the whole vector, which every rank makes at once:
+// a copy costs about what a reduction does (memory's speed; less than
+// Local.Beta over TCP). (Reduce's own work copy is left out of its model,
+// which the hierarchical all-reduce's choice rests on.)
+func workCost(m topo.Model, s topo.Shape, n float64) float64 { return n * m.GammaBusy(s.PerHost) }
+
 // ringReduceScatterTo runs the ring reduce-scatter on a copy of send and
 // leaves this rank's block in recv.
 func ringReduceScatterTo[T spmd.Number](k *call, send, recv []T, b []int, op Op[T]) error {
@@ -52,6 +75,13 @@ func ringReduceScatterTo[T spmd.Number](k *call, send, recv []T, b []int, op Op[
 	}
 	copy(recv, work[b[r]:b[r+1]])
 	return nil
+}
+
+// ringReduceScatterCost is ringReduceScatterTo's: the work copy, and p-1
+// steps of a block, each reduced.
+func ringReduceScatterCost(m topo.Model, s topo.Shape, n float64) estimate {
+	block := n / float64(s.P)
+	return estimate{workCost(m, s, n) + ringCost(m, s, block, block), ringMessages(s.P)}
 }
 
 // rabenseifnerReduceScatter folds the extra ranks in, halves over the
@@ -83,6 +113,13 @@ func rabenseifnerReduceScatter[T spmd.Number](k *call, send, recv []T, b []int, 
 	return nil
 }
 
+// rabenseifnerReduceScatterCost is rabenseifnerReduceScatter's: the work
+// copy, the fold (the extra ranks' blocks back), halving.
+func rabenseifnerReduceScatterCost(m topo.Model, s topo.Shape, n float64) estimate {
+	return estimate{workCost(m, s, n) + (foldCost(m, s, n, n/float64(s.P), true) + halvingCost(m, s, n, true)),
+		doublingMessages(s.P) + foldMessages(s.P)}
+}
+
 // linearReduceScatter has every rank send block j of its vector straight
 // to rank j, and reduce the blocks it receives into its own.
 func linearReduceScatter[T spmd.Number](k *call, send, recv []T, b []int, op Op[T]) error {
@@ -104,4 +141,11 @@ func linearReduceScatter[T spmd.Number](k *call, send, recv []T, b []int, op Op[
 		op.reduce(recv, tmp)
 	}
 	return sends.waitAll(ctx)
+}
+
+// linearReduceScatterCost is linearReduceScatter's: one burst of p-1
+// blocks, each reduced.
+func linearReduceScatterCost(m topo.Model, s topo.Shape, n float64) estimate {
+	block := n / float64(s.P)
+	return estimate{m.Burst(s, block, block), ringMessages(s.P)}
 }

@@ -2,11 +2,13 @@ package prims
 
 import (
 	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/topo"
 )
 
 // SegmentBytes is the size of the messages ring algorithms cut large
 // blocks into, so that receiving one segment overlaps reducing the
-// previous one and forwarding it; topo models the same size (topo.Segment).
+// previous one and forwarding it; their costs (ringAllReduceCost,
+// chainCost) are modelled with it.
 // Measured with collbench, ring all-reduce at np 2, 4-64 MiB, alternating
 // builds: over shared memory (single copy) 1 MiB segments ran 64 MiB at
 // 1.26-1.84 GB/s busbw against 256 KiB's 1.08-1.19 (4 runs; 16 MiB
@@ -173,4 +175,19 @@ func ringAllGather[T spmd.Number](k *call, buf []T, b []int, own int, tag int) e
 	}
 	recvs.reset()
 	return sends.waitAll(ctx)
+}
+
+// ringCost is p-1 steps in which every rank sends a block of b bytes to
+// its right neighbour and reduces red bytes of what it receives, as
+// ringReduceScatter (red = b) and ringAllGather (red = 0) run them.
+func ringCost(m topo.Model, s topo.Shape, b, red float64) float64 {
+	cross := s.Hosts > 1
+	return float64(s.P-1) * m.Step(s, cross, b, red, 2*s.PerHost, s.PerHost)
+}
+
+// ringMessages is how many messages a ring reduce-scatter or all-gather of
+// p ranks sends: p-1 steps of p messages.
+func ringMessages(p int) float64 {
+	P := float64(p)
+	return P * (P - 1)
 }

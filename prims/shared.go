@@ -13,7 +13,7 @@ import (
 
 // The Shared algorithms run on the memory that the ranks of one host share
 // (spmd.Comm.Shared) instead of messages, as Open MPI's coll/sm does: each
-// rank owns two slots, a cache line of header and topo.SharedChunk bytes
+// rank owns two slots, a cache line of header and sharedChunk bytes
 // of data each. A round of the algorithm goes through one slot of each
 // rank.
 //
@@ -32,9 +32,9 @@ import (
 // message.
 //
 // Broadcasts take rings of their own instead (castRing): up to
-// topo.SharedCell bytes a ring of cells, so that a root runs up to
-// topo.SharedCells broadcasts ahead, and larger ones a ring of
-// topo.SharedStreams chunks, so that it runs that many chunks ahead.
+// sharedCell bytes a ring of cells, so that a root runs up to
+// sharedCells broadcasts ahead, and larger ones a ring of
+// sharedStreams chunks, so that it runs that many chunks ahead.
 
 // slotHead is the header of a slot: the last round whose part is in it,
 // and the last whose reduced block is.
@@ -65,13 +65,46 @@ func (g *signal) wait(k *call, r int, round uint32) error {
 	return k.cc.WaitShared(k.ctx, r, &g.round, &g.sleepers, round)
 }
 
-const slotStride = headSize + topo.SharedChunk
+const slotStride = headSize + sharedChunk
+
+// sharedChunk is how many bytes of its part a rank publishes in one round
+// of a Shared algorithm (the size of its slot); a larger buffer takes
+// several rounds. Against 32 KiB and 1 MiB, collbench all-reduce on 2
+// cores, 3 runs: 16 MiB at np 8 34.5 ms against 41.8 and 47.0, at np 4
+// 15.3 against 20.2 and 15.7.
+const sharedChunk = 256 << 10
+
+// sharedCell is the largest broadcast that the Shared algorithm sends
+// through its ring of sharedCells cells, in which a root runs up to
+// sharedCells broadcasts ahead of the others, instead of its two slots,
+// which held the root to one broadcast ahead: there linear and tree were
+// 2-3x faster than shared below 2 KiB. Broadcast on 2 cores, medians of 3
+// alternating collbench runs, 2 KiB cells (slots above) against 16 KiB:
+// np 4 at 4 / 8 / 16 KiB 6 / 6 / 10 us against 2 / 3 / 4 (linear 13 / 12
+// / 16), np 8 12 / 14 / 18 against 5 / 5 / 7 (linear 24 / 30 / 43); at 32
+// KiB, slots in both, the same.
+const sharedCell = 16 << 10
+
+// sharedCells is how many broadcasts of up to sharedCell bytes a root may
+// run ahead of the slowest rank. Against 32, collbench --algo shared on 2
+// cores, 3 alternating runs of 20000-100000 broadcasts: np 4 at 64 B
+// 0.46-0.60 -> 0.24-0.31 us (Open MPI 0.37-0.84 in the same runs), at 16
+// KiB 2.38-3.15 -> 1.76-2.09; np 8 at 64 B 0.64-1.06 -> 0.49-0.58, at 16
+// KiB 3.76-4.77 -> 2.62-3.00; np 2 at 16 KiB 1.73-2.21 -> 0.49-0.76.
+// 256 was no faster. The cells take 2 MiB of the area, of which a
+// broadcast touches only the pages it writes.
+const sharedCells = 128
+
+// sharedStreams is how many chunks of sharedChunk bytes the root of a
+// larger broadcast may run ahead of the slowest rank, through a ring of
+// its own, where it ran one round ahead through its two slots.
+const sharedStreams = 8
 
 // Broadcasts go through rings of buffers behind the slots instead, each
 // ring followed by a cache line per rank that counts the pieces the rank
-// is done with: the cells, topo.SharedCells of topo.SharedCell bytes, for
-// broadcasts that fit one, and the streams, topo.SharedStreams of
-// topo.SharedChunk bytes, for the chunks of larger ones. The root writes
+// is done with: the cells, sharedCells of sharedCell bytes, for
+// broadcasts that fit one, and the streams, sharedStreams of
+// sharedChunk bytes, for the chunks of larger ones. The root writes
 // buffer s mod n and goes on; it waits only to write a buffer that a rank
 // has not read yet, n pieces ago. So a root that broadcasts again and
 // again runs as far ahead of the others as a message algorithm's root does
@@ -79,7 +112,7 @@ const slotStride = headSize + topo.SharedChunk
 // ahead.
 const (
 	headSize   = int(unsafe.Sizeof(slotHead{}))
-	cellStride = headSize + topo.SharedCell
+	cellStride = headSize + sharedCell
 )
 
 // castRing is where a ring of broadcast buffers sits in the area.
@@ -93,9 +126,9 @@ type castRing struct {
 // and the size of the area.
 func rings(p int) (cells, streams castRing, size int) {
 	off := 2 * p * slotStride
-	cells = castRing{off: off, stride: cellStride, n: topo.SharedCells, done: off + topo.SharedCells*cellStride}
+	cells = castRing{off: off, stride: cellStride, n: sharedCells, done: off + sharedCells*cellStride}
 	off = cells.done + p*headSize
-	streams = castRing{off: off, stride: slotStride, n: topo.SharedStreams, done: off + topo.SharedStreams*slotStride}
+	streams = castRing{off: off, stride: slotStride, n: sharedStreams, done: off + sharedStreams*slotStride}
 	return cells, streams, streams.done + p*headSize
 }
 
@@ -142,7 +175,7 @@ const (
 // tree for broadcast), as the hierarchical ones run on a single host, so
 // that GORUN_ALGO=shared serves a job of several hosts too. Every rank of
 // the communicator gets the same answer; SharedMemory says which, and why.
-// The area takes 2 slots of topo.SharedChunk bytes per rank, the cells and
+// The area takes 2 slots of sharedChunk bytes per rank, the cells and
 // the streams (areaSize): 8 MiB for 8 ranks, of which a call touches only
 // the pages it uses.
 func areaOf(k *call) (*area, error) {
@@ -156,7 +189,7 @@ func areaOf(k *call) (*area, error) {
 // SharedMemory reports whether the Shared algorithms (topo.Shared) run on
 // c in memory that its ranks share: nil when they do. When the ranks cannot
 // share memory, the Shared algorithms run message algorithms instead, at
-// several times the cost on one host, and topo.Choose does not pick them:
+// several times the cost on one host, and Choose does not pick them:
 // the error, which wraps spmd.ErrNotShared, says why (the ranks are on
 // several hosts, or their transport maps none). When mapping the memory
 // fails, the error is that failure, with which every Shared call on c

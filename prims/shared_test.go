@@ -28,7 +28,7 @@ func TestSharedRounds(t *testing.T) {
 				time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
 			}
 		}
-		big := topo.SharedChunk/8 + 1000 // float64s: two rounds
+		big := prims.SharedChunk/8 + 1000 // float64s: two rounds
 		for it := range 30 {
 			root := it % p
 			b := make([]float64, big)
@@ -84,8 +84,8 @@ func TestSharedCastRings(t *testing.T) {
 		pieces   int // the ring's buffers
 		perPiece int // elements of float64 per piece
 	}{
-		{"cells", 1, topo.SharedCell / 8, topo.SharedCells, topo.SharedCell / 8},
-		{"streams", topo.SharedCell/8 + 1, 2*topo.SharedChunk/8 + 1000, topo.SharedStreams, topo.SharedChunk / 8},
+		{"cells", 1, prims.SharedCell / 8, prims.SharedCells, prims.SharedCell / 8},
+		{"streams", prims.SharedCell/8 + 1, 2*prims.SharedChunk/8 + 1000, prims.SharedStreams, prims.SharedChunk / 8},
 	}
 	for _, ring := range rings {
 		for _, p := range []int{2, 3, 4} {

@@ -1,12 +1,50 @@
 package prims
 
 import (
+	"math"
+
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/topo"
 )
 
 // The Shared algorithms, round by round in the area that shared.go lays
-// out.
+// out, and their costs: rounds in which every rank stores a round's number
+// and waits for the others', and copies.
+
+// sharedLatency is the latency of one wait of a Shared algorithm, in
+// which every rank stores a word and waits for the others' (a cache line
+// from every rank, no message), as a fraction of the alpha of a message
+// over the Local link.
+const sharedLatency = 0.5
+
+// sharedCost is a Shared algorithm's cost on the ranks of s: body(wait)
+// for n bytes, wait being one wait's, and one wait for none; never unless
+// the ranks are on one host and share memory (topo.Layout.Shared).
+func sharedCost(m topo.Model, s topo.Shape, n float64, body func(wait float64) float64) estimate {
+	if !s.Layout.Shared || s.Hosts > 1 {
+		return never
+	}
+	wait := sharedLatency * m.AlphaBusy(s, false, s.PerHost)
+	if n == 0 {
+		return estimate{rounds: wait}
+	}
+	return estimate{rounds: body(wait)}
+}
+
+// sharedRounds is the cost of n bytes in rounds of up to sharedChunk
+// bytes, round(c) that of a round of c bytes.
+func sharedRounds(n float64, round func(c float64) float64) float64 {
+	full := math.Floor(n / sharedChunk)
+	t := full * round(sharedChunk)
+	if rest := n - full*sharedChunk; rest > 0 {
+		t += round(rest)
+	}
+	return t
+}
+
+// sharedCopy is the seconds per byte of the copies of a Shared algorithm's
+// round, which every rank makes at once.
+func sharedCopy(m topo.Model, s topo.Shape) float64 { return m.Local.Beta * m.Share(s.PerHost) }
 
 // fellBack says that k runs algo instead of the Shared algorithm, its
 // ranks being unable to share memory (areaOf): the call's errors and its
@@ -18,8 +56,16 @@ func (k *call) fellBack(algo topo.Algo) {
 	}
 }
 
-// sharedAllReduce reduces buf in rounds of up to topo.SharedChunk bytes:
-// folds below topo.SharedScatter bytes, where a round's latency counts
+// sharedScatterMin is the size of a round of a Shared all-reduce from which
+// each rank reduces one block of the parts and copies the others' reduced
+// blocks (two waits, sharedScatter) instead of reducing all of every part
+// (one wait, sharedFold). collbench on 2 cores, 5 runs, fold against
+// scatter: np 4 2 KiB 12 us against 14, 8 KiB 20 against 18; np 8 26
+// against 38, 44 against 41.
+const sharedScatterMin = 8 << 10
+
+// sharedAllReduce reduces buf in rounds of up to sharedChunk bytes:
+// folds below sharedScatterMin bytes, where a round's latency counts
 // most, and scatters from there, where the reductions do.
 func sharedAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 	a, err := areaOf(k)
@@ -30,10 +76,10 @@ func sharedAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 		}
 		return err
 	}
-	per := topo.SharedChunk / sizeOf[T]()
+	per := sharedChunk / sizeOf[T]()
 	for lo := 0; lo < len(buf); lo += per {
 		out := buf[lo:min(lo+per, len(buf))]
-		if len(out)*sizeOf[T]() < topo.SharedScatter {
+		if len(out)*sizeOf[T]() < sharedScatterMin {
 			err = sharedFold(k, a, out, op)
 		} else {
 			err = sharedScatter(k, a, out, op)
@@ -43,6 +89,41 @@ func sharedAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 		}
 	}
 	return nil
+}
+
+// sharedAllReduceCost is sharedAllReduce's, round by round.
+func sharedAllReduceCost(m topo.Model, s topo.Shape, n float64) estimate {
+	return sharedCost(m, s, n, func(wait float64) float64 {
+		return sharedRounds(n, func(c float64) float64 { return sharedRoundCost(m, s, c, wait) })
+	})
+}
+
+// sharedRoundCost is one round of c bytes of a Shared all-reduce, in
+// which every rank at once either copies its part in and reduces the
+// other p-1 parts (sharedFold), or copies in the blocks of its part that
+// the others reduce, reduces its own block of every part, copies the
+// result in and the other blocks' results out (sharedScatter, two waits).
+//
+// On a host with a core for every rank, the copies into the shared memory
+// (the blocks of its part that the others reduce, and its result) are a
+// rank's own writes of a round that stays in its cache, and cost about
+// what a reduction does; only the copies out of the others' blocks pay
+// the link's Beta. Charging Beta for every byte, as on a crowded host
+// (where it times the rounds within 5%), made the model price the Shared
+// all-reduce at twice its measured time with 2 ranks on 2 cores (8 MiB:
+// 2.7 ms modelled, 1.16 measured; the ring 1.83 modelled, 2.49 measured),
+// so that it chose the ring from 512 KiB, at 1.2-2.7x the Shared
+// algorithm's time; on a 16-core machine the Shared all-reduce took
+// 0.3-0.6x the ring's at 64 KiB to 4 MiB with 4 and 8 ranks too.
+func sharedRoundCost(m topo.Model, s topo.Shape, c, wait float64) float64 {
+	b, g, p := sharedCopy(m, s), m.GammaBusy(s.PerHost), float64(s.P)
+	if c < sharedScatterMin {
+		return wait + c*b + (p-1)*c*g
+	}
+	if s.PerHost <= m.Cores {
+		return 2*wait + c*g + (p-1)/p*c*b + (p-1)/p*c*g
+	}
+	return 2*wait + (2*p-1)/p*c*b + (p-1)/p*c*g
 }
 
 // put starts an all-reduce round: it waits until this rank's slot is
@@ -158,8 +239,13 @@ func sharedBarrier(k *call) error {
 	return nil
 }
 
+// sharedBarrierCost is sharedBarrier's: one wait.
+func sharedBarrierCost(m topo.Model, s topo.Shape) estimate {
+	return sharedCost(m, s, 0, nil)
+}
+
 // sharedBcast copies root's buf into every rank's through the cells, when
-// it fits one, or else topo.SharedChunk bytes at a time through the
+// it fits one, or else sharedChunk bytes at a time through the
 // streams (castPiece).
 func sharedBcast[T spmd.Number](k *call, buf []T, root int) error {
 	a, err := areaOf(k)
@@ -170,11 +256,11 @@ func sharedBcast[T spmd.Number](k *call, buf []T, root int) error {
 		}
 		return err
 	}
-	if len(buf)*sizeOf[T]() <= topo.SharedCell {
+	if len(buf)*sizeOf[T]() <= sharedCell {
 		a.casts++
 		return castPiece(k, a, a.cells, a.casts, buf, root)
 	}
-	per := topo.SharedChunk / sizeOf[T]()
+	per := sharedChunk / sizeOf[T]()
 	for lo := 0; lo < len(buf); lo += per {
 		a.chunks++
 		if err := castPiece(k, a, a.streams, a.chunks, buf[lo:min(lo+per, len(buf))], root); err != nil {
@@ -212,8 +298,20 @@ func castPiece[T spmd.Number](k *call, a *area, g castRing, s uint32, buf []T, r
 	return nil
 }
 
+// sharedBcastCost is sharedBcast's. The root runs up to sharedCells
+// broadcasts, or sharedStreams chunks of a larger one, ahead, so a crowded
+// host's wake-ups are paid once for many of them, as through a message
+// algorithm's queues: the wait per piece is a pair's. p copies of every
+// byte share the host's cores.
+func sharedBcastCost(m topo.Model, s topo.Shape, n float64) estimate {
+	return sharedCost(m, s, n, func(float64) float64 {
+		pieces := max(1, math.Ceil(n/sharedChunk))
+		return pieces*sharedLatency*m.AlphaBusy(s, false, 2) + n*m.Local.Beta*m.Share(s.P)
+	})
+}
+
 // sharedAllGather gathers the blocks of b into every rank's buf,
-// topo.SharedChunk bytes of each block a round: every rank writes its
+// sharedChunk bytes of each block a round: every rank writes its
 // block's piece and copies the others' out.
 func sharedAllGather[T spmd.Number](k *call, buf []T, b []int) error {
 	a, err := areaOf(k)
@@ -225,7 +323,7 @@ func sharedAllGather[T spmd.Number](k *call, buf []T, b []int) error {
 		return err
 	}
 	me := k.cc.Rank()
-	per := topo.SharedChunk / sizeOf[T]()
+	per := sharedChunk / sizeOf[T]()
 	for lo := 0; lo < b[1]-b[0]; lo += per {
 		n := min(per, b[1]-b[0]-lo)
 		round := a.next()
@@ -244,6 +342,15 @@ func sharedAllGather[T spmd.Number](k *call, buf []T, b []int) error {
 	return nil
 }
 
+// sharedAllGatherCost is sharedAllGather's: in every round every rank
+// copies its block's piece in and the p-1 others' out.
+func sharedAllGatherCost(m topo.Model, s topo.Shape, n float64) estimate {
+	p, copyIn := float64(s.P), sharedCopy(m, s)
+	return sharedCost(m, s, n, func(wait float64) float64 {
+		return sharedRounds(n/p, func(c float64) float64 { return wait + p*c*copyIn })
+	})
+}
+
 // sharedReduceScatter reduces send into every rank's block of b, a piece
 // of every block a round: every rank writes the round's piece of each
 // other block into its slot, block q's at q*m, and reduces the others'
@@ -259,8 +366,8 @@ func sharedReduceScatter[T spmd.Number](k *call, send, recv []T, b []int, op Op[
 		return err
 	}
 	p, me := a.p, k.cc.Rank()
-	m := max(1, topo.SharedChunk/sizeOf[T]()/p) // elements of each block a round
-	longest := b[1] - b[0]                      // Block puts the longer blocks first
+	m := max(1, sharedChunk/sizeOf[T]()/p) // elements of each block a round
+	longest := b[1] - b[0]                 // Block puts the longer blocks first
 	for lo := 0; lo < longest; lo += m {
 		// A rank whose block is shorter may have no piece in the last
 		// round: it reads nothing then, and so does not see every rank
@@ -289,6 +396,16 @@ func sharedReduceScatter[T spmd.Number](k *call, send, recv []T, b []int, op Op[
 	return nil
 }
 
+// sharedReduceScatterCost is sharedReduceScatter's: in every round every
+// rank copies the other blocks' pieces of its part in and its own into
+// place, and reduces the p-1 others' into it.
+func sharedReduceScatterCost(m topo.Model, s topo.Shape, n float64) estimate {
+	p, copyIn, g := float64(s.P), sharedCopy(m, s), m.GammaBusy(s.PerHost)
+	return sharedCost(m, s, n, func(wait float64) float64 {
+		return sharedRounds(n, func(c float64) float64 { return wait + c*copyIn + (p-1)/p*c*g })
+	})
+}
+
 // sharedAllToAll moves block j of every rank's send into block i of rank
 // j's recv (i the sender), a piece of every block a round, as the
 // reduce-scatter's rounds lay them out: every rank writes the round's
@@ -305,7 +422,7 @@ func sharedAllToAll[T spmd.Number](k *call, send, recv []T, kk int) error {
 		return err
 	}
 	p, me := a.p, k.cc.Rank()
-	m := max(1, topo.SharedChunk/sizeOf[T]()/p) // elements of each block a round
+	m := max(1, sharedChunk/sizeOf[T]()/p) // elements of each block a round
 	for lo := 0; lo < kk; lo += m {
 		c := min(m, kk-lo)
 		round := a.next()
@@ -327,4 +444,14 @@ func sharedAllToAll[T spmd.Number](k *call, send, recv []T, kk int) error {
 		}
 	}
 	return nil
+}
+
+// sharedAllToAllCost is sharedAllToAll's, n being one rank's send buffer:
+// a round takes a piece of each of its blocks for the others, which every
+// rank copies in, and the pieces meant for it, which it copies out.
+func sharedAllToAllCost(m topo.Model, s topo.Shape, n float64) estimate {
+	p, copyIn := float64(s.P), sharedCopy(m, s)
+	return sharedCost(m, s, n, func(wait float64) float64 {
+		return sharedRounds(n, func(c float64) float64 { return wait + 2*(p-1)/p*c*copyIn })
+	})
 }

@@ -1,6 +1,7 @@
 package prims_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -22,9 +23,9 @@ import (
 // sharedRan runs collectives on c, whose ranks are on one host and reach
 // each other through memory they share, and says what shows that the
 // Shared algorithms did not run in that memory: topo not counting them as
-// candidates (Layout.Shared), or not choosing them for a barrier and an
+// candidates (Layout.Shared), or Choose not choosing them for a barrier and an
 // 8-byte all-reduce on a host with a core for every rank, where one wait
-// in memory beats any message; a call that topo chose them for or that
+// in memory beats any message; a call that Choose chose them for or that
 // forced them, of every collective they implement, that ran no round in
 // that memory (prims.SharedRounds) or got a wrong result; or
 // prims.SharedMemory's word that c's memory is not in use.
@@ -34,7 +35,7 @@ func sharedRan(ctx context.Context, c *spmd.Comm) error {
 	}
 	var cks []check
 	for _, k := range []check{{topo.Barrier, "", 0, false}, {topo.AllReduce, "", 2, true}} { // 8 bytes
-		a, err := topo.Choose(ctx, c, k.coll, 4*k.n)
+		a, err := prims.Choose(ctx, c, k.coll, 4*k.n)
 		if err != nil {
 			return err
 		}
@@ -42,11 +43,11 @@ func sharedRan(ctx context.Context, c *spmd.Comm) error {
 		case a == topo.Shared:
 			cks = append(cks, k)
 		case c.Size() <= runtime.NumCPU():
-			return fmt.Errorf("topo chose %s for an 8-byte %s on one host, not %s", a, k.coll, topo.Shared)
+			return fmt.Errorf("Choose chose %s for an 8-byte %s on one host, not %s", a, k.coll, topo.Shared)
 		}
 	}
 	for _, coll := range topo.Collectives {
-		if topo.Applies(coll, topo.Shared) {
+		if prims.Applies(coll, topo.Shared) {
 			cks = append(cks, check{coll, topo.Shared, 1000, false})
 		}
 	}
@@ -85,6 +86,41 @@ func TestSharedMemoryUsed(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// TestSharedCandidate: Choose picks the Shared algorithms for a barrier
+// and an 8-byte all-reduce where the ranks share memory and every rank has
+// a core, where one wait in memory beats any message, and never where they
+// do not share it: joined by TCP, or on two hosts (topo.TestLayoutShared
+// checks that topo says which).
+func TestSharedCandidate(t *testing.T) {
+	tests := []struct {
+		kind   spmdtest.Kind
+		p      int
+		shared bool
+	}{
+		{spmdtest.SHM, 2, true},
+		{spmdtest.Mem, 2, true},
+		{spmdtest.SHM, 3, true},
+		{spmdtest.TCP, 2, false},
+		{spmdtest.Mixed, 4, false},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/p=%d", tt.kind, tt.p), func(t *testing.T) {
+			spmdtest.RunOn(t, tt.kind, tt.p, func(ctx context.Context, w *spmd.World) error {
+				for _, coll := range []topo.Collective{topo.Barrier, topo.AllReduce} {
+					a, err := prims.Choose(ctx, w.Comm, coll, 8)
+					if err != nil {
+						return err
+					}
+					if a == topo.Shared && !tt.shared || a != topo.Shared && tt.shared && tt.p <= runtime.NumCPU() {
+						return fmt.Errorf("Choose(%s, 8 B) = %s, with Layout.Shared %v", coll, a, topo.LayoutOf(w.Comm).Shared)
+					}
+				}
+				return nil
+			})
+		})
 	}
 }
 
@@ -152,6 +188,51 @@ func TestSharedMemoryLost(t *testing.T) {
 	}
 }
 
+// TestReportSaysSharedMemoryLost: gorun --topo's report (prims.Report)
+// says when the ranks of one host share memory but rank 0's Shared
+// algorithms do not run in it, whether its setup failed unseen or mapping
+// it failed, and says nothing of the kind when they do.
+func TestReportSaysSharedMemoryLost(t *testing.T) {
+	const p = 2
+	for _, tt := range []struct {
+		name   string
+		wrap   func(t transport.Transport) transport.Transport
+		before func(c *spmd.Comm)
+		say    string // what the report says, or "" for nothing of shared memory lost
+	}{
+		{"shared", nil, nil, ""},
+		{"failure unseen", nil, func(c *spmd.Comm) { prims.LoseSharedMemory(c, errInjected) }, errInjected.Error()},
+		{"mapping fails", func(t transport.Transport) transport.Transport {
+			return unmappable{opaque{t}, t.(transport.Sharer)}
+		}, nil, "mapping the memory of the Shared algorithms"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var out [p]bytes.Buffer
+			errs := runOnSHM(t, p, tt.wrap, nil, func(ctx context.Context, w *spmd.World) error {
+				if tt.before != nil {
+					tt.before(w.Comm)
+				}
+				return prims.Report(ctx, w, &out[w.Rank()])
+			})
+			for r, err := range errs {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+			}
+			got := out[0].String()
+			const lost = "shared memory: not in use on rank 0"
+			switch {
+			case !strings.Contains(got, "shared memory: yes"):
+				t.Errorf("the report does not say the ranks share memory:\n%s", got)
+			case tt.say == "" && strings.Contains(got, lost):
+				t.Errorf("the report says shared memory is lost:\n%s", got)
+			case tt.say != "" && (!strings.Contains(got, lost) || !strings.Contains(got, tt.say)):
+				t.Errorf("the report does not say %q and %q:\n%s", lost, tt.say, got)
+			}
+		})
+	}
+}
+
 // TestSharedMemorySays: prims.SharedMemory says why the ranks of a
 // communicator do not share memory, and what mapping it failed with.
 func TestSharedMemorySays(t *testing.T) {
@@ -204,7 +285,7 @@ func TestSharedFallbackTraced(t *testing.T) {
 	const p = 3
 	var cks []check
 	for _, coll := range topo.Collectives {
-		if topo.Applies(coll, topo.Shared) {
+		if prims.Applies(coll, topo.Shared) {
 			cks = append(cks, check{coll, topo.Shared, 100, false})
 		}
 	}

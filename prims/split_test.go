@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd/contract"
 
 	"github.com/gorun-hpc/gorun/spmd"
@@ -58,7 +59,7 @@ func TestSplitConcurrent(t *testing.T) {
 // rounds runs coll on c with each algorithm in turn, several times.
 func rounds(ctx context.Context, c *spmd.Comm, coll topo.Collective) error {
 	for round := 0; round < 5; round++ {
-		for _, algo := range topo.Algos(coll) {
+		for _, algo := range prims.Algos(coll) {
 			k := check{coll, algo, 3000 + round, round%2 == 0}
 			if err := run[float32](ctx, c, k); err != nil {
 				return fmt.Errorf("round %d: %w", round, err)
@@ -126,7 +127,7 @@ func TestChosen(t *testing.T) {
 // names one that does not implement coll, the call must fail instead.
 func runChosen[T spmd.Number](ctx context.Context, c *spmd.Comm, coll topo.Collective, n int) error {
 	err := run[T](ctx, c, check{coll, "", n, false})
-	if _, ferr := topo.Forced(coll); ferr != nil {
+	if _, ferr := prims.Forced(coll); ferr != nil {
 		if err == nil {
 			return fmt.Errorf("%s ran although %s", coll, ferr)
 		}

@@ -68,14 +68,14 @@ type state struct {
 	mu sync.Mutex
 	// protects following
 	hier    *hier
-	choices map[choiceKey]choice // topo.Choose's answers, which depend only on these
+	choices map[choiceKey]choice // Choose's answers, which depend only on these
 }
 
 // recentChoices is how many choices a state answers without its lock,
 // by (collective, size) hashed: a program's few sizes in steady state.
 const recentChoices = 16
 
-// choice is one of topo.Choose's answers; when the communicator is
+// choice is one of Choose's answers; when the communicator is
 // traced, with the time the model predicts for it and the trace's ids of
 // the collective's and the algorithm's names (for goprof).
 type choice struct {
@@ -91,7 +91,7 @@ type forcedChoice struct {
 	choice
 }
 
-// choiceKey is what topo.Choose's answer on one communicator depends on.
+// choiceKey is what Choose's answer on one communicator depends on.
 type choiceKey struct {
 	coll  topo.Collective
 	bytes int
@@ -101,7 +101,7 @@ type choiceKey struct {
 // keep changing starts it again rather than growing it.
 const maxChoices = 4096
 
-// choose is topo.Choose on c, remembered per (collective, size): the answer
+// choose is Choose on c, remembered per (collective, size): the answer
 // is a pure function of them once the model is fitted, and asking again
 // cost a few microseconds per call (the environment, the model and layout
 // lookups, the cost formulas).
@@ -115,13 +115,13 @@ func (st *state) choose(ctx context.Context, c *spmd.Comm, coll topo.Collective,
 	ch, ok := st.choices[k]
 	st.mu.Unlock()
 	if !ok {
-		a, err := topo.Choose(ctx, c, coll, bytes)
+		a, err := Choose(ctx, c, coll, bytes)
 		if err != nil {
 			return choice{}, err
 		}
 		ch = choice{key: k, algo: a}
 		if rec := c.Trace(); rec != nil {
-			ch.pred = topo.Predicted(c, coll, a, bytes)
+			ch.pred = predicted(c, coll, a, bytes)
 			ch.name, ch.algoID = rec.Intern(coll.String()), rec.Intern(string(a))
 		}
 		st.mu.Lock()

@@ -38,7 +38,7 @@ func (t *traced) start(rec *trace.Recorder, st *state, c *spmd.Comm, coll topo.C
 		f := st.forced.Load()
 		if f == nil || f.key != key || f.algo != algo {
 			f = &forcedChoice{choice{key: key, algo: algo, name: rec.Intern(coll.String()), algoID: rec.Intern(string(algo)),
-				pred: topo.Predicted(c, coll, algo, bytes)}}
+				pred: predicted(c, coll, algo, bytes)}}
 			st.forced.Store(f)
 		}
 		e.Name, e.Algo, e.Predicted = f.name, f.algoID, int64(f.pred)

@@ -2,6 +2,7 @@ package prims
 
 import (
 	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/topo"
 )
 
 // Binomial trees, rooted anywhere: ranks are renumbered relative to the
@@ -213,4 +214,59 @@ func highBit(x int) int {
 		h = b
 	}
 	return h
+}
+
+// The costs of the binomial trees (their rounds as if rooted at rank 0:
+// the model does not tell roots apart).
+
+// treeBcastCost is treeBcast's: lg p rounds of the whole buffer, p-1
+// messages.
+func treeBcastCost(m topo.Model, s topo.Shape, n float64) estimate {
+	return estimate{binomialCost(m, s, func(int) float64 { return n }, false), float64(s.P - 1)}
+}
+
+// treeReduceCost is treeReduce's: lg p rounds of the whole buffer, each
+// reduced, p-1 messages.
+func treeReduceCost(m topo.Model, s topo.Shape, n float64) estimate {
+	return estimate{binomialCost(m, s, func(int) float64 { return n }, true), float64(s.P - 1)}
+}
+
+// treeGatherCost is treeGather's, or treeScatter's, of n bytes in p
+// blocks: the round at distance d moves the d blocks of a subtree.
+func treeGatherCost(m topo.Model, s topo.Shape, n float64) estimate {
+	block := n / float64(s.P)
+	return estimate{binomialCost(m, s, func(d int) float64 { return block * float64(min(d, s.P-d)) }, false), float64(s.P - 1)}
+}
+
+// binomialCost is a binomial tree rooted at rank 0 (a broadcast when
+// reduce is false, a reduction when true): in the round at distance d, the
+// ranks r%(2d)==0 exchange size(d) bytes with r+d.
+func binomialCost(m topo.Model, s topo.Shape, size func(d int) float64, reduce bool) float64 {
+	return binomialTreeCost(m, s, size, reduce, false)
+}
+
+// binomialTreeCost is binomialCost, with topo.Model.CrowdedWhole charged
+// for every round when chargeWhole is set.
+func binomialTreeCost(m topo.Model, s topo.Shape, size func(d int) float64, reduce, chargeWhole bool) float64 {
+	t := 0.0
+	for k := 0; 1<<k < s.P; k++ {
+		d := 1 << k
+		senders := (s.P - d + 2*d - 1) / (2 * d) // r%(2d)==0 with r+d < p
+		perHost := max(1, min(senders, (senders+s.Hosts-1)/s.Hosts+1, s.PerHost))
+		red := 0.0
+		if reduce {
+			red = size(d)
+		}
+		b, cross := size(d), s.Layout.TreeCrosses(k)
+		t += m.Step(s, cross, b, red, 2*perHost, perHost)
+		if chargeWhole {
+			t += m.CrowdedWhole(s, cross, b, 2*perHost)
+		}
+	}
+	return t
+}
+
+// treeLatencyCost is ceil(lg p) rounds of empty messages.
+func treeLatencyCost(m topo.Model, s topo.Shape) float64 {
+	return binomialCost(m, s, func(int) float64 { return 0 }, false)
 }

@@ -1,20 +1,14 @@
 package topo
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"strings"
-
-	"github.com/gorun-hpc/gorun/spmd/contract"
-
-	"github.com/gorun-hpc/gorun/spmd"
 )
 
 // Collective names one collective operation.
 type Collective int
 
-// The collectives whose algorithm topo chooses.
+// The collectives, whose algorithms package prims implements and chooses.
 const (
 	Broadcast Collective = iota
 	Reduce
@@ -61,10 +55,11 @@ func ParseCollective(s string) (Collective, error) {
 }
 
 // Algo names a collective algorithm; its value is the name GORUN_ALGO and
-// collbench's --algo take.
+// collbench's --algo take. Package prims implements them, and says which
+// apply to which collective (prims.Algos).
 type Algo string
 
-// The algorithms. Not every algorithm applies to every collective: see Algos.
+// The algorithms. Not every algorithm applies to every collective: see prims.Algos.
 const (
 	Ring              Algo = "ring"         // ring (pipelined chain for one-to-all and all-to-one)
 	Tree              Algo = "tree"         // binomial tree
@@ -94,109 +89,4 @@ func algoList(as []Algo) string {
 		names[i] = string(a)
 	}
 	return strings.Join(names, ", ")
-}
-
-// applicable lists, per collective, the algorithms that implement it.
-var applicable = [...][]Algo{
-	Broadcast:     {Tree, Ring, Linear, Hierarchical, Shared},
-	Reduce:        {Tree, Ring, Rabenseifner, Linear, Hierarchical},
-	AllReduce:     {Ring, Tree, RecursiveDoubling, Rabenseifner, Linear, Hierarchical, Shared},
-	Gather:        {Linear, Tree},
-	Scatter:       {Linear, Tree},
-	AllGather:     {Ring, RecursiveDoubling, Linear, Hierarchical, Shared},
-	ReduceScatter: {Ring, Rabenseifner, Linear, Shared},
-	AllToAll:      {Linear, Shared},
-	Barrier:       {RecursiveDoubling, Tree, Shared},
-}
-
-// Algos returns the algorithms that apply to coll. The caller must not
-// modify the slice.
-func Algos(coll Collective) []Algo {
-	if coll < 0 || int(coll) >= len(applicable) {
-		return nil
-	}
-	return applicable[coll]
-}
-
-// Applies reports whether algo implements coll.
-func Applies(coll Collective, algo Algo) bool {
-	for _, a := range Algos(coll) {
-		if a == algo {
-			return true
-		}
-	}
-	return false
-}
-
-// Forced returns the algorithm GORUN_ALGO forces for coll, or "" when it is
-// not set. The value is one algorithm name for every collective ("ring"),
-// or a comma-separated list of collective=algorithm pairs
-// ("allreduce=ring,broadcast=tree") that leaves the other collectives to
-// the model. A name that is unknown or does not apply to coll is an error.
-func Forced(coll Collective) (Algo, error) {
-	return forced(os.Getenv(contract.EnvAlgo), coll)
-}
-
-func forced(v string, coll Collective) (Algo, error) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return "", nil
-	}
-	name := v
-	if strings.Contains(v, "=") {
-		name = ""
-		for _, pair := range strings.Split(v, ",") {
-			k, a, ok := strings.Cut(strings.TrimSpace(pair), "=")
-			if !ok {
-				return "", fmt.Errorf("%s=%q: %q is not collective=algorithm", contract.EnvAlgo, v, pair)
-			}
-			if _, err := ParseCollective(k); err != nil {
-				return "", fmt.Errorf("%s=%q: %w", contract.EnvAlgo, v, err)
-			}
-			if k == coll.String() {
-				name = a
-			}
-		}
-		if name == "" {
-			return "", nil
-		}
-	}
-	a, err := ParseAlgo(name)
-	if err != nil {
-		return "", fmt.Errorf("%s=%q: %w", contract.EnvAlgo, v, err)
-	}
-	if !Applies(coll, a) {
-		return "", fmt.Errorf("%s=%q: %s does not implement %s; for %s use one of %s",
-			contract.EnvAlgo, v, a, coll, coll, algoList(Algos(coll)))
-	}
-	return a, nil
-}
-
-// Choose returns the algorithm for one call of coll on c: the one
-// GORUN_ALGO forces when it is set, else the cheapest under the fitted
-// model for c's size and host layout.
-//
-// bytes is the size of the whole buffer of the call, as nccl-tests counts
-// it: the buffer of Broadcast, Reduce and AllReduce; the gathered result of
-// Gather and AllGather (all p blocks); the whole input of Scatter and
-// ReduceScatter; one rank's send buffer of AllToAll; 0 for Barrier.
-//
-// The first time a communicator (or the one it was split from) needs a
-// model, Choose probes its links collectively over c and caches the model
-// with c.SetValue; that first call must be made by every rank of c, in the
-// same order as their other collective calls, like any collective. Every
-// rank gets the same answer for the same call: the fitted constants are
-// rank 0's, broadcast to all.
-func Choose(ctx context.Context, c *spmd.Comm, coll Collective, bytes int) (Algo, error) {
-	if a, err := Forced(coll); a != "" || err != nil {
-		return a, err
-	}
-	if !Applies(coll, Ring) && len(Algos(coll)) == 1 {
-		return Algos(coll)[0], nil
-	}
-	m, err := ModelFor(ctx, c)
-	if err != nil {
-		return "", fmt.Errorf("choosing a %s algorithm on comm %d: %w", coll, c.ID(), err)
-	}
-	return m.Choose(coll, c.Size(), bytes, LayoutOf(c)), nil
 }

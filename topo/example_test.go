@@ -6,22 +6,22 @@ import (
 	"github.com/gorun-hpc/gorun/topo"
 )
 
-// A model with fixed constants answers for machines it is not running on:
-// here 2 hosts of 4 ranks, linked by a network four times slower than a
-// host's loopback.
-func ExampleModel_Choose() {
+// A model with fixed constants prices messages on machines it is not
+// running on: here a round of 1 MiB between two ranks of one host, and of
+// two hosts linked by a network four times slower than a host's loopback.
+// prims.Cheapest adds such rounds up, algorithm by algorithm, to choose.
+func ExampleModel_Step() {
 	m := topo.Model{
 		Local:  topo.Link{Alpha: 10e-6, Beta: 1 / 2.5e9},
 		Remote: topo.Link{Alpha: 40e-6, Beta: 1 / 0.6e9},
 		Gamma:  1 / 5e9,
 		Cores:  8,
 	}
-	lay := topo.Uniform(2, 4)
-	for _, n := range []int{8, 64 << 10, 64 << 20} {
-		fmt.Printf("allreduce of %s: %s\n", topo.Size(n), m.Choose(topo.AllReduce, 8, n, lay))
+	for _, hosts := range []int{1, 2} {
+		s := topo.ShapeOf(2, topo.Uniform(hosts, 2/hosts))
+		fmt.Printf("2 ranks on %d host(s): %.0f us\n", s.Hosts, 1e6*m.Step(s, s.Hosts > 1, 1<<20, 0, 2, 0))
 	}
 	// Output:
-	// allreduce of 8 B: recdbl
-	// allreduce of 64 KiB: rabenseifner
-	// allreduce of 64 MiB: hier
+	// 2 ranks on 1 host(s): 429 us
+	// 2 ranks on 2 host(s): 1788 us
 }

@@ -134,6 +134,16 @@ func (l Layout) Leaders() []int {
 	return ls
 }
 
+// XorCrosses reports whether round k of recursive doubling crosses hosts:
+// whether some pair of ranks r, r^(1<<k), both in the layout, sits on two
+// hosts.
+func (l Layout) XorCrosses(k int) bool { return l.xorCross[k] }
+
+// TreeCrosses reports whether round k of a binomial tree rooted at rank 0
+// crosses hosts: whether some pair of ranks r, r+(1<<k) with r%(2<<k)==0,
+// both in the layout, sits on two hosts.
+func (l Layout) TreeCrosses(k int) bool { return l.addCross[k] }
+
 // Hierarchical reports whether hierarchical algorithms apply: several hosts,
 // and some host with several ranks.
 func (l Layout) Hierarchical() bool {

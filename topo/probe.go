@@ -52,9 +52,13 @@ func steady(xs []float64) float64 {
 type modelKey struct{}
 
 // ModelFor returns the model cached on c, fitting one with Probe and
-// caching it the first time (see Choose).
+// caching it the first time. That first time must be a collective call:
+// every rank of c makes it, in the same order as their other collective
+// calls on c (prims.Choose makes it on a communicator's first call that
+// needs a choice). Every rank gets the same model: the fitted constants
+// are rank 0's, broadcast to all.
 func ModelFor(ctx context.Context, c *spmd.Comm) (Model, error) {
-	if m, ok := c.Value(modelKey{}).(Model); ok {
+	if m, ok := Cached(c); ok {
 		return m, nil
 	}
 	m, err := Probe(ctx, c)
@@ -63,6 +67,13 @@ func ModelFor(ctx context.Context, c *spmd.Comm) (Model, error) {
 	}
 	c.SetValue(modelKey{}, m)
 	return m, nil
+}
+
+// Cached returns the model cached on c (or on the communicator c was
+// split from), if any. It never probes.
+func Cached(c *spmd.Comm) (Model, bool) {
+	m, ok := c.Value(modelKey{}).(Model)
+	return m, ok
 }
 
 // Probe measures the links between the ranks of c and fits a Model; every
@@ -107,7 +118,7 @@ func Probe(ctx context.Context, c *spmd.Comm) (Model, error) {
 	if cc.Rank() == 0 {
 		m.Gamma = reductionTime()
 		if over := lay.MaxPerHost() - m.Cores; over > 0 && m.LocalProbed {
-			m.Wake = max(0, busy-m.alpha(shape{perHost: m.Cores}, len(lay.Hosts) > 1)) / float64(over)
+			m.Wake = max(0, busy-m.Alpha(Shape{PerHost: m.Cores}, len(lay.Hosts) > 1)) / float64(over)
 		}
 	}
 	m, err = agree(ctx, cc, m)
@@ -235,7 +246,7 @@ func barrierLatency(ctx context.Context, cc *spmd.Comm) (float64, error) {
 			times = append(times, time.Since(start).Seconds())
 		}
 	}
-	return quantile(times, 0.5) / float64(lg(cc.Size())), nil
+	return quantile(times, 0.5) / float64(bits.Len(uint(cc.Size()-1))), nil // ceil(lg p) rounds
 }
 
 // reductionTime returns the seconds per byte of summing one float32 buffer
@@ -317,20 +328,4 @@ func decodeModel(b []byte) (Model, error) {
 		return Model{}, fmt.Errorf("rank 0 sent an invalid model %+v", m)
 	}
 	return m, nil
-}
-
-// Predicted returns the time the model cached on c predicts for one call
-// of coll by algo moving bytes (counted as Choose counts them), or 0 when
-// c has no model yet (an algorithm forced by GORUN_ALGO or prims.WithAlgo
-// needs none) or algo does not apply. It never probes.
-func Predicted(c *spmd.Comm, coll Collective, algo Algo, bytes int) time.Duration {
-	m, ok := c.Value(modelKey{}).(Model)
-	if !ok || algo == "" {
-		return 0
-	}
-	s := m.Cost(coll, algo, c.Size(), bytes, LayoutOf(c))
-	if math.IsInf(s, 0) || math.IsNaN(s) || s <= 0 {
-		return 0
-	}
-	return time.Duration(s * 1e9)
 }

@@ -1,37 +1,19 @@
 package topo
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 
-	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/contract"
 )
 
-// Report is what gorun --topo prints: every rank of w calls it (it probes
-// collectively when no model is cached yet), and rank 0 writes the report
-// to out.
-func Report(ctx context.Context, w *spmd.World, out io.Writer) error {
-	m, err := ModelFor(ctx, w.Comm)
-	if err != nil {
-		return fmt.Errorf("topology report: %w", err)
-	}
-	if w.Rank() == 0 {
-		if err := Format(out, m, LayoutOf(w.Comm)); err != nil {
-			return fmt.Errorf("topology report: %w", err)
-		}
-	}
-	return nil
-}
-
-// Format writes the report of model m on layout lay: the hosts and their
-// ranks, whether the ranks of one host share memory, the constants, and
-// per collective the ranges of sizes from TableMin to TableMax at which
-// each algorithm is chosen.
-func Format(w io.Writer, m Model, lay Layout) error {
+// Describe writes what gorun --topo says of the machine: the hosts of lay
+// and their ranks, whether the ranks of one host share memory, and the
+// constants of m. prims.Report follows it with the algorithm it chooses
+// per collective and size.
+func Describe(w io.Writer, m Model, lay Layout) error {
 	var b strings.Builder
 	p := lay.Size()
 	fmt.Fprintf(&b, "# %d ranks on %d %s\n", p, len(lay.Hosts), plural(len(lay.Hosts), "host"))
@@ -53,20 +35,6 @@ func Format(w io.Writer, m Model, lay Layout) error {
 	fmt.Fprintf(tw, "other host\talpha %s\tbeta %s%s%s\n", micros(m.Remote.Alpha), perByte(m.Remote.Beta), pulls(m.Remote.Pull), assumed(m.RemoteProbed))
 	fmt.Fprintf(tw, "reduction\tgamma %s\t\n", perByte(m.Gamma))
 	fmt.Fprintf(tw, "cores\t%d per host\twake %s per rank beyond them\n", m.Cores, micros(m.Wake))
-	tw.Flush()
-	fmt.Fprintf(&b, "\n# algorithm by size (bytes per call, as nccl-tests counts them)\n")
-	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	for _, coll := range Collectives {
-		name := coll.String()
-		if coll == Barrier {
-			fmt.Fprintf(tw, "%s\t\t%s\n", name, m.Choose(coll, p, 0, lay))
-			continue
-		}
-		for _, r := range m.Table(coll, p, lay) {
-			fmt.Fprintf(tw, "%s\t%s - %s\t%s\n", name, Size(r.From), Size(r.To), r.Algo)
-			name = ""
-		}
-	}
 	tw.Flush()
 	_, err := io.WriteString(w, b.String())
 	return err

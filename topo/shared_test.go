@@ -1,10 +1,8 @@
 package topo
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -12,19 +10,17 @@ import (
 	"github.com/gorun-hpc/gorun/spmd/spmdtest"
 )
 
-// TestSharedCandidate: ranks of one host joined by memory they share
-// share it (Layout.Shared), so that the Shared algorithms are candidates,
-// chosen for a barrier and an 8-byte all-reduce when every rank has a
-// core, where one wait in memory beats any message; and the report says
-// so. Joined by TCP, or on two hosts, they do not, and the report says
-// that too, of one host, where collectives then cost several times what
-// they would.
-func TestSharedCandidate(t *testing.T) {
+// TestLayoutShared: ranks of one host joined by memory they share share it
+// (Layout.Shared), so that the Shared algorithms are candidates
+// (prims.TestSharedCandidate says they are chosen), and Describe says so.
+// Joined by TCP, or on two hosts, they do not, and Describe says that too,
+// of one host, where collectives then cost several times what they would.
+func TestLayoutShared(t *testing.T) {
 	tests := []struct {
 		kind   spmdtest.Kind
 		p      int
 		shared bool
-		say    string // what the report says of shared memory, if anything
+		say    string // what the description says of shared memory, if anything
 	}{
 		{spmdtest.SHM, 2, true, "shared memory: yes"},
 		{spmdtest.Mem, 2, true, "shared memory: yes"},
@@ -34,27 +30,22 @@ func TestSharedCandidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s/p=%d", tt.kind, tt.p), func(t *testing.T) {
-			out := make([]bytes.Buffer, tt.p)
+			var out strings.Builder
 			spmdtest.RunOn(t, tt.kind, tt.p, func(ctx context.Context, w *spmd.World) error {
-				if got := LayoutOf(w.Comm).Shared; got != tt.shared {
-					return fmt.Errorf("Layout.Shared = %v, want %v", got, tt.shared)
+				lay := LayoutOf(w.Comm)
+				if lay.Shared != tt.shared {
+					return fmt.Errorf("Layout.Shared = %v, want %v", lay.Shared, tt.shared)
 				}
-				for _, coll := range []Collective{Barrier, AllReduce} {
-					a, err := Choose(ctx, w.Comm, coll, 8)
-					if err != nil {
-						return err
-					}
-					if a == Shared && !tt.shared || a != Shared && tt.shared && tt.p <= runtime.NumCPU() {
-						return fmt.Errorf("Choose(%s, 8 B) = %s, with Layout.Shared %v", coll, a, tt.shared)
-					}
+				if w.Rank() != 0 {
+					return nil
 				}
-				return Report(ctx, w, &out[w.Rank()])
+				return Describe(&out, DefaultModel(), lay)
 			})
-			switch got := out[0].String(); {
+			switch got := out.String(); {
 			case tt.say == "" && strings.Contains(got, "shared memory"):
-				t.Errorf("the report speaks of shared memory on several hosts:\n%s", got)
+				t.Errorf("the description speaks of shared memory on several hosts:\n%s", got)
 			case !strings.Contains(got, tt.say):
-				t.Errorf("the report does not say %q:\n%s", tt.say, got)
+				t.Errorf("the description does not say %q:\n%s", tt.say, got)
 			}
 		})
 	}

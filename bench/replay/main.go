@@ -1,4 +1,5 @@
-// Command replay scores topo's model, as built, against runs that
+// Command replay scores the choice of algorithm, as built (prims' cost
+// functions under topo's constants), against runs that
 // bench/choice.sh kept (OUT=dir): for each directory, rank count (2, 4,
 // 8) and collective that the run measured (all-reduce, broadcast,
 // all-gather, reduce-scatter, reduce, all-to-all) it reads the constants
@@ -25,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/topo"
 )
 
@@ -179,7 +181,7 @@ func main() {
 				}
 				for _, b := range sizesOf(run) {
 					_, best := fastest(run[b])
-					c := m.Choose(coll, np, b, lay)
+					c := prims.Cheapest(m, coll, np, b, lay)
 					t, ok := run[b][string(c)]
 					switch {
 					case !ok: // the run did not time it: no judgement

@@ -8,7 +8,6 @@ import (
 
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
-	"github.com/gorun-hpc/gorun/topo"
 )
 
 // topoProgram turns a --topo invocation into a job: N ranks of gorun itself
@@ -33,12 +32,13 @@ func runTopoRank(ctx context.Context) error {
 		return err
 	}
 	defer w.Close()
-	if err := topo.Report(ctx, w, os.Stdout); err != nil {
+	if err := prims.Report(ctx, w, os.Stdout); err != nil {
 		return fmt.Errorf("rank %d: %w", w.Rank(), err)
 	}
-	// The report says whether the ranks can share memory; a rank on which
-	// mapping it fails says so itself (each rank maps its own).
-	if err := prims.SharedMemory(w.Comm); err != nil && !errors.Is(err, spmd.ErrNotShared) {
+	// The report says whether the ranks can share memory, and whether rank
+	// 0's Shared algorithms run in it; another rank on which mapping it
+	// failed says so itself (each rank maps its own).
+	if err := prims.SharedMemory(w.Comm); err != nil && w.Rank() != 0 && !errors.Is(err, spmd.ErrNotShared) {
 		fmt.Fprintf(os.Stderr, "rank %d: shared memory: %v\n", w.Rank(), err)
 	}
 	return w.Barrier(ctx)

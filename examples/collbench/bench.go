@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/topo"
 )
@@ -56,7 +57,7 @@ func (cfg config) forOp(op string) (config, []string) {
 	}
 	var keep, skipped []string
 	for _, a := range cfg.algos {
-		if a == "" || topo.Applies(coll, topo.Algo(a)) {
+		if a == "" || prims.Applies(coll, topo.Algo(a)) {
 			keep = append(keep, a)
 		} else {
 			skipped = append(skipped, a)
@@ -174,7 +175,7 @@ func measure[T elem](ctx context.Context, c *spmd.Comm, cfg config, mem *arena[T
 	for i, name := range cfg.algos {
 		algo := topo.Algo(name)
 		if name == "" {
-			algo, err = topo.Choose(ctx, c, coll, count*esize)
+			algo, err = prims.Choose(ctx, c, coll, count*esize)
 		} else {
 			algo, err = topo.ParseAlgo(name)
 		}

@@ -58,7 +58,7 @@ type config struct {
 	iters, warmup      int
 	check              bool
 	ops                []string
-	algos              []string // "" for topo.Choose
+	algos              []string // "" for prims.Choose
 	rounds             int
 	typ                string
 	redop              string
@@ -95,7 +95,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&cfg.warmup, "w", 5, "warm-up iterations per size")
 	checkN := fs.Int("c", 0, "1 (or -c alone): check every result and count the wrong elements")
 	op := fs.String("op", "allreduce", "collective: "+strings.Join(opNames, ", ")+", or all")
-	algo := fs.String("algo", "", "force an algorithm (ring, tree, recdbl, rabenseifner, hier, linear, shared), or compare several: a comma-separated list, auto for topo's choice; default: topo's choice")
+	algo := fs.String("algo", "", "force an algorithm (ring, tree, recdbl, rabenseifner, hier, linear, shared), or compare several: a comma-separated list, auto for the model's choice (prims.Choose); default: the model's choice")
 	fs.IntVar(&cfg.rounds, "r", 1, "rounds: times each size runs every algorithm in turn, -n calls each; the median counts")
 	fs.StringVar(&cfg.typ, "type", "float32", "element type: float32, float64, int32, int64, uint8")
 	fs.StringVar(&cfg.redop, "redop", "sum", "reduction: sum, prod, max, min")
@@ -148,7 +148,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 }
 
 // parseAlgos parses --algo: one algorithm, or a list of them, each named
-// as topo names it or auto (topo's choice, also the empty list).
+// as topo names it or auto (prims.Choose's choice, also the empty list).
 func parseAlgos(v string) ([]string, error) {
 	if v == "" {
 		return []string{""}, nil
