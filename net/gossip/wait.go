@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/contract"
 )
 
 // MissingError is the error of a Join or Wait whose ctx ended before every
@@ -23,27 +24,11 @@ type MissingError struct {
 }
 
 func (e *MissingError) Error() string {
-	var b strings.Builder
-	if len(e.Missing) == 1 {
-		b.WriteString("rank ")
-	} else {
-		b.WriteString("ranks ")
-	}
-	for i, r := range e.Missing {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		if i == 16 {
-			fmt.Fprintf(&b, "... (%d in all)", len(e.Missing))
-			break
-		}
-		b.WriteString(strconv.Itoa(r))
-	}
-	fmt.Fprintf(&b, " of %d never arrived within %v", e.Size, e.Waited)
+	s := fmt.Sprintf("%s of %d never arrived within %v", contract.RankList(e.Missing), e.Size, e.Waited)
 	if e.JoinErr != nil {
-		fmt.Fprintf(&b, "; %v", e.JoinErr)
+		s += fmt.Sprintf("; %v", e.JoinErr)
 	}
-	return b.String()
+	return s
 }
 
 // Is makes errors.Is(err, ErrTimeout) hold.

@@ -22,9 +22,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/contract"
 )
 
 // Record is what a rank tells the job about itself.
@@ -65,7 +66,7 @@ func (e *MissingError) Error() string {
 	var b strings.Builder
 	switch {
 	case e.Missing != nil:
-		b.WriteString(rankList(e.Missing))
+		b.WriteString(contract.RankList(e.Missing))
 		fmt.Fprintf(&b, " of %d never arrived within %v", e.Size, e.Waited)
 	default:
 		fmt.Fprintf(&b, "the other ranks of %d did not all arrive within %v", e.Size, e.Waited)
@@ -81,27 +82,6 @@ func (e *MissingError) Is(target error) bool { return target == ErrTimeout }
 
 // Unwrap returns the context's error and the reaching error.
 func (e *MissingError) Unwrap() []error { return []error{e.Err, e.Reach} }
-
-// rankList is "rank 3" or "ranks 1, 2, ... (40 in all)".
-func rankList(rs []int) string {
-	var b strings.Builder
-	if len(rs) == 1 {
-		b.WriteString("rank ")
-	} else {
-		b.WriteString("ranks ")
-	}
-	for i, r := range rs {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		if i == 16 {
-			fmt.Fprintf(&b, "... (%d in all)", len(rs))
-			break
-		}
-		b.WriteString(strconv.Itoa(r))
-	}
-	return b.String()
-}
 
 // The protocol. A rank sends magic, the job id and the size; the server a
 // nonce; the rank the MAC and its record. Then the server sends messages,

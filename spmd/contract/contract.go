@@ -129,3 +129,26 @@ func LocalHostID() string {
 	}
 	return host
 }
+
+// RankList names ranks as the launcher and the ranks both say them: "rank
+// 3", or "ranks 1, 2, 5" with at most 16 numbers and then "... (40 in
+// all)".
+func RankList(rs []int) string {
+	var b strings.Builder
+	if len(rs) == 1 {
+		b.WriteString("rank ")
+	} else {
+		b.WriteString("ranks ")
+	}
+	for i, r := range rs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if i == 16 {
+			fmt.Fprintf(&b, "... (%d in all)", len(rs))
+			break
+		}
+		b.WriteString(strconv.Itoa(r))
+	}
+	return b.String()
+}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/contract"
 )
 
 // job is one run of a jobPlan: it starts the ranks and supervises them. It is
@@ -384,29 +386,8 @@ func (s *supervisor) stalledStart(missing []int) {
 		return
 	}
 	s.decide(1)
-	s.out.Logf("%s of %d never reached spmd.Init while the others waited there (GORUN_INIT_TIMEOUT); stopping the job", rankList(missing), len(s.plan.Ranks))
+	s.out.Logf("%s of %d never reached spmd.Init while the others waited there (GORUN_INIT_TIMEOUT); stopping the job", contract.RankList(missing), len(s.plan.Ranks))
 	s.stop()
-}
-
-// rankList is "rank 3" or "ranks 1, 2, ... (40 in all)".
-func rankList(rs []int) string {
-	var b strings.Builder
-	if len(rs) == 1 {
-		b.WriteString("rank ")
-	} else {
-		b.WriteString("ranks ")
-	}
-	for i, r := range rs {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		if i == 16 {
-			fmt.Fprintf(&b, "... (%d in all)", len(rs))
-			break
-		}
-		b.WriteString(strconv.Itoa(r))
-	}
-	return b.String()
 }
 
 // waitSeed logs when every rank has joined the seed; the returned function
