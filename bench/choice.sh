@@ -30,6 +30,8 @@ TOL=${TOL:-1.15}
 REPS=${REPS:-5}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/gorun-choice.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
+# The model alone is judged: no decision table of gorun --tune.
+export GORUN_TUNE_FILE=none
 go build -o "$dir/gorun" ./cmd/gorun
 go build -o "$dir/collbench" ./examples/collbench
 

@@ -57,8 +57,10 @@ func Applies(coll topo.Collective, algo topo.Algo) bool {
 }
 
 // Choose returns the algorithm for one call of coll on c: the one
-// GORUN_ALGO forces when it is set, else the cheapest under c's model
-// (Cheapest) for c's size and host layout. Collectives call it for every
+// GORUN_ALGO forces when it is set, else the one measured fastest at that
+// size by gorun --tune when the decision table of c's key has a rule for
+// coll (rank 0's table: see TuneFilePath), else the cheapest under c's
+// model (Cheapest) for c's size and host layout. Collectives call it for every
 // call that WithAlgo does not force, and remember its answers per
 // communicator.
 //
@@ -70,7 +72,8 @@ func Applies(coll topo.Collective, algo topo.Algo) bool {
 // The first time a communicator (or the one it was split from) needs a
 // model, Choose probes its links collectively over c (topo.ModelFor); that
 // first call must be made by every rank of c, in the same order as their
-// other collective calls, like any collective. Every rank gets the same
+// other collective calls, like any collective; so must the first on each
+// communicator, in which rank 0 sends its decision table. Every rank gets the same
 // answer for the same call.
 func Choose(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int) (topo.Algo, error) {
 	if a, err := forced(coll); a != "" || err != nil {
@@ -82,6 +85,13 @@ func Choose(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int) 
 	m, err := topo.ModelFor(ctx, c)
 	if err != nil {
 		return "", fmt.Errorf("choosing a %s algorithm on comm %d: %w", coll, c.ID(), err)
+	}
+	t, err := tableFor(ctx, c)
+	if err != nil {
+		return "", fmt.Errorf("choosing a %s algorithm on comm %d: %w", coll, c.ID(), err)
+	}
+	if a, ok := t.lookup(coll, bytes); ok {
+		return a, nil
 	}
 	return Cheapest(m, coll, c.Size(), bytes, topo.LayoutOf(c)), nil
 }

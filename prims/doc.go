@@ -17,7 +17,9 @@
 //
 // By default Choose picks the algorithm of each call, the cheapest under
 // the algorithms' cost models with the constants that package topo fits
-// to the machine (or GORUN_ALGO's); WithAlgo forces one. The algorithms and the collectives they implement
+// to the machine, unless the decision table that gorun --tune measured
+// for the communicator's hosts (Tune, GORUN_TUNE_FILE) says otherwise, or
+// GORUN_ALGO does; WithAlgo forces one. The algorithms and the collectives they implement
 // (Algos):
 //
 //	ring          Broadcast (pipelined chain), Reduce (reduce-scatter, then

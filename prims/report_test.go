@@ -24,24 +24,29 @@ func TestFormatGolden(t *testing.T) {
 		name           string
 		hosts, perHost int
 		model          topo.Model
-		shared         bool // the ranks share memory (Layout.Shared)
+		shared         bool   // the ranks share memory (Layout.Shared)
+		tab            *tuned // a decision table
 	}{
-		{"1x4", 1, 4, goldenModel, false},
-		{"1x8", 1, 8, goldenModel, false},
-		{"3x2", 3, 2, goldenModel, false},
-		{"2x4", 2, 4, goldenModel, false},
-		{"1x8-2cores", 1, 8, oversubscribed(), false},
-		{"1x4-2cores-pull", 1, 4, pulling(), false},
-		{"1x5", 1, 5, goldenModel, false},
-		{"1x4-2cores-shared", 1, 4, pulling(), true},
-		{"1x2-shared", 1, 2, pulling(), true},
+		{"1x4", 1, 4, goldenModel, false, nil},
+		{"1x8", 1, 8, goldenModel, false, nil},
+		{"3x2", 3, 2, goldenModel, false, nil},
+		{"2x4", 2, 4, goldenModel, false, nil},
+		{"1x8-2cores", 1, 8, oversubscribed(), false, nil},
+		{"1x4-2cores-pull", 1, 4, pulling(), false, nil},
+		{"1x5", 1, 5, goldenModel, false, nil},
+		{"1x4-2cores-shared", 1, 4, pulling(), true, nil},
+		{"1x2-shared", 1, 2, pulling(), true, nil},
+		{"1x4-table", 1, 4, goldenModel, false, &tuned{source: "tune.toml, measured on test", steps: [len(applicable)][]tunedStep{
+			topo.AllReduce: {{8, topo.Linear}, {4096, topo.Ring}},
+			topo.Barrier:   {{0, topo.Tree}},
+		}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b bytes.Buffer
 			lay := topo.Uniform(tt.hosts, tt.perHost)
 			lay.Shared = tt.shared
-			if err := format(&b, tt.model, lay, nil); err != nil {
+			if err := format(&b, tt.model, tt.tab, lay, nil); err != nil {
 				t.Fatal(err)
 			}
 			golden(t, filepath.Join("testdata", tt.name+".golden"), b.Bytes())
@@ -68,7 +73,7 @@ func golden(t *testing.T, path string, got []byte) {
 
 func TestTableCovers(t *testing.T) {
 	for _, coll := range topo.Collectives {
-		tab := table(goldenModel, coll, 6, topo.Uniform(3, 2))
+		tab := table(goldenModel, nil, coll, 6, topo.Uniform(3, 2))
 		if tab[0].from != tableMin || tab[len(tab)-1].to != tableMax {
 			t.Errorf("%s table %v does not span %d..%d", coll, tab, tableMin, tableMax)
 		}

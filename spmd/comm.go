@@ -74,7 +74,8 @@ func (c *Comm) ID() uint32 { return c.id }
 // Its tags are shared by the packages that use it, which keep out of each
 // other's way: spmd takes MaxTag (Barrier), MaxTag-1 (Split) and MaxTag-2
 // (the trace's clock offsets), topo MaxTag-16 and MaxTag-17 (its probes),
-// and prims (collective+1)<<16|phase and 1<<30 (its notices).
+// and prims (collective+1)<<16|phase, 1<<30 (its notices), 1<<30+1 (the
+// decision table rank 0 sends) and 1<<30+2 (gorun --tune's timings).
 func (c *Comm) Collective() *Comm {
 	return c.cc
 }

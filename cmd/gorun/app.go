@@ -53,6 +53,9 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 	if cliCtx.Bool(flagTopoRank) {
 		return runTopoRank(cliCtx.Context)
 	}
+	if cliCtx.Bool(flagTuneRank) {
+		return runTuneRank(cliCtx.Context, cliCtx.String(flagTuneSizes))
+	}
 	if err := emptyValues(cliCtx); err != nil {
 		return err
 	}
@@ -61,9 +64,13 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 		return err
 	}
 	applyFlags(cliCtx, &cfg)
+	if cliCtx.IsSet(flagTuneSizes) && !cliCtx.Bool(flagTune) {
+		return usageError{fmt.Errorf("%s goes with --tune, as in gorun --tune -np 4 %s 8-1M", dashed(flagTuneSizes), dashed(flagTuneSizes))}
+	}
 	args := cliCtx.Args().Slice()
-	if cliCtx.Bool(flagTopo) {
-		prog, progArgs, err := topoProgram(args)
+	self := cliCtx.Bool(flagTopo) || cliCtx.Bool(flagTune) // gorun runs itself as the ranks
+	if self {
+		prog, progArgs, err := selfProgram(cliCtx, args)
 		if err != nil {
 			return err
 		}
@@ -73,7 +80,7 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 		return usageError{fmt.Errorf("no program to run: usage is %s (see gorun --help)", cliCtx.App.UsageText)}
 	}
 	cfg.Program, cfg.Args = args[0], args[1:]
-	if !cliCtx.Bool(flagTopo) {
+	if !self {
 		apps, first, err := splitApps(cfg.Args)
 		if err != nil {
 			return usageError{err}
@@ -99,6 +106,19 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 		return exitStatus(status)
 	}
 	return nil
+}
+
+// selfProgram is the program of --topo or --tune (not both), which run
+// gorun itself as the ranks.
+func selfProgram(cliCtx *cli.Context, args []string) (string, []string, error) {
+	sizes := cliCtx.String(flagTuneSizes)
+	switch {
+	case cliCtx.Bool(flagTopo) && cliCtx.Bool(flagTune):
+		return "", nil, usageError{fmt.Errorf("--topo and --tune are two jobs: run gorun --tune -np N first, then gorun --topo -np N shows what it chose")}
+	case cliCtx.Bool(flagTune):
+		return tuneProgram(args, sizes)
+	}
+	return topoProgram(args)
 }
 
 // inSlurm reports whether gorun runs inside a Slurm allocation, whose
@@ -150,7 +170,7 @@ func exitCode(err error, stderr io.Writer) int {
 // needValue are the flags whose empty value means nothing: an empty -H
 // would run on no host list at all, silently on this one.
 var needValue = []string{flagHosts, flagHostfile, flagStdin, flagIface, flagNet, flagPorts,
-	flagOutputDir, flagWdir, flagMapBy, flagBindTo, flagConfig, flagLaunchAgent, flagProfile}
+	flagOutputDir, flagWdir, flagMapBy, flagBindTo, flagConfig, flagLaunchAgent, flagProfile, flagTuneSizes}
 
 // emptyValues refuses a flag of needValue given as "".
 func emptyValues(cliCtx *cli.Context) error {

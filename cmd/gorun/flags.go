@@ -41,8 +41,11 @@ const (
 	flagNet            = "net"
 	flagPorts          = "ports"
 	flagTopo           = "topo"
+	flagTune           = "tune"
+	flagTuneSizes      = "tune-sizes"
 	flagAgent          = "agent"             // hidden: run as a host's agent
 	flagTopoRank       = "topo-rank"         // hidden: run as a rank of --topo
+	flagTuneRank       = "tune-rank"         // hidden: run as a rank of --tune
 	flagCgroupGuard    = "cgroup-guard"      // hidden: guard a job's cgroup
 	flagAllowRoot      = "allow-run-as-root" // hidden: mpirun's, accepted and ignored
 )
@@ -67,6 +70,9 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: flagPorts, Usage: "keep every listener (seed, gossip, data plane) in ports `LOW-HIGH` (sets GORUN_PORTS)"},
 		&cli.BoolFlag{Name: flagTopo, Usage: "print the hosts, the ranks on each, the fitted link constants and the algorithm chosen per collective and size, then exit (no PROGRAM)"},
 		&cli.BoolFlag{Name: flagTopoRank, Hidden: true, Usage: "run as a rank of gorun --topo"},
+		&cli.BoolFlag{Name: flagTune, Usage: "time the algorithms of each collective on these ranks and hosts, write the fastest per size to the decision tables ($GORUN_TUNE_FILE, default $XDG_CACHE_HOME/gorun/tune.toml) that later jobs on them follow, print what was measured, then exit (no PROGRAM)"},
+		&cli.StringFlag{Name: flagTuneSizes, Usage: "with --tune, time sizes from MIN to MAX bytes by factors of 4, as `MIN-MAX` (K, M suffixes; default 8-16M)"},
+		&cli.BoolFlag{Name: flagTuneRank, Hidden: true, Usage: "run as a rank of gorun --tune"},
 		&cli.BoolFlag{Name: flagAllowRoot, Hidden: true, Usage: "accepted from mpirun command lines: gorun runs as root without it"},
 		&cli.BoolFlag{Name: flagAgent, Hidden: true, Usage: "run as the agent of a host (started by gorun over ssh or srun)"},
 		&cli.StringFlag{Name: flagCgroupGuard, Hidden: true, Usage: "guard the job's cgroup `DIR`: kill and remove it at the end of stdin (started by gorun)"},

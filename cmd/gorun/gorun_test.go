@@ -82,11 +82,13 @@ func runGorun(t *testing.T, cmd *exec.Cmd) result {
 }
 
 func gorunCmd(t *testing.T, args ...string) *exec.Cmd {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, gorunBin, args...)
 	// atexit_sleep_ms: a -race gorun would otherwise linger a second.
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "GORACE=atexit_sleep_ms=0")
+	// XDG_CACHE_HOME and an empty GORUN_TUNE_FILE: no decision table of
+	// this machine's (gorun --tune) chooses for the tests.
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "XDG_CACHE_HOME="+t.TempDir(), "GORUN_TUNE_FILE=", "GORACE=atexit_sleep_ms=0")
 	return cmd
 }
 

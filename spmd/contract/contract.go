@@ -33,6 +33,7 @@ const (
 	EnvVerbose        = "GORUN_VERBOSE"         // "1": log rendezvous and connection steps to stderr
 	EnvTransport      = "GORUN_TRANSPORT"       // force a transport: tcp, shm
 	EnvAlgo           = "GORUN_ALGO"            // force a collective algorithm
+	EnvTuneFile       = "GORUN_TUNE_FILE"       // the decision tables of gorun --tune (default $XDG_CACHE_HOME/gorun/tune.toml)
 	EnvSingleCopy     = "GORUN_SHM_SINGLE_COPY" // smallest shared-memory message sent by single copy; 0: never
 	EnvHugePages      = "GORUN_SHM_HUGEPAGES"   // 0: do not collapse memory sent from by single copy into huge pages
 	EnvBindTo         = "GORUN_BIND_TO"         // how the rank was bound to CPUs: none, hwthread, core or socket (--bind-to)

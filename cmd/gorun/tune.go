@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gorun-hpc/gorun/prims"
+	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/contract"
+	"github.com/gorun-hpc/gorun/topo"
+)
+
+// tuneProgram turns a --tune invocation into a job, as topoProgram does
+// for --topo: N ranks of gorun itself in its hidden tune-rank mode, which
+// time the algorithms, and rank 0 writes the decision table. sizes is
+// --tune-sizes, checked here so that a mistake is a usage error.
+func tuneProgram(args []string, sizes string) (string, []string, error) {
+	if len(args) > 0 {
+		return "", nil, usageError{fmt.Errorf("--tune times gorun's own collectives on the ranks and takes no PROGRAM (got %q): use gorun --tune -np N", args[0])}
+	}
+	if _, err := tuneConfig(sizes); err != nil {
+		return "", nil, usageError{err}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", nil, fmt.Errorf("--tune: cannot find gorun's own executable: %w", err)
+	}
+	rankArgs := []string{"--" + flagTuneRank}
+	if sizes != "" {
+		rankArgs = append(rankArgs, "--"+flagTuneSizes, sizes)
+	}
+	return self, rankArgs, nil
+}
+
+// tuneConfig is the default sweep with --tune-sizes MIN-MAX applied.
+func tuneConfig(sizes string) (prims.TuneConfig, error) {
+	cfg := prims.DefaultTuneConfig()
+	if sizes == "" {
+		return cfg, nil
+	}
+	lo, hi, ok := strings.Cut(sizes, "-")
+	if !ok {
+		hi = lo
+	}
+	var err error
+	if cfg.MinBytes, err = spmd.ParseSize(lo); err == nil {
+		cfg.MaxBytes, err = spmd.ParseSize(hi)
+	}
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		return cfg, fmt.Errorf("%s %q: %v; want MIN-MAX, as in 8-16M", dashed(flagTuneSizes), sizes, err)
+	}
+	return cfg, nil
+}
+
+// runTuneRank is one rank of gorun --tune: join the job, time the
+// algorithms collectively, and let rank 0 write the table and say what
+// it measured.
+func runTuneRank(ctx context.Context, sizes string) error {
+	cfg, err := tuneConfig(sizes)
+	if err != nil {
+		return err
+	}
+	w, err := spmd.Init(ctx)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	start := time.Now()
+	tn, err := prims.Tune(ctx, w.Comm, cfg)
+	if err != nil {
+		return fmt.Errorf("rank %d: %w", w.Rank(), err)
+	}
+	if w.Rank() == 0 {
+		path := prims.TuneFilePath()
+		if path == "" {
+			return fmt.Errorf("no place for the decision tables: set %s to a file (not none), or HOME or XDG_CACHE_HOME", contract.EnvTuneFile)
+		}
+		if err := prims.SaveTuneTable(path, tn.Table); err != nil {
+			return err
+		}
+		if err := summary(os.Stdout, tn, path, time.Since(start)); err != nil {
+			return err
+		}
+	}
+	return w.Barrier(ctx)
+}
+
+// summary writes what --tune measured: per collective and size the
+// fastest algorithm, its time, the one the table keeps (the model's
+// where it was within 5%), the model's choice and how much slower that
+// measured, then how often the model was right (within
+// prims.Agreement of the fastest).
+func summary(out io.Writer, tn prims.Tuning, path string, took time.Duration) error {
+	var b strings.Builder
+	k := tn.Table.TuneKey
+	fmt.Fprintf(&b, "# gorun --tune: %d ranks (%s), %d points in %.1f s\n", k.Ranks(), k, len(tn.Points), took.Seconds())
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "collective\tbytes\tfastest\ttime_us\tkept\tmodel\tmodel/fastest\t")
+	agree := 0
+	last := topo.Collective(-1)
+	for _, pt := range tn.Points {
+		best, secs := pt.Best()
+		name := pt.Coll.String()
+		if pt.Coll == last {
+			name = ""
+		}
+		last = pt.Coll
+		mark := ""
+		if pt.ModelAgrees() {
+			agree++
+		} else {
+			mark = " *"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%.2f%s\t\n", name, topo.Size(pt.Bytes), best, secs*1e6, pt.Pick(), pt.Model, pt.ModelSeconds()/secs, mark)
+	}
+	tw.Flush()
+	if n := len(tn.Points); n > 0 {
+		fmt.Fprintf(&b, "model agreement: %d of %d sizes (%.0f%%) within %.0f%% of the fastest (* where not)\n",
+			agree, n, 100*float64(agree)/float64(n), 100*(prims.Agreement-1))
+	}
+	fmt.Fprintf(&b, "decision table written to %s\n", path)
+	_, err := io.WriteString(out, b.String())
+	return err
+}
