@@ -56,7 +56,7 @@ type Event struct {
 	Start, End int64
 	Bytes      int64  // bytes moved; for Memory, the heap in use
 	Seq        uint64 // Collective: the call's index among the collectives on Comm
-	Predicted  int64  // Collective: the time topo's model predicted, ns; 0 when unknown
+	Predicted  int64  // Collective: the time the cost model predicted (prims' costs, topo's constants), ns; 0 when unknown
 	Comm       uint32 // communicator id (collectives: the communicator the program called)
 	Peer       int32  // Send, Recv, Wait: the peer's world rank; else -1
 	Tag        int32

@@ -2,8 +2,8 @@
 // time went, per operation and call site (as mpiP reports), load
 // imbalance, wait states (late senders, waits at collectives, stragglers,
 // as Scalasca finds them), the POP efficiencies, the bandwidth collectives
-// achieved beside topo's model, and, for training jobs, the step breakdown
-// that PyTorch's profiler and Holistic Trace Analysis show. A Report is
+// achieved beside the cost model's prediction, and, for training jobs, the
+// step breakdown that PyTorch's profiler and Holistic Trace Analysis show. A Report is
 // plain data: goprof prints it as text or JSON, draws it, or diffs two.
 package report
 
@@ -163,7 +163,7 @@ type BandwidthStat struct {
 	Time      int64   `json:"time_ns"` // mean, from the last entry to the last exit
 	AlgBW     float64 `json:"algbw_gbs"`
 	BusBW     float64 `json:"busbw_gbs"`
-	Predicted int64   `json:"predicted_ns,omitempty"` // topo's model
+	Predicted int64   `json:"predicted_ns,omitempty"` // the cost model's (prims' costs, topo's constants)
 	ModelBW   float64 `json:"model_busbw_gbs,omitempty"`
 }
 
