@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -130,7 +131,7 @@ func hello(c net.Conn, r *bufio.Reader, jobID string, secret []byte, rec Record,
 		return err
 	}
 	nonce := make([]byte, nonceLen)
-	if _, err := readFull(r, nonce); err != nil {
+	if _, err := io.ReadFull(r, nonce); err != nil {
 		return fmt.Errorf("reading the challenge: %w", err)
 	}
 	var body encoder
@@ -140,18 +141,6 @@ func hello(c net.Conn, r *bufio.Reader, jobID string, secret []byte, rec Record,
 	e.b = append(e.b, body.b...)
 	_, err := c.Write(e.b)
 	return err
-}
-
-func readFull(r *bufio.Reader, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		k, err := r.Read(b[n:])
-		n += k
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 func reachErr(err, last error) error {
