@@ -24,6 +24,7 @@ var (
 	update      = flag.Bool("update", false, "rewrite man/gorun.1")
 	raceEnabled bool   // set by race_test.go
 	gorunBin    string // built by TestMain
+	goCache     string // go env GOCACHE, read by TestMain
 )
 
 // TestMain builds gorun once (with -race when the tests run with it).
@@ -44,6 +45,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building gorun: %v\n%s", err, out)
 		os.RemoveAll(dir)
 		os.Exit(1)
+	}
+	// gorunCmd moves XDG_CACHE_HOME, under which Go keeps its build cache
+	// by default: the Go packages that gorun builds must keep this one, or
+	// each builds the standard library again (a minute on two cores).
+	if b, err := exec.Command("go", "env", "GOCACHE").Output(); err == nil {
+		goCache = strings.TrimSpace(string(b))
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -89,6 +96,9 @@ func gorunCmd(t *testing.T, args ...string) *exec.Cmd {
 	// XDG_CACHE_HOME and an empty GORUN_TUNE_FILE: no decision table of
 	// this machine's (gorun --tune) chooses for the tests.
 	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "XDG_CACHE_HOME="+t.TempDir(), "GORUN_TUNE_FILE=", "GORACE=atexit_sleep_ms=0")
+	if goCache != "" {
+		cmd.Env = append(cmd.Env, "GOCACHE="+goCache)
+	}
 	return cmd
 }
 

@@ -85,23 +85,28 @@ LogLevel VERBOSE
 MaxStartups 200
 MaxSessions 100
 `, h.Name, h.Addr, d, d, r.Dir)
-	if penalties() {
-		cfg += "PerSourcePenalties no\n" // OpenSSH 9.8+: do not lock out a test that kills sessions
+	if opensshAtLeast(8, 7) {
+		// A race-built gorun agent (the tests') would otherwise sleep a
+		// second before it exits, in every job.
+		cfg += "SetEnv GORACE=atexit_sleep_ms=0\n"
+	}
+	if opensshAtLeast(9, 8) {
+		cfg += "PerSourcePenalties no\n" // do not lock out a test that kills sessions
 	}
 	return cfg
 }
 
-// penalties reports whether sshd is OpenSSH 9.8 or newer, which has
-// PerSourcePenalties.
-func penalties() bool {
+// opensshAtLeast reports whether ssh is OpenSSH major.minor or newer
+// (sshd_config's SetEnv came in 8.7, PerSourcePenalties in 9.8).
+func opensshAtLeast(major, minor int) bool {
 	out, _ := exec.Command("ssh", "-V").CombinedOutput()
 	m := regexp.MustCompile(`OpenSSH_(\d+)\.(\d+)`).FindSubmatch(out)
 	if m == nil {
 		return false
 	}
-	major, _ := strconv.Atoi(string(m[1]))
-	minor, _ := strconv.Atoi(string(m[2]))
-	return major > 9 || major == 9 && minor >= 8
+	ma, _ := strconv.Atoi(string(m[1]))
+	mi, _ := strconv.Atoi(string(m[2]))
+	return ma > major || ma == major && mi >= minor
 }
 
 // clientConfig is the ssh client config written to SSHConfig.
@@ -136,6 +141,9 @@ func (r *Rig) clientConfig() string {
 // cgroup mounts: the sh mounts cgroup2 at /sys/fs/cgroup there, as on a
 // host of its own (the machine's hierarchy, where it has one), so that
 // agents on the rig put their ranks in cgroups as they would on a host.
+// It also hides the user's ~/.bashrc behind /dev/null there: bash sources
+// it for every command sshd runs, and one that starts pyenv or conda
+// (this VM's: 0.6 s of CPU) made each job's ssh logins a second's work.
 func (r *Rig) startSSHD(h RigHost) (*sshd, error) {
 	cfg := filepath.Join(r.hostDir(h), "sshd_config")
 	if err := os.WriteFile(cfg, []byte(r.sshdConfig(h)), 0o600); err != nil {
@@ -143,7 +151,8 @@ func (r *Rig) startSSHD(h RigHost) (*sshd, error) {
 	}
 	s := &sshd{log: filepath.Join(r.hostDir(h), "sshd.log"), done: make(chan struct{})}
 	s.cmd = exec.Command("ip", "netns", "exec", h.Netns, "sh", "-c",
-		`printf %s "$0" > /proc/sys/kernel/hostname && { mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null; exec "$@"; }`, h.Name,
+		`printf %s "$0" > /proc/sys/kernel/hostname && { mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null; `+
+			`[ -f "$HOME/.bashrc" ] && mount --bind /dev/null "$HOME/.bashrc" 2>/dev/null; exec "$@"; }`, h.Name,
 		sshdPath, "-D", "-f", cfg, "-E", s.log)
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags: syscall.CLONE_NEWUTS,
