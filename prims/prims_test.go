@@ -63,7 +63,11 @@ func testMatrix(t *testing.T, coll topo.Collective, algo topo.Algo, p int) {
 	t.Run("int32", func(t *testing.T) { runType[int32](t, p, small) })
 	t.Run("int64", func(t *testing.T) { runType[int64](t, p, small) })
 	t.Run("uint8", func(t *testing.T) { runType[uint8](t, p, small) })
-	if testing.Short() && p != 5 {
+	// The large count crosses segment, slot and chunk boundaries; 2, 3, 4
+	// and 8 ranks cover it in and out of place, with and without a fold
+	// (the folds of 5 and 7 ranks are the small counts'). At 1, 5 and 7
+	// ranks it doubled the suite's time under -race.
+	if testing.Short() && p != 3 || p == 1 || p == 5 || p == 7 {
 		return
 	}
 	large := []check{{coll, algo, big, p%2 == 1}}

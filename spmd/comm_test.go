@@ -304,7 +304,11 @@ func TestOverOneGiB(t *testing.T) {
 	}
 	const size = 1<<30 + 3
 	offsets := []int{0, 1, 4095, 1 << 20, 1<<29 + 7, 1 << 30, size - 1}
-	for _, kind := range spmdtest.Kinds {
+	// Only the transports that frame a length: mem hands slices over, and
+	// mixed at 2 ranks is TCP between its two hosts (the router passes the
+	// frame on). Each case faults in 2 GiB, 13 s of page faults on the
+	// 2-core VM, and a minute under -race.
+	for _, kind := range []spmdtest.Kind{spmdtest.TCP, spmdtest.SHM} {
 		t.Run(string(kind), func(t *testing.T) {
 			j := spmdtest.NewJob(t, kind, 2)
 			defer j.Close()

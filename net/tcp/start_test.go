@@ -99,7 +99,7 @@ func start(t *testing.T, tr *Transport, peer int, tag int32, payload []byte) *do
 // the socket fills and frames wait in the queue: all arrive, in order,
 // and every started send is told once.
 func TestStartSendOrder(t *testing.T) {
-	const n = 600
+	const n = 300
 	sizes := []int{12, 1000, trySendMax, trySendMax + 1, 300 << 10, 2 << 20}
 	ts, rs := newCluster(t, 2)
 	entered, release := stallFirst(rs[1])
