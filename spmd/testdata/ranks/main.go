@@ -27,6 +27,15 @@ func main() {
 		time.Sleep(30 * time.Second) // never arrives within the init timeout
 		return
 	}
+	switch mode {
+	case "crash", "shmcrash", "offercrash", "sharedcrash":
+		if os.Getenv("GORUN_RANK") == "0" {
+			// Rank 0 outlives gorun's stop to report what its call
+			// returned; from before Init, since rank 1 may be dead before
+			// rank 0's Init returns.
+			signal.Ignore(syscall.SIGTERM)
+		}
+	}
 	w, err := spmd.Init(ctx)
 	if err != nil {
 		fmt.Println("init failed:", err)
@@ -58,9 +67,6 @@ func main() {
 // crash: rank 1 dies while rank 0 waits for a message from it; rank 0
 // reports what its receive returned and how long it took.
 func crash(ctx context.Context, w *spmd.World) error {
-	if w.Rank() == 0 {
-		signal.Ignore(syscall.SIGTERM) // outlive gorun's stop to report
-	}
 	if err := w.Barrier(ctx); err != nil {
 		return err
 	}
@@ -91,7 +97,6 @@ func crash(ctx context.Context, w *spmd.World) error {
 // removing its segment would. Rank 0 reports what its receive returned.
 func shmCrash(ctx context.Context, w *spmd.World) error {
 	if w.Rank() == 0 {
-		signal.Ignore(syscall.SIGTERM)
 		fmt.Printf("job %s\n", os.Getenv("GORUN_JOB_ID"))
 	}
 	if err := w.Barrier(ctx); err != nil {
@@ -126,7 +131,6 @@ func shmCrash(ctx context.Context, w *spmd.World) error {
 // cleanup to remove.
 func sharedCrash(ctx context.Context, w *spmd.World) error {
 	if w.Rank() == 0 {
-		signal.Ignore(syscall.SIGTERM)
 		fmt.Printf("job %s\n", os.Getenv("GORUN_JOB_ID"))
 	}
 	buf := make([]float64, 1000)
@@ -150,9 +154,6 @@ func sharedCrash(ctx context.Context, w *spmd.World) error {
 // yet, so that rank 0 keeps it as an offer in rank 1's memory, and is
 // SIGKILLed; rank 0 then posts the receive and reports what it returned.
 func offerCrash(ctx context.Context, w *spmd.World) error {
-	if w.Rank() == 0 {
-		signal.Ignore(syscall.SIGTERM)
-	}
 	buf := make([]byte, 1<<20)
 	switch w.Rank() {
 	case 1:
