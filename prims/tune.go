@@ -121,6 +121,8 @@ func Tune(ctx context.Context, c *spmd.Comm, cfg TuneConfig) (Tuning, error) {
 	if c.Size() < 2 {
 		return Tuning{}, errors.New("tuning needs 2 ranks or more: with one, every collective is a copy")
 	}
+	tuning.Store(true)
+	defer tuning.Store(false)
 	m, err := topo.ModelFor(ctx, c)
 	if err != nil {
 		return Tuning{}, fmt.Errorf("tuning: %w", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -327,5 +328,44 @@ func TestTuneTransport(t *testing.T) {
 				t.Errorf("tuneTransport = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestTuneKeyOutlivesReboot: this machine's host id holds the boot id;
+// the key names the machine by its machine id instead, and the hosts of a
+// host list by their ids.
+func TestTuneKeyOutlivesReboot(t *testing.T) {
+	local := contract.LocalHostID()
+	spmdtest.RunHosts(t, []string{local, local, "node7"}, func(ctx context.Context, w *spmd.World) error {
+		k := tuneKeyOf(w.Comm)
+		want := []string{contract.MachineName(), "node7"}
+		if !slices.Equal(k.Hosts, want) || !slices.Equal(k.PerHost, []int{2, 1}) {
+			return fmt.Errorf("key %v, want hosts %v with 2 and 1 ranks", k, want)
+		}
+		if lay := topo.LayoutOf(w.Comm); lay.HostIDs[0] != local {
+			return fmt.Errorf("the key changed the layout's host ids: %v", lay.HostIDs)
+		}
+		return nil
+	})
+}
+
+// TestTuneFileMissing: a missing file that GORUN_TUNE_FILE names is an
+// error that says how to make it, except while tuning, which writes it.
+func TestTuneFileMissing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "none-yet.toml")
+	t.Setenv(contract.EnvTuneFile, path)
+	var fc fileCache
+	if f, err := fc.read(path); f != nil || err == nil || !strings.Contains(err.Error(), "does not exist: run gorun --tune") {
+		t.Errorf("read of a missing named file: %v, %v", f, err)
+	}
+	tuning.Store(true)
+	defer tuning.Store(false)
+	if f, err := fc.read(path); f != nil || err != nil {
+		t.Errorf("read of a missing file while tuning: %v, %v", f, err)
+	}
+	t.Setenv(contract.EnvTuneFile, "")
+	tuning.Store(false)
+	if f, err := fc.read(path); f != nil || err != nil {
+		t.Errorf("read of the missing default file: %v, %v", f, err)
 	}
 }

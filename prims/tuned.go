@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math/bits"
 	"os"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/contract"
@@ -97,10 +99,18 @@ func tableFor(ctx context.Context, c *spmd.Comm) (*tuned, error) {
 }
 
 // tuneKeyOf returns the key of c's decisions: its hosts, ranks per host
-// and transport.
+// and transport. This machine's host id, which holds the boot id, is
+// named by contract.MachineName instead, so that a table outlives a
+// reboot; the ids of hosts in a host list are their names already.
 func tuneKeyOf(c *spmd.Comm) TuneKey {
 	lay := topo.LayoutOf(c)
-	k := TuneKey{Hosts: lay.HostIDs, Transport: tuneTransport(lay)}
+	k := TuneKey{Hosts: slices.Clone(lay.HostIDs), Transport: tuneTransport(lay)}
+	local := contract.LocalHostID()
+	for i, id := range k.Hosts {
+		if id == local {
+			k.Hosts[i] = contract.MachineName()
+		}
+	}
 	for _, h := range lay.Hosts {
 		k.PerHost = append(k.PerHost, len(h))
 	}
@@ -151,6 +161,10 @@ func loadTuned(path string, key TuneKey) *tuned {
 	return tunedFrom(tab, fmt.Sprintf("%s, measured on %s at %s", path, tab.MeasuredOn, tab.MeasuredAt.Format("2006-01-02 15:04 MST")))
 }
 
+// tuning is set while this process runs Tune: the file it is about to
+// write may not exist yet.
+var tuning atomic.Bool
+
 // tuneFiles is the decision-table files this process has read.
 var tuneFiles fileCache
 
@@ -170,14 +184,19 @@ type cachedFile struct {
 }
 
 // read returns the file at path: nil and no error when it does not exist
-// and GORUN_TUNE_FILE did not name it.
+// and GORUN_TUNE_FILE did not name it, or this process is tuning (and
+// writes it next).
 func (fc *fileCache) read(path string) (*TuneFile, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		if os.IsNotExist(err) && os.Getenv(contract.EnvTuneFile) == "" {
+		if !os.IsNotExist(err) {
+			return nil, fmt.Errorf("%w: %v", ErrTuneFile, err)
+		}
+		if os.Getenv(contract.EnvTuneFile) == "" || tuning.Load() {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("%w: %v", ErrTuneFile, err)
+		return nil, fmt.Errorf("%s names %s, which does not exist: run gorun --tune with this job's hosts and ranks to write it, or unset %s",
+			contract.EnvTuneFile, path, contract.EnvTuneFile)
 	}
 	stamp := [2]int64{fi.ModTime().UnixNano(), fi.Size()}
 	fc.mu.Lock()

@@ -17,6 +17,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gorun-hpc/gorun/prims"
+	"github.com/gorun-hpc/gorun/spmd/contract"
 	"github.com/gorun-hpc/gorun/spmd/launch/netnstest"
 )
 
@@ -159,6 +161,7 @@ func TestRig(t *testing.T) {
 	t.Run("net and ports", func(t *testing.T) { testRigNetPorts(t, rig, base) })
 	t.Run("collbench", func(t *testing.T) { testRigCollbench(t, base) })
 	t.Run("topo", func(t *testing.T) { testRigTopo(t, base) })
+	t.Run("tune", func(t *testing.T) { testRigTune(t, rigArgs(rig)) })
 	t.Run("remote rank killed", func(t *testing.T) { testRigKilled(t, rig, base) })
 	t.Run("sigint", func(t *testing.T) { testRigSigint(t, rig, base) })
 	t.Run("ssh dies", func(t *testing.T) { testRigSSHDies(t, rig, base) })
@@ -254,6 +257,34 @@ func testRigTopo(t *testing.T, base []string) {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("--topo report lacks %q:\n%s", want, r)
 		}
+	}
+}
+
+// testRigTune: gorun --tune across hosts writes the table of their key
+// (hosts, ranks on each, shared memory within and TCP across) on rank 0's
+// host, and a later job there follows it.
+func testRigTune(t *testing.T, rigArgs []string) {
+	path := filepath.Join(t.TempDir(), "tune.toml")
+	env := []string{"-x", contract.EnvTuneFile + "=" + path}
+	// Three ranks on two hosts and one size: every collective's
+	// algorithms, hierarchical ones included, timed across hosts (6 ranks
+	// on 3 took minutes on 2 cores).
+	job := append(append(append([]string{}, rigArgs...), "-H", "h1:2,h2:1", "-np", "3"), env...)
+	r := gorun(t, "", append(job, "--tune", "--tune-sizes", "64")...)
+	if r.code != 0 || !strings.Contains(r.stdout, "written to "+path) {
+		t.Fatal(r)
+	}
+	f, err := prims.ReadTuneFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := prims.TuneKey{Hosts: []string{"h1", "h2"}, PerHost: []int{2, 1}, Transport: "shm+tcp"}
+	if len(f.Tables) != 1 || !f.Tables[0].TuneKey.Equal(want) || len(f.Tables[0].Rules) == 0 {
+		t.Fatalf("%s holds %+v, want one table of %v", path, f.Tables, want)
+	}
+	r = gorun(t, "", append(job, "--topo")...)
+	if r.code != 0 || !strings.Contains(r.stdout, "(table)") || !strings.Contains(r.stdout, "decision table: "+path) {
+		t.Fatalf("gorun --topo after --tune shows no choice from the table:\n%s", r)
 	}
 }
 

@@ -131,6 +131,25 @@ func LocalHostID() string {
 	return host
 }
 
+// MachineName returns a name for this machine that outlives a reboot, for
+// what is kept across jobs (gorun --tune's tables): its hostname, a colon
+// and the first eight characters of its machine id (/etc/machine-id), or
+// the hostname alone where there is none. LocalHostID holds the boot id
+// instead, which differs after every reboot.
+func MachineName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	for _, f := range []string{"/etc/machine-id", "/var/lib/dbus/machine-id"} {
+		b, err := os.ReadFile(f)
+		if id := strings.TrimSpace(string(b)); err == nil && len(id) >= 8 {
+			return host + ":" + id[:8]
+		}
+	}
+	return host
+}
+
 // RankList names ranks as the launcher and the ranks both say them: "rank
 // 3", or "ranks 1, 2, 5" with at most 16 numbers and then "... (40 in
 // all)".
