@@ -77,3 +77,27 @@ func testMatrix(t *testing.T, coll topo.Collective, algo topo.Algo, p int) {
 		t.Run("int64/large", func(t *testing.T) { runType[int64](t, p, large) })
 	}
 }
+
+// TestSharedInline: the Shared algorithms keep a part of up to 48 bytes
+// in its slot's header; every count around that size, in and out of
+// place, on 2 and 3 ranks, equals the reference.
+func TestSharedInline(t *testing.T) {
+	for _, coll := range topo.Collectives {
+		if !prims.Applies(coll, topo.Shared) {
+			continue
+		}
+		for _, p := range []int{2, 3} {
+			t.Run(fmt.Sprintf("%s/p=%d", coll, p), func(t *testing.T) {
+				var f64, u8 []check
+				for n := 1; n <= 20; n++ {
+					f64 = append(f64, check{coll, topo.Shared, n, false}, check{coll, topo.Shared, n, true})
+				}
+				for n := 40; n <= 60; n++ {
+					u8 = append(u8, check{coll, topo.Shared, n, n%2 == 0})
+				}
+				runType[float64](t, p, f64)
+				runType[uint8](t, p, u8)
+			})
+		}
+	}
+}

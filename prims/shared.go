@@ -37,10 +37,28 @@ import (
 // sharedStreams chunks, so that it runs that many chunks ahead.
 
 // slotHead is the header of a slot: the last round whose part is in it,
-// and the last whose reduced block is.
+// and the last whose reduced block is; a part of up to inlineMax bytes
+// sits in the header itself, so that a reader gets it with the cache line
+// of the signal it waited on: one line crosses between the cores instead
+// of two. On 2 ranks and 2 cores, collbench medians of 5 alternating
+// runs: all-reduce of 8 B 0.60 us against 1.04 (Open MPI 0.53 in the same
+// runs), all-gather of 8 B 0.49 against 0.87 (0.51), of 64 B 0.48 against
+// 0.81 (0.58); broadcast: see castPiece.
 type slotHead struct {
 	part, reduced signal
-	_             [48]byte
+	inline        [inlineMax]byte
+}
+
+// inlineMax is how many bytes of a part fit in its slot's header.
+const inlineMax = 48
+
+// at returns n elements at off of a's memory: the data of a slot or cell
+// whose header is at off, in the header itself when they fit there.
+func at[T spmd.Number](a *area, off, n int) []T {
+	if n*sizeOf[T]() <= inlineMax {
+		return unsafe.Slice((*T)(unsafe.Pointer(&(*slotHead)(unsafe.Pointer(&a.mem[off])).inline)), n)
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&a.mem[off+headSize])), n)
 }
 
 // signal is a round number that one rank stores and others wait for, and
@@ -120,15 +138,19 @@ type castRing struct {
 	off, stride int    // the first buffer, and the distance between buffers
 	n           uint32 // buffers
 	done        int    // the cache lines that count the pieces each rank is done with
+	// seen is, per rank, the count of its done line that this rank last
+	// read: a root reads the line again only when that is too old for
+	// the buffer it is to write, once in up to n pieces.
+	seen []uint32
 }
 
 // rings returns the cells' and the streams' rings of an area of p ranks,
 // and the size of the area.
 func rings(p int) (cells, streams castRing, size int) {
 	off := 2 * p * slotStride
-	cells = castRing{off: off, stride: cellStride, n: sharedCells, done: off + sharedCells*cellStride}
+	cells = castRing{off: off, stride: cellStride, n: sharedCells, done: off + sharedCells*cellStride, seen: make([]uint32, p)}
 	off = cells.done + p*headSize
-	streams = castRing{off: off, stride: slotStride, n: sharedStreams, done: off + sharedStreams*slotStride}
+	streams = castRing{off: off, stride: slotStride, n: sharedStreams, done: off + sharedStreams*slotStride, seen: make([]uint32, p)}
 	return cells, streams, streams.done + p*headSize
 }
 
@@ -250,8 +272,7 @@ func (a *area) head(r int, round uint32) *slotHead {
 
 // data returns n elements of the data of r's slot for round.
 func data[T spmd.Number](a *area, r int, round uint32, n int) []T {
-	off := (2*r+int(round&1))*slotStride + headSize
-	return unsafe.Slice((*T)(unsafe.Pointer(&a.mem[off])), n)
+	return at[T](a, (2*r+int(round&1))*slotStride, n)
 }
 
 // bufOff is the offset of the buffer of piece s of ring g in the area.
@@ -266,7 +287,7 @@ func (g castRing) head(a *area, s uint32) *slotHead {
 // castData returns n elements of the data of the buffer of piece s of
 // ring g in a.
 func castData[T spmd.Number](a *area, g castRing, s uint32, n int) []T {
-	return unsafe.Slice((*T)(unsafe.Pointer(&a.mem[g.bufOff(s)+headSize])), n)
+	return at[T](a, g.bufOff(s), n)
 }
 
 // doneBy returns the signal of rank r that counts the pieces of ring g it

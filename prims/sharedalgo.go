@@ -274,17 +274,29 @@ func sharedBcast[T spmd.Number](k *call, buf []T, root int) error {
 // rank is done with the piece that last used the buffer (at once unless
 // one lags g.n pieces behind), writes it and goes on; the others copy it
 // out. Every rank then counts the piece done.
+//
+// The root reads a rank's count only when the one it read last (g.seen)
+// is too old, once in up to g.n pieces: a count read at every piece
+// crossed between the cores twice per broadcast (the root's read, then the
+// reader's next store), besides the header and the data. With that, and a
+// small piece inline in its header (slotHead), a broadcast of 8 B on 2
+// ranks and 2 cores took 0.30 us against 0.46 (collbench, medians of 5
+// alternating runs; Open MPI 0.13); 64 B, not inline, 0.46 against 0.47.
 func castPiece[T spmd.Number](k *call, a *area, g castRing, s uint32, buf []T, root int) error {
 	me := k.cc.Rank()
 	if me == root {
 		// Before the first g.n pieces the count wraps below zero, which
 		// every rank has reached.
+		free := s - g.n
 		for r := range a.p {
-			if r != me {
-				if err := g.doneBy(a, r).wait(k, r, s-g.n); err != nil {
-					return err
-				}
+			if r == me || int32(g.seen[r]-free) >= 0 {
+				continue
 			}
+			done := g.doneBy(a, r)
+			if err := done.wait(k, r, free); err != nil {
+				return err
+			}
+			g.seen[r] = done.round.Load()
 		}
 		toSlot(&a.in, castData[T](a, g, s, len(buf)), buf)
 		g.head(a, s).part.store(s)
