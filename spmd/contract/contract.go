@@ -120,15 +120,7 @@ func inUse(err error) bool {
 // boot still differ. GORUN_HOST_ID overrides it for ranks; launchers that
 // know better (Slurm's node name, a hostfile entry) set that.
 func LocalHostID() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "localhost"
-	}
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if id := strings.TrimSpace(string(b)); err == nil && len(id) >= 8 {
-		return host + ":" + id[:8]
-	}
-	return host
+	return hostnameWith("/proc/sys/kernel/random/boot_id")
 }
 
 // MachineName returns a name for this machine that outlives a reboot, for
@@ -137,11 +129,18 @@ func LocalHostID() string {
 // the hostname alone where there is none. LocalHostID holds the boot id
 // instead, which differs after every reboot.
 func MachineName() string {
+	return hostnameWith("/etc/machine-id", "/var/lib/dbus/machine-id")
+}
+
+// hostnameWith returns the hostname ("localhost" where it has none), a
+// colon and the first eight characters of the first of files that holds
+// an id of eight or more, or the hostname alone where none does.
+func hostnameWith(files ...string) string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "localhost"
 	}
-	for _, f := range []string{"/etc/machine-id", "/var/lib/dbus/machine-id"} {
+	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if id := strings.TrimSpace(string(b)); err == nil && len(id) >= 8 {
 			return host + ":" + id[:8]

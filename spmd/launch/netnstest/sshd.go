@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -99,15 +100,22 @@ MaxSessions 100
 // opensshAtLeast reports whether ssh is OpenSSH major.minor or newer
 // (sshd_config's SetEnv came in 8.7, PerSourcePenalties in 9.8).
 func opensshAtLeast(major, minor int) bool {
+	ma, mi := opensshVersion()
+	return ma > major || ma == major && mi >= minor
+}
+
+// opensshVersion is ssh -V's OpenSSH version, asked once; 0.0 if it is
+// not OpenSSH.
+var opensshVersion = sync.OnceValues(func() (major, minor int) {
 	out, _ := exec.Command("ssh", "-V").CombinedOutput()
 	m := regexp.MustCompile(`OpenSSH_(\d+)\.(\d+)`).FindSubmatch(out)
 	if m == nil {
-		return false
+		return 0, 0
 	}
-	ma, _ := strconv.Atoi(string(m[1]))
-	mi, _ := strconv.Atoi(string(m[2]))
-	return ma > major || ma == major && mi >= minor
-}
+	major, _ = strconv.Atoi(string(m[1]))
+	minor, _ = strconv.Atoi(string(m[2]))
+	return major, minor
+})
 
 // clientConfig is the ssh client config written to SSHConfig.
 func (r *Rig) clientConfig() string {
