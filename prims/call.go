@@ -63,7 +63,7 @@ type call struct {
 	user     context.Context // the caller's own context
 	root     *call           // the top-level call of a sub-call, else itself
 	releases []lease         // scratch lent to the call, given back by end
-	tr       traced          // the trace's record of the call, when profiling (tr.rec set)
+	tr       *traced         // the trace's record of the call, when profiling
 }
 
 // callPool recycles the top-level calls, so that a collective allocates
@@ -94,18 +94,19 @@ func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, t
 		}
 	}
 	k.ctx = k.st.join(ctx)
+	var ch choice
 	if o.algo == "" && !trivial {
 		// The first choice on a communicator probes it, collectively:
 		// under k.ctx, so that a rank that gave up ends the probe too.
-		ch, err := k.st.choose(k.ctx, c, coll, bytes)
-		if err != nil {
+		var err error
+		if ch, err = k.st.choose(k.ctx, c, coll, bytes); err != nil {
 			return nil, k.wrap(k.chooseFailed(err))
 		}
 		k.algo = ch.algo
-		k.tr.e.Predicted, k.tr.e.Name, k.tr.e.Algo = int64(ch.pred), ch.name, ch.algoID
 	}
 	if rec := c.Trace(); rec != nil {
-		k.tr.start(rec, k.st, c, coll, k.algo, bytes, o)
+		k.tr = tracedPool.Get().(*traced)
+		k.tr.start(rec, k.st, c, coll, k.algo, bytes, o, ch)
 	}
 	return k, nil
 }
@@ -140,8 +141,9 @@ func (k *call) end(err *error) {
 	for _, l := range k.releases {
 		l.release(*err == nil)
 	}
-	if k.tr.rec != nil {
+	if k.tr != nil {
 		k.tr.record(*err)
+		tracedPool.Put(k.tr)
 	}
 	if *err != nil {
 		*err = k.wrap(*err)

@@ -51,7 +51,7 @@ func sharedCopy(m topo.Model, s topo.Shape) float64 { return m.Local.Beta * m.Sh
 // record in the trace name the algorithm that ran.
 func (k *call) fellBack(algo topo.Algo) {
 	k.algo = algo
-	if k.tr.rec != nil {
+	if k.tr != nil {
 		k.tr.e.Algo = k.tr.rec.Intern(string(algo))
 	}
 }

@@ -2,6 +2,7 @@ package prims
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/trace"
@@ -9,28 +10,32 @@ import (
 )
 
 // traced is a collective call's record in the trace: started as the call
-// starts, written as it ends. It lives in the call, which is pooled, so
-// that tracing allocates nothing per call; a chosen algorithm's names and
+// starts, written as it ends. Records are pooled (tracedPool), so that
+// tracing allocates nothing per call; a chosen algorithm's names and
 // predicted time come with prims' cached choice, so that a call in a
 // loop costs two clock reads, a walk of its stack and one locked encode.
+// A call that is not traced has none: the record, mostly its stack, is
+// larger than the rest of the call, which every call clears twice.
 type traced struct {
 	rec   *trace.Recorder
 	e     trace.Event
 	stack trace.Stack
 }
 
-// start begins the record of a call of coll by algo on c. t.e holds the
-// choice's predicted time and name ids when the algorithm was chosen.
-func (t *traced) start(rec *trace.Recorder, st *state, c *spmd.Comm, coll topo.Collective, algo topo.Algo, bytes int, o Option) {
+var tracedPool = sync.Pool{New: func() any { return new(traced) }}
+
+// start begins the record of a call of coll by algo on c; ch is the
+// choice that picked algo, zero when none did.
+func (t *traced) start(rec *trace.Recorder, st *state, c *spmd.Comm, coll topo.Collective, algo topo.Algo, bytes int, o Option, ch choice) {
 	e := trace.Event{
 		Kind:      trace.CollectiveEvent,
 		Comm:      c.ID(),
 		Peer:      -1,
 		Bytes:     int64(bytes),
 		Seq:       rec.NextSeq(c.ID()),
-		Predicted: t.e.Predicted,
-		Name:      t.e.Name,
-		Algo:      t.e.Algo,
+		Predicted: int64(ch.pred),
+		Name:      ch.name,
+		Algo:      ch.algoID,
 		Site:      o.site,
 	}
 	if e.Name == 0 { // a forced algorithm, or a trivial call: no choice
