@@ -39,11 +39,14 @@ bench-deps:
 vet:
 	$(GO) vet ./...
 
-# The whole suite, with the race detector; then the allocation tests,
-# which skip under it (it makes sync.Pool drop what it is given).
+# The whole suite, with the race detector; then the tests of what it
+# changes: the allocation tests, which skip under it (it makes sync.Pool
+# drop what it is given), and spmd's shared words, whose release stores it
+# turns into sequentially consistent ones.
 test: deps vet
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(GO) test -count=1 -run AllocateNothing ./prims ./net/tcp
+	$(GO) test -count=1 -run 'Shared' ./spmd ./prims
 
 # Launch to all-ranks-ready against mpirun (issue: launch latency).
 bench-launch: bench-deps

@@ -68,12 +68,7 @@ type signal struct {
 }
 
 // store says that round has come, waking whoever sleeps on it.
-func (g *signal) store(round uint32) {
-	g.round.Store(round)
-	if g.sleepers.Load() != 0 {
-		spmd.WakeShared(&g.round)
-	}
-}
+func (g *signal) store(round uint32) { spmd.PublishShared(&g.round, &g.sleepers, round) }
 
 // reached reports whether g's owner has stored round (or a later one).
 func (g *signal) reached(round uint32) bool { return int32(g.round.Load()-round) >= 0 }

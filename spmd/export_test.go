@@ -7,6 +7,10 @@ import (
 	"github.com/gorun-hpc/gorun/spmd/trace"
 )
 
+// PollBudget is how long WaitShared polls before it sleeps, on a host
+// with no more ranks than cores.
+func PollBudget() time.Duration { return pollBudget }
+
 // SetSharedNap sets how long WaitShared sleeps between looks at its context
 // and its peer, and returns what restores it.
 func SetSharedNap(d time.Duration) (restore func()) {

@@ -89,9 +89,10 @@ func (c *Comm) Lost(r int) error {
 // rank r of c counts up, reaches want: until int32(*word-want) >= 0, so
 // that the count may wrap. It polls the word, on a host with more ranks
 // than cores handing the core on at every round as a waiting request
-// does, and once the poll budget is spent sleeps on the word; a rank that
-// stores a word must call WakeShared when *sleepers, the count that
-// WaitShared keeps beside it, is not zero. It returns an error when ctx
+// does, and once the poll budget is spent sleeps on the word; the rank that
+// counts the word up stores it with PublishShared, which wakes the
+// sleepers that *sleepers, the count that WaitShared keeps beside it,
+// says there are. It returns an error when ctx
 // ends (its cause) or r is lost.
 func (c *Comm) WaitShared(ctx context.Context, r int, word, sleepers *atomic.Uint32, want uint32) error {
 	if reached(word, want) {
@@ -133,6 +134,7 @@ func (c *Comm) WaitShared(ctx context.Context, r int, word, sleepers *atomic.Uin
 		// The budget is spent: sleep until r stores, looking at ctx and r
 		// now and then.
 		sleepers.Add(1)
+		fence() // a PublishShared that missed the count is seen now
 		if v := word.Load(); int32(v-want) < 0 {
 			w.wait(word, v, sharedNap)
 		}

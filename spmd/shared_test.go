@@ -3,6 +3,7 @@ package spmd_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -62,8 +63,7 @@ func TestWaitSharedWakes(t *testing.T) {
 	for sleepers.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	word.Store(7)
-	spmd.WakeShared(word)
+	spmd.PublishShared(word, sleepers, 7)
 	select {
 	case err := <-errc:
 		if err != nil {
@@ -71,6 +71,71 @@ func TestWaitSharedWakes(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the sleeping waiter was not woken")
+	}
+}
+
+// Rounds published just as their waiter runs out of its poll budget and
+// goes to sleep all wake it: PublishShared's store, a release store where
+// the kernel has membarrier, is seen by a sleeper that its check of the
+// sleepers missed (the fence in WaitShared). The nap is longer than the
+// test may take, so a lost wake-up stalls a round: a PublishShared that
+// does not wake fails it. The window that the fence closes is a store
+// still in the store buffer, nanoseconds, which the test does not hit at
+// will (it passed 400 rounds with the sleepers read before the store).
+// It runs without the race detector too (make test), under which
+// PublishShared makes no release stores.
+func TestPublishSharedWakesAll(t *testing.T) {
+	defer spmd.SetSharedNap(time.Hour)()
+	ws, _ := spmdtest.Worlds(t, 2)
+	defer closeAll(ws)
+	word, sleepers := words(t, ws[0].Comm)
+	const rounds = 400
+	errc := make(chan error, 1)
+	var waiting atomic.Uint32 // the round rank 1 waits for
+	go func() {
+		for r := uint32(1); r <= rounds; r++ {
+			waiting.Store(r)
+			if err := ws[1].WaitShared(context.Background(), 0, word, sleepers, r); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	budget := spmd.PollBudget()
+	for r := uint32(1); r <= rounds; r++ {
+		for waiting.Load() != r {
+			runtime.Gosched()
+		}
+		// Publish from a little before the budget ends to a little
+		// after, when the waiter counts itself a sleeper.
+		until := time.Now().Add(budget*9/10 + time.Duration(r%20)*budget/100)
+		for time.Now().Before(until) {
+		}
+		spmd.PublishShared(word, sleepers, r)
+		deadline := time.Now().Add(10 * time.Second)
+		for waiting.Load() == r && int32(word.Load()-r) >= 0 && time.Now().Before(deadline) {
+			select {
+			case err := <-errc:
+				if err != nil || r != rounds {
+					t.Fatalf("round %d: waiter ended: %v", r, err)
+				}
+				return
+			default:
+				runtime.Gosched()
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("round %d was published but its waiter (sleepers %d) did not wake in 10 s", r, sleepers.Load())
+		}
+	}
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("round %d was published but its waiter (sleepers %d) did not wake in 10 s", rounds, sleepers.Load())
 	}
 }
 

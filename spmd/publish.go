@@ -1,0 +1,69 @@
+package spmd
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// PublishShared stores v in *word, a word of shared memory (Shared) that
+// other ranks wait on with WaitShared, after every store this rank made
+// before it, and wakes the ranks that sleep on it (*sleepers, the count
+// that WaitShared keeps beside the word).
+//
+// The store is a release store where the host allows (a plain MOV on
+// amd64, STLR on arm64), not Go's sequentially consistent atomic store,
+// which on amd64 is an XCHG: that waits until the word's cache line, which
+// the waiting rank is reading, is this core's, and with it every store
+// before it. A broadcast of 64 B on 2 ranks and 2 cores took 0.48 us with
+// the XCHG and 0.29 with the release store (collbench, 5 alternating runs;
+// Open MPI 0.26), an all-reduce of 64 B 0.95 against 0.65 (0.58).
+//
+// A release store may still sit in this core's store buffer when the
+// load of *sleepers after it runs, so a rank that is just going to sleep
+// could miss it and sleep a whole nap: the sleeper closes that window
+// with an asymmetric fence (membarrier, see fence), which makes every
+// registered process's pending stores visible. Where the kernel refuses
+// membarrier, the stores stay sequentially consistent.
+func PublishShared(word, sleepers *atomic.Uint32, v uint32) {
+	if asymmetric() {
+		storeRelease(word, v)
+	} else {
+		word.Store(v)
+	}
+	if sleepers.Load() != 0 {
+		WakeShared(word)
+	}
+}
+
+// The membarrier(2) commands of the asymmetric fence.
+const (
+	membarrierGlobalExpedited         = 1 << 1
+	membarrierRegisterGlobalExpedited = 1 << 2
+)
+
+// asymmetric reports whether this process is registered for the
+// expedited global membarrier: then a sleeper's fence (fence) reaches
+// this process's threads, and PublishShared may use release stores. It
+// registers the first time; under the race detector, which does not see
+// release stores made in assembly, it always says no.
+var asymmetric = sync.OnceValue(func() bool {
+	if raceEnabled {
+		return false
+	}
+	_, _, errno := unix.Syscall(unix.SYS_MEMBARRIER, membarrierRegisterGlobalExpedited, 0, 0)
+	return errno == 0
+})
+
+// fence makes the stores that the threads of every registered process
+// have made visible before it returns: WaitShared calls it after counting
+// itself among a word's sleepers and before it looks at the word for the
+// last time, so that a PublishShared that missed the count has its store
+// seen. Processes that could not register store sequentially
+// consistently, for which the sleeper's own atomic count is fence enough.
+func fence() {
+	if asymmetric() {
+		unix.Syscall(unix.SYS_MEMBARRIER, membarrierGlobalExpedited, 0, 0)
+	}
+}
