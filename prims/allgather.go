@@ -21,18 +21,24 @@ func AllGather[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T,
 	}
 	defer k.end(&err)
 	r := c.Rank()
-	copyIn(recv[r*kk:(r+1)*kk], send)
 	if kk == 0 || c.Size() == 1 {
+		copyIn(recv[r*kk:(r+1)*kk], send)
 		return nil
 	}
 	b := equalBounds(kk, c.Size())
+	// The ring and linear algorithms send this rank's block from send
+	// and copy it into recv while it travels (see linearAllGather);
+	// the others start from it in recv.
 	switch k.algo {
 	case topo.Ring:
-		return ringAllGather(k, recv, b, r, tag(k.coll, phaseMain))
+		return ringAllGather(k, recv, b, r, send, tag(k.coll, phaseMain))
+	case topo.Linear:
+		return linearAllGather(k, recv, b, send)
+	}
+	copyIn(recv[r*kk:(r+1)*kk], send)
+	switch k.algo {
 	case topo.RecursiveDoubling:
 		return recdblAllGather(k, recv, b)
-	case topo.Linear:
-		return linearAllGather(k, recv, b)
 	case topo.Hierarchical:
 		return hierAllGather(k, recv, kk)
 	case topo.Shared:
@@ -87,9 +93,16 @@ func recdblAllGather[T spmd.Number](k *call, buf []T, b []int) error {
 	return foldOut(k, f, buf)
 }
 
-// linearAllGather has every rank send its block to every other rank, all
-// at once, each received in place.
-func linearAllGather[T spmd.Number](k *call, buf []T, b []int) error {
+// linearAllGather has every rank send its block, own, to every other
+// rank, all at once, each received in place; own is copied into this
+// rank's block of buf (unless it is that block) while the messages
+// travel. Sent from own, a block that its receivers copy out of the
+// sender's memory (shared memory's single copy) is copied while the
+// sender copies it into place, not after. np 2 on 2 cores, collbench,
+// medians of 7 alternating runs, before -> after (Open MPI): 512 KiB
+// 139 -> 39 us (23), 1 MiB 144 -> 82 (57), 2 MiB 124 -> 131 (120); the
+// ring, which sends its first step so, 99 -> 38, 154 -> 74, 131 -> 154.
+func linearAllGather[T spmd.Number](k *call, buf []T, b []int, own []T) error {
 	cc, ctx := k.cc, k.ctx
 	p, r := cc.Size(), cc.Rank()
 	t := tag(k.coll, phaseMain)
@@ -98,8 +111,9 @@ func linearAllGather[T spmd.Number](k *call, buf []T, b []int) error {
 	for s := 1; s < p; s++ {
 		from, to := mod(r-s, p), mod(r+s, p)
 		reqs.irecv(cc, from, t, spmd.Bytes(buf[b[from]:b[from+1]]))
-		reqs.isend(ctx, cc, to, t, spmd.Bytes(buf[b[r]:b[r+1]]))
+		reqs.isend(ctx, cc, to, t, spmd.Bytes(own))
 	}
+	copyIn(buf[b[r]:b[r+1]], own)
 	return reqs.waitAll(ctx)
 }
 

@@ -92,7 +92,7 @@ func ringAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 	if err := ringReduceScatter(k, buf, b, own, op, tag(k.coll, phaseMain)); err != nil {
 		return err
 	}
-	return ringAllGather(k, buf, b, own, tag(k.coll, phaseGather))
+	return ringAllGather(k, buf, b, own, nil, tag(k.coll, phaseGather))
 }
 
 // ringAllReduceCost is ringAllReduce's: 2(p-1) steps of n/p bytes. The

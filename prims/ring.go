@@ -141,8 +141,10 @@ func ringReduceScatter[T spmd.Number](k *call, buf []T, b []int, own int, op Op[
 // ringAllGather circulates the blocks of b around the ring in place: this
 // rank starts with block own (the same function of the rank on every rank)
 // and ends with all. Segments are received straight into buf and
-// forwarded as they arrive.
-func ringAllGather[T spmd.Number](k *call, buf []T, b []int, own int, tag int) error {
+// forwarded as they arrive. src, when set, holds block own, which is
+// then sent from there and copied into buf while it travels (as in
+// linearAllGather); else the block is in buf already.
+func ringAllGather[T spmd.Number](k *call, buf []T, b []int, own int, src []T, tag int) error {
 	cc, ctx := k.cc, k.ctx
 	p := cc.Size()
 	right, left := mod(cc.Rank()+1, p), mod(cc.Rank()-1, p)
@@ -153,7 +155,14 @@ func ringAllGather[T spmd.Number](k *call, buf []T, b []int, own int, tag int) e
 
 	first := newWalk(b, own, 1, seg)
 	for lo, hi, _, ok := first.next(); ok; lo, hi, _, ok = first.next() {
-		sends.isend(ctx, cc, right, tag, spmd.Bytes(buf[lo:hi]))
+		from := buf[lo:hi]
+		if src != nil {
+			from = src[lo-b[own] : hi-b[own]]
+		}
+		sends.isend(ctx, cc, right, tag, spmd.Bytes(from))
+	}
+	if src != nil {
+		copyIn(buf[b[own]:b[own+1]], src)
 	}
 	// Every segment's receive is posted at once; the same walk again
 	// forwards them as they arrive.
