@@ -26,14 +26,16 @@ func AllGather[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T,
 		return nil
 	}
 	b := equalBounds(kk, c.Size())
-	// The ring and linear algorithms send this rank's block from send
-	// and copy it into recv while it travels (see linearAllGather);
+	// The ring, linear and shared algorithms send this rank's block from
+	// send and copy it into recv while it travels (see linearAllGather);
 	// the others start from it in recv.
 	switch k.algo {
 	case topo.Ring:
 		return ringAllGather(k, recv, b, r, send, tag(k.coll, phaseMain))
 	case topo.Linear:
 		return linearAllGather(k, recv, b, send)
+	case topo.Shared:
+		return sharedAllGather(k, recv, b, send)
 	}
 	copyIn(recv[r*kk:(r+1)*kk], send)
 	switch k.algo {
@@ -41,8 +43,6 @@ func AllGather[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T,
 		return recdblAllGather(k, recv, b)
 	case topo.Hierarchical:
 		return hierAllGather(k, recv, kk)
-	case topo.Shared:
-		return sharedAllGather(k, recv, b)
 	}
 	return algoError(k.coll, k.algo)
 }
