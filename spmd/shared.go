@@ -89,11 +89,11 @@ func (c *Comm) Lost(r int) error {
 // rank r of c counts up, reaches want: until int32(*word-want) >= 0, so
 // that the count may wrap. It polls the word, on a host with more ranks
 // than cores handing the core on at every round as a waiting request
-// does, and once the poll budget is spent sleeps on the word; the rank that
-// counts the word up stores it with PublishShared, which wakes the
+// does, and once the poll budget is spent sleeps on the word; the rank
+// that counts the word up stores it with PublishShared, which wakes the
 // sleepers that *sleepers, the count that WaitShared keeps beside it,
-// says there are. It returns an error when ctx
-// ends (its cause) or r is lost.
+// says there are. It returns an error when ctx ends (its cause) or r is
+// lost.
 func (c *Comm) WaitShared(ctx context.Context, r int, word, sleepers *atomic.Uint32, want uint32) error {
 	if reached(word, want) {
 		return nil
