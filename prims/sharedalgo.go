@@ -332,16 +332,16 @@ func sharedBcastCost(m topo.Model, s topo.Shape, n float64) estimate {
 // (13.4), 512 KiB 66 -> 39 (23), 2 MiB 200 -> 145 (112), 4 MiB 269 ->
 // 233 (217); 1 MiB 70 -> 90 (53) within its noise (48-107 in the runs).
 func sharedAllGather[T spmd.Number](k *call, buf []T, b []int, own []T) error {
+	me := k.cc.Rank()
 	a, err := areaOf(k)
 	if a == nil {
 		if err == nil {
 			k.fellBack(topo.RecursiveDoubling)
-			copyIn(buf[b[k.cc.Rank()]:b[k.cc.Rank()+1]], own)
+			copyIn(buf[b[me]:b[me+1]], own)
 			err = recdblAllGather(k, buf, b)
 		}
 		return err
 	}
-	me := k.cc.Rank()
 	per := sharedChunk / sizeOf[T]()
 	for lo := 0; lo < b[1]-b[0]; lo += per {
 		n := min(per, b[1]-b[0]-lo)

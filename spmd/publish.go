@@ -33,7 +33,7 @@ func PublishShared(word, sleepers *atomic.Uint32, v uint32) {
 		word.Store(v)
 	}
 	if sleepers.Load() != 0 {
-		WakeShared(word)
+		wakeShared(word)
 	}
 }
 

@@ -172,8 +172,8 @@ func (c *Comm) waitErr(done <-chan struct{}, ctx context.Context, r int, word *a
 	return nil
 }
 
-// WakeShared wakes the ranks sleeping in WaitShared on word.
-func WakeShared(word *atomic.Uint32) {
+// wakeShared wakes the ranks sleeping in WaitShared on word.
+func wakeShared(word *atomic.Uint32) {
 	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWake, 1<<30, 0, 0, 0)
 }
 
