@@ -13,8 +13,9 @@ import (
 	"github.com/gorun-hpc/gorun/spmd/launch"
 )
 
-// openSeed opens the job's rendezvous (net/rendezvous) and gossip seed
-// (net/gossip), both on cfg's address and ports.
+// openSeed opens the job's rendezvous (net/rendezvous) and, with
+// cfg.Gossip, its gossip seed (net/gossip), both on cfg's address and
+// ports.
 func openSeed(ctx context.Context, cfg launch.SeedConfig) (launch.Seed, error) {
 	gc := gossip.Config{JobID: cfg.JobID, Secret: cfg.Secret, BindAddr: cfg.BindAddr, Crowd: cfg.Crowd}
 	var logger *log.Logger
@@ -31,6 +32,9 @@ func openSeed(ctx context.Context, cfg launch.SeedConfig) (launch.Seed, error) {
 		return nil, err
 	}
 	rv := rendezvous.Listen(ln, cfg.JobID, cfg.Secret, logger)
+	if !cfg.Gossip {
+		return seed{rv: rv}, nil
+	}
 	var s *gossip.Seed
 	err = cfg.Ports.Try(func(port int) (err error) {
 		gc.BindPort = port
@@ -41,13 +45,21 @@ func openSeed(ctx context.Context, cfg launch.SeedConfig) (launch.Seed, error) {
 		rv.Close()
 		return nil, err
 	}
-	return seed{s, rv}, nil
+	return seed{gs: s, rv: rv}, nil
 }
 
-// seed adapts the rendezvous and *gossip.Seed to launch.Seed.
+// seed adapts the rendezvous and *gossip.Seed (nil for a job on one
+// machine) to launch.Seed.
 type seed struct {
-	*gossip.Seed
+	gs *gossip.Seed
 	rv *rendezvous.Server
+}
+
+func (s seed) Addr() string {
+	if s.gs == nil {
+		return ""
+	}
+	return s.gs.Addr()
 }
 
 func (s seed) Rendezvous() string { return s.rv.Addr() }
@@ -61,7 +73,13 @@ func (s seed) Wait(ctx context.Context, size int) error {
 
 func (s seed) Watch(ctx context.Context) ([]int, error) { return s.rv.Watch(ctx) }
 
-func (s seed) Close() error { return errors.Join(s.rv.Close(), s.Seed.Close()) }
+func (s seed) Close() error {
+	err := s.rv.Close()
+	if s.gs != nil {
+		err = errors.Join(err, s.gs.Close())
+	}
+	return err
+}
 
 var _ launch.Seed = seed{}
 

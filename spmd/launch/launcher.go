@@ -21,10 +21,11 @@ import (
 )
 
 // Seed is where the launcher meets the ranks: the rendezvous every rank
-// registers with (GORUN_RENDEZVOUS) and the gossip node that ranks of a
-// job across hosts join to watch each other (GORUN_SEEDS).
+// registers with (GORUN_RENDEZVOUS) and, for a job across hosts, the
+// gossip node that its ranks join to watch each other (GORUN_SEEDS).
 type Seed interface {
-	Addr() string       // the gossip seed's
+	Addr() string       // the gossip seed's; "" without one
+
 	Rendezvous() string // the rendezvous's
 	// Wait blocks until ranks 0..size-1 have all registered.
 	Wait(ctx context.Context, size int) error
@@ -44,6 +45,12 @@ type SeedConfig struct {
 	Verbose  bool
 	Logf     func(format string, args ...any) // gorun's log, one line per call
 	Crowd    int                              // ranks per core on the seed's host (gossip.Config.Crowd)
+	// Gossip opens the gossip seed beside the rendezvous. Only the ranks
+	// of a job across hosts join the gossip (spmd.Init); for a job on
+	// this machine a seed would only tick: memberlist's timers woke the
+	// launcher about 300 times a second, each time taking a core from a
+	// rank where every core runs one.
+	Gossip bool
 }
 
 // seedOpener opens the gossip seed of a job. cmd/gorun wires net/gossip.
@@ -185,7 +192,7 @@ func (l *Launcher) start(ctx context.Context, cfg *Config, hl *hostList, out *ou
 		}
 	}
 	cpus := runtime.NumCPU()
-	seed := l.openSeed(ctx, jobID, secret, "127.0.0.1", cfg.Ports, cfg.Verbose, (cfg.NP+cpus-1)/cpus, out)
+	seed := l.openSeed(ctx, SeedConfig{JobID: jobID, Secret: secret, BindAddr: "127.0.0.1", Verbose: cfg.Verbose, Crowd: (cfg.NP + cpus - 1) / cpus}, cfg.Ports, out)
 	if seed != nil {
 		defer seed.Close()
 	}
@@ -234,10 +241,14 @@ func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, agents ma
 		}
 	}
 	if seed != nil {
-		job.Seeds = []string{seed.Addr()}
+		if a := seed.Addr(); a != "" {
+			job.Seeds = []string{a}
+		}
 		job.Rendezvous = seed.Rendezvous()
 	} else if cfg.DryRun {
-		job.Seeds = []string{"<seed address, chosen at launch>"}
+		if hl.remote() {
+			job.Seeds = []string{"<seed address, chosen at launch>"}
+		}
 		job.Rendezvous = "<rendezvous address, chosen at launch>"
 	}
 	plan, err := newPlan(cfg, job, hl.rankHost)
@@ -265,21 +276,21 @@ func notices(plan *jobPlan, cfg *Config, hl *hostList, agents map[string]readyMs
 	}
 }
 
-// openSeed opens the gossip seed; a job without one still runs programs
-// that do not call spmd.Init, so failing to open it is only a warning.
-func (l *Launcher) openSeed(ctx context.Context, jobID string, secret []byte, bind, ports string, verbose bool, crowd int, out *output) Seed {
+// openSeed opens the job's seed (cfg, its ports from ports); a job
+// without one still runs programs that do not call spmd.Init, so failing
+// to open it is only a warning.
+func (l *Launcher) openSeed(ctx context.Context, cfg SeedConfig, ports string, out *output) Seed {
 	if l.OpenSeed == nil {
 		return nil
 	}
-	pr, _ := contract.ParsePortRange(ports)
-	seed, err := l.OpenSeed(ctx, SeedConfig{
-		JobID: jobID, Secret: secret, BindAddr: bind, Ports: pr, Verbose: verbose, Logf: out.Logf, Crowd: crowd,
-	})
+	cfg.Ports, _ = contract.ParsePortRange(ports)
+	cfg.Logf = out.Logf
+	seed, err := l.OpenSeed(ctx, cfg)
 	if err != nil {
-		out.Logf("cannot open the gossip seed (%v); ranks that call spmd.Init will not find each other", err)
+		out.Logf("cannot open the job's rendezvous and gossip seed (%v); ranks that call spmd.Init will not find each other", err)
 		return nil
 	}
-	if verbose {
+	if cfg.Verbose && seed.Addr() != "" {
 		out.Logf("gossip seed listening on %s", seed.Addr())
 	}
 	return seed

@@ -2,6 +2,8 @@
 
 package launch
 
+import "os"
+
 // Subreap does nothing where the kernel has no child subreapers.
 func Subreap() error { return nil }
 
@@ -9,3 +11,5 @@ func Subreap() error { return nil }
 func KillOrphans() int { return 0 }
 
 func reapOrphans(map[int]bool) {}
+
+func orphanExits() (<-chan os.Signal, func()) { return nil, func() {} }

@@ -28,7 +28,7 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 		bind = "127.0.0.1"
 	}
 	logf("the launcher's address facing the hosts is %s", bind)
-	seed := l.openSeed(ctx, jobID, secret, bind, cfg.Ports, cfg.Verbose, 1, out)
+	seed := l.openSeed(ctx, SeedConfig{JobID: jobID, Secret: secret, BindAddr: bind, Verbose: cfg.Verbose, Crowd: 1, Gossip: true}, cfg.Ports, out)
 	if seed != nil {
 		defer seed.Close()
 	}

@@ -132,11 +132,11 @@ func (s *supervisor) poll(exits <-chan ended) {
 
 // loop acts on events until every started rank has ended.
 func (s *supervisor) loop(ctx context.Context, exits <-chan ended) int {
-	var reap <-chan time.Time
+	var reap <-chan os.Signal
 	if s.starter == nil { // ranks started here: orphans of theirs come here
-		t := time.NewTicker(reapEvery)
-		defer t.Stop()
-		reap = t.C
+		var stop func()
+		reap, stop = orphanExits()
+		defer stop()
 	}
 	for s.running > 0 {
 		select {
@@ -169,10 +169,6 @@ func (s *supervisor) loop(ctx context.Context, exits <-chan ended) int {
 	}
 	return s.status
 }
-
-// reapEvery is how often a job of local ranks reaps the exited orphans
-// of its ranks (see Subreap), which would stay zombies until the end.
-const reapEvery = time.Second
 
 // timedOut stops the job at --timeout.
 func (s *supervisor) timedOut() {
