@@ -14,8 +14,8 @@ const Dir = "/dev/shm"
 var (
 	jobIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 	// segmentName matches what follows "gorun-<jobid>-" in the name of a
-	// segment or of a shared area (Share).
-	segmentName = regexp.MustCompile(`^(r[0-9]+-[0-9a-f]{16}(\.new)?|s[0-9a-f]{16})$`)
+	// segment, of its doorbell or of a shared area (Share).
+	segmentName = regexp.MustCompile(`^(r[0-9]+-[0-9a-f]{16}(\.new|\.bell)?|s[0-9a-f]{16})$`)
 )
 
 func checkJobID(jobID string) error {

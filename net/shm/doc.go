@@ -18,7 +18,8 @@
 // # Segments
 //
 // A rank's segment is its inbox: a file /dev/shm/gorun-<jobid>-r<rank>-<tag>,
-// mode 0600, holding one single-producer single-consumer ring (of
+// mode 0600 (with its doorbell, the FIFO <name>.bell; see Waiting), holding
+// one single-producer single-consumer ring (of
 // DefaultRingSize bytes) per other rank of the host. The owner creates it
 // under a temporary name and renames it into place; from Start on, a rank
 // maps every peer's segment as it appears (for at most the attach timeout),
@@ -69,13 +70,20 @@
 // # Waiting
 //
 // One goroutine per rank polls all its incoming rings. When they are all
-// empty it spins (polls with runtime.Gosched between, DefaultSpin times, or
-// OversubscribedSpin times when the host has more ranks than cores), then
-// sleeps on a futex word in its segment, the doorbell, which a sender bumps
-// and wakes after publishing while the receiver sleeps. A sender that finds
-// the ring full does the same on a word of the ring that the receiver wakes
-// after freeing space. The futexes are shared (no FUTEX_PRIVATE_FLAG), so
-// the waker may be another process. Sends and deliveries allocate nothing.
+// empty it spins (polls with runtime.Gosched between, DefaultSpin times and
+// for at least 100 us, or OversubscribedSpin times when the host has more
+// ranks than cores), then naps for up to 5 ms on a futex word in its
+// segment, which a sender bumps and wakes after publishing while the
+// receiver naps, and then sleeps on the segment's doorbell, a FIFO beside
+// it (mode 0600, removed with it) that a sender writes a byte to. The nap
+// wakes within microseconds; the doorbell puts the goroutine in the Go
+// runtime's poller, where a blocked goroutine holds no processor: a long
+// futex wait made the runtime's sysmon take its processor back and then
+// poll every 20 us, which woke an idle rank hundreds of times a second.
+// A sender that finds the ring full waits on a futex word of the ring
+// that the receiver wakes after freeing space. The futexes are shared (no
+// FUTEX_PRIVATE_FLAG), so the waker may be another process. Sends and
+// deliveries allocate nothing.
 //
 // A goroutine waiting for a message may poll the rings itself
 // (transport.Poller): while any does, the receiver sleeps and senders skip
@@ -87,7 +95,8 @@
 //
 // # Loss
 //
-// A sleeping side wakes at least every 150 ms and then checks that its
+// A sleeping side wakes at least every 150 ms (a receiver asleep on the
+// doorbell by a timer of the Go runtime's poller) and then checks that its
 // peers' processes exist, through a pidfd that turns readable when the
 // process exits (even before its parent reaps it; kill(pid, 0) where
 // pidfds are missing), so a SIGKILLed peer is reported within about 150 ms,

@@ -30,6 +30,27 @@ const (
 	OversubscribedSpin = 1
 )
 
+// spinWindow is the least time a receiver with the default spin spins
+// before it sleeps, and maxSpinExtra a bound on the extra rounds. A
+// Gosched's cost varies with what the Go scheduler is doing: since the
+// receiver sleeps in the runtime's poller (segment.sleep), 100 of them
+// passed in a few microseconds, less than an 8-byte round trip between
+// two processes, and the receivers of a ping-pong slept at every message:
+// 12-14 us a hop against 1.8-2.0 (BenchmarkPingPong8B/processes=2).
+const (
+	spinWindow   = 100 * time.Microsecond
+	maxSpinExtra = 1 << 20
+)
+
+// napFor is how long the receiver sleeps in a futex wait, which a ring
+// ends within microseconds, before it sleeps on the doorbell, a FIFO
+// (segment.sleep), whose ring takes longer to reach it (8-byte ping-pong
+// of two processes, receivers sleeping at once: 35 us a hop against 17).
+// It is below the 10 ms after which the Go runtime's sysmon takes the
+// processor of a goroutine blocked in a syscall and polls every 20 us for
+// a while (segment).
+const napFor = 5 * time.Millisecond
+
 // checkEvery is the period of the liveness checks: a futex wait times out
 // after it, and a busy receiver checks its peers this often.
 const checkEvery = 150 * time.Millisecond

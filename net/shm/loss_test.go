@@ -118,6 +118,28 @@ func TestStrangerSegmentRefused(t *testing.T) {
 			}
 			return err
 		}},
+		// The doorbell beside a segment of this job: a FIFO of this user,
+		// mode 0600, or the segment is refused.
+		{"doorbell a regular file", func(path string, c *cluster) error {
+			mac := segmentMAC(c.secret, c.job, 1, DefaultRingSize, []int{0, 1})
+			s, err := createSegment(path, 1, DefaultRingSize, mac)
+			if err == nil {
+				s.unmap()
+				if err = os.Remove(bellPath(path)); err == nil {
+					err = os.WriteFile(bellPath(path), nil, 0o600)
+				}
+			}
+			return err
+		}},
+		{"doorbell writable by others", func(path string, c *cluster) error {
+			mac := segmentMAC(c.secret, c.job, 1, DefaultRingSize, []int{0, 1})
+			s, err := createSegment(path, 1, DefaultRingSize, mac)
+			if err == nil {
+				t.Cleanup(s.unmap) // its owner stays: the doorbell has a reader
+				err = os.Chmod(bellPath(path), 0o622)
+			}
+			return err
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var lb logBuffer
@@ -173,7 +195,7 @@ func TestFilesRemoved(t *testing.T) {
 	d.start(t, 0)
 	d.ts[1].abandon() // never started: its file stays
 	d.ts[0].Close()
-	if left := jobFiles(t, d.job); len(left) != 2 {
+	if left := jobFiles(t, d.job); len(left) != 4 { // segment and doorbell
 		t.Fatalf("after rank 0 closed: %v, want the files of ranks 1 and 2", left)
 	}
 	d.ts[2].Close()

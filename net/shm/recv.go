@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/gorun-hpc/gorun/spmd/transport"
-	"golang.org/x/sys/unix"
 )
 
 // receive is the rank's one receiving goroutine: it polls every incoming
@@ -20,6 +19,8 @@ func (t *Transport) receive() {
 	hdr := t.seg.hdr
 	last := time.Now()
 	spins, rounds := 0, 0
+	var idle time.Time // when the spin began
+	deep := false      // a nap passed with nothing: sleep on the doorbell
 	for !t.closing.Load() {
 		if hdr.pollers.Load() == 0 {
 			t.consume.Lock()
@@ -35,32 +36,51 @@ func (t *Transport) receive() {
 			}
 			t.consume.Unlock()
 			if moved {
-				spins = 0
+				spins, deep = 0, false
 				continue
 			}
-			if spins < t.cfg.spin {
+			if spins == 0 {
+				idle = time.Now()
+			}
+			if spins < t.cfg.spin || t.cfg.spin >= DefaultSpin && spins < t.cfg.spin+maxSpinExtra && time.Since(idle) < spinWindow {
 				spins++
 				runtime.Gosched()
 				continue
 			}
 		}
 		spins = 0
+		state := uint32(napping)
+		if deep {
+			state = asleep
+		}
 		seq := hdr.bell.Load()
-		hdr.sleeping.Store(1)
+		hdr.sleeping.Store(state)
 		if hdr.pollers.Load() == 0 && (t.pollLocked() || t.reap()) {
-			hdr.sleeping.Store(0)
+			hdr.sleeping.Store(awake)
+			deep = false
 			continue
 		}
 		t.checkLocked(false) // state changes signalled before seq was read
 		if t.closing.Load() {
 			return
 		}
-		timedOut := w.wait(&hdr.bell, seq, checkEvery)
-		hdr.sleeping.Store(0)
-		liveness := timedOut || time.Since(last) >= checkEvery
+		var timedOut bool
+		if deep {
+			timedOut = t.seg.sleep(checkEvery)
+		} else {
+			timedOut = w.wait(&hdr.bell, seq, napFor)
+		}
+		hdr.sleeping.Store(awake)
+		liveness := deep && timedOut || time.Since(last) >= checkEvery
 		t.checkLocked(liveness)
 		if liveness {
 			last = time.Now()
+		}
+		// Nothing rang: sleep again at once, on the doorbell, without
+		// the spin, whose Goscheds each wake an idle P's thread.
+		deep = timedOut
+		if timedOut {
+			spins = t.cfg.spin
 		}
 	}
 }
@@ -233,7 +253,7 @@ func (t *Transport) check(liveness bool) {
 	}
 	if !t.unlinked && int(t.seg.hdr.attached.Load()) == len(t.order) {
 		t.unlinked = true
-		if err := unix.Unlink(t.seg.path); err != nil {
+		if err := t.seg.unlink(); err != nil {
 			t.logf("rank %d: removing %s: %v", t.rank, t.seg.path, err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -45,8 +46,8 @@ type segHeader struct {
 	attached atomic.Uint32 // peers that mapped the segment; at rings, it is unlinked
 	_        [56]byte
 
-	bell     atomic.Uint32 // futex word: bumped to wake the owner's receiver
-	sleeping atomic.Uint32 // 1 while the receiver may sleep on bell
+	bell     atomic.Uint32 // futex word: bumped to wake the owner's receiver from a nap
+	sleeping atomic.Uint32 // while the receiver may sleep: napping, or sleeping on the doorbell
 	pollers  atomic.Int32  // goroutines of the owner polling its rings (Transport.BeginPoll)
 	_        [52]byte
 }
@@ -62,13 +63,30 @@ var (
 	errAuth = errors.New("segment refused: not created by this job (wrong secret, owner or mode)")
 )
 
-// segment is one mapped segment file.
+// segment is one mapped segment file, with its doorbell.
+//
+// The doorbell is a FIFO beside the file (bellPath), mode 0600 like it:
+// once a nap on the header's futex word (napFor) has passed with nothing,
+// the owner's receiver sleeps reading it, and the peers ring it by writing
+// a byte, each through a descriptor of its own (bell); the owner holds it
+// open for reading too, so that writes never block or fail for want of a
+// reader. The receiver used to sleep on the futex word alone, 150 ms at a
+// time. A goroutine blocked in a futex syscall holds its processor; after
+// 10 ms the Go runtime's sysmon takes it back, and from then polls every
+// 20 us for a millisecond before it backs off to 10 ms again: the
+// receivers woke each idle rank about 300 times a second (an idle Open MPI
+// job wakes none), and each wake took a core from the ranks when every
+// core runs one. Reading a FIFO parks the goroutine in the runtime's
+// poller instead, which holds no processor; but its ring reaches the
+// receiver later than a futex wake does, hence the nap first.
 type segment struct {
 	path     string
 	mem      []byte
 	hdr      *segHeader
 	ringSize int
 	rings    int
+	bell     int      // the doorbell, open for writing; -1 once unmapped
+	listen   *os.File // the owner's: the doorbell open for reading; nil for peers
 }
 
 func segmentSize(rings, ringSize int) int {
@@ -111,9 +129,13 @@ func segmentMAC(secret []byte, jobID string, rank, ringSize int, local []int) [3
 	return out
 }
 
+// bellPath names the doorbell of the segment at path.
+func bellPath(path string) string { return path + ".bell" }
+
 // createSegment makes the segment at path with the given rings, owned by
-// this process, readable by this user only. It is built under a temporary
-// name and renamed into place, so that peers never map a half-made one.
+// this process, readable by this user only, and its doorbell. It is built
+// under a temporary name and renamed into place once the doorbell exists,
+// so that peers never map a half-made one.
 func createSegment(path string, rings, ringSize int, mac [32]byte) (*segment, error) {
 	tmp := path + ".new"
 	fd, err := unix.Open(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
@@ -128,9 +150,14 @@ func createSegment(path string, rings, ringSize int, mac [32]byte) (*segment, er
 		s.hdr.ringSize = uint64(ringSize)
 		s.hdr.rings = uint32(rings)
 		s.hdr.mac = mac
-		if err = unix.Rename(tmp, path); err != nil {
+		if err = s.makeBell(); err == nil {
+			if err = unix.Rename(tmp, path); err != nil {
+				err = fmt.Errorf("renaming %s: %w", tmp, err)
+			}
+		}
+		if err != nil {
 			s.unmap()
-			err = fmt.Errorf("renaming %s: %w", tmp, err)
+			unix.Unlink(bellPath(path))
 		}
 	}
 	if err != nil {
@@ -140,13 +167,59 @@ func createSegment(path string, rings, ringSize int, mac [32]byte) (*segment, er
 	return s, nil
 }
 
+// makeBell creates the owner's doorbell and opens it for reading (without
+// blocking, so that the runtime's poller waits for it) and for writing.
+func (s *segment) makeBell() error {
+	path := bellPath(s.path)
+	if err := unix.Mkfifo(path, 0o600); err != nil {
+		return fmt.Errorf("creating %s: %w", path, err)
+	}
+	rfd, err := unix.Open(path, unix.O_RDWR|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == nil {
+		if err = unix.Fchmod(rfd, 0o600); err != nil { // in spite of the umask
+			unix.Close(rfd)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", path, err)
+	}
+	s.listen = os.NewFile(uintptr(rfd), path)
+	if s.bell, err = unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
+		s.bell = -1
+		return fmt.Errorf("opening %s: %w", path, err)
+	}
+	return nil
+}
+
+// openBell opens the doorbell of a peer's segment for writing, if it is a
+// FIFO of this user with mode 0600.
+func (s *segment) openBell() error {
+	path := bellPath(s.path)
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		// ENXIO: nobody holds it open for reading, its owner is gone.
+		return fmt.Errorf("opening %s: %w", path, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("stat %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFIFO || st.Mode&0o777 != 0o600 || int(st.Uid) != os.Geteuid() {
+		unix.Close(fd)
+		return fmt.Errorf("%w: %s has mode %#o and owner %d", errAuth, path, st.Mode, st.Uid)
+	}
+	s.bell = fd
+	return nil
+}
+
 // mapSegment sizes the file behind fd (if it is new) and maps it.
 func mapSegment(fd int, path string, rings, ringSize int) (*segment, error) {
 	mem, err := sizeAndMap(fd, path, segmentSize(rings, ringSize))
 	if err != nil {
 		return nil, err
 	}
-	return &segment{path: path, mem: mem, hdr: (*segHeader)(unsafe.Pointer(&mem[0])), ringSize: ringSize, rings: rings}, nil
+	return &segment{path: path, mem: mem, hdr: (*segHeader)(unsafe.Pointer(&mem[0])), ringSize: ringSize, rings: rings, bell: -1}, nil
 }
 
 // sizeAndMap makes the file behind fd readable by this user only, in
@@ -192,19 +265,37 @@ func openSegment(path string, rings, ringSize int, mac [32]byte) (*segment, erro
 	if err != nil {
 		return nil, fmt.Errorf("mapping %s: %w", path, err)
 	}
-	s := &segment{path: path, mem: mem, hdr: (*segHeader)(unsafe.Pointer(&mem[0])), ringSize: ringSize, rings: rings}
+	s := &segment{path: path, mem: mem, hdr: (*segHeader)(unsafe.Pointer(&mem[0])), ringSize: ringSize, rings: rings, bell: -1}
 	if s.hdr.magic != segMagic || !hmac.Equal(s.hdr.mac[:], mac[:]) {
 		s.unmap()
 		return nil, fmt.Errorf("%w: %s", errAuth, path)
 	}
+	if err := s.openBell(); err != nil {
+		s.unmap()
+		return nil, err
+	}
 	return s, nil
 }
 
+// unmap unmaps the segment and closes its doorbell.
 func (s *segment) unmap() {
 	if s.mem != nil {
 		unix.Munmap(s.mem)
 		s.mem, s.hdr = nil, nil
 	}
+	if s.bell >= 0 {
+		unix.Close(s.bell)
+		s.bell = -1
+	}
+	if s.listen != nil {
+		s.listen.Close()
+		s.listen = nil
+	}
+}
+
+// unlink removes the segment's file and its doorbell's.
+func (s *segment) unlink() error {
+	return errors.Join(unix.Unlink(s.path), unix.Unlink(bellPath(s.path)))
 }
 
 // ringBell wakes the segment owner's receiver if it may be asleep and no
@@ -215,9 +306,13 @@ func (s *segment) ringBell() {
 	if s.hdr.pollers.Load() > 0 {
 		return
 	}
-	if s.hdr.sleeping.Load() != 0 && s.hdr.sleeping.CompareAndSwap(1, 0) {
-		s.hdr.bell.Add(1)
-		wake(&s.hdr.bell)
+	if v := s.hdr.sleeping.Load(); v != awake && s.hdr.sleeping.CompareAndSwap(v, awake) {
+		if v == napping {
+			s.hdr.bell.Add(1)
+			wake(&s.hdr.bell)
+		} else {
+			s.knock()
+		}
 	}
 }
 
@@ -225,4 +320,28 @@ func (s *segment) ringBell() {
 func (s *segment) alarm() {
 	s.hdr.bell.Add(1)
 	wake(&s.hdr.bell)
+	s.knock()
+}
+
+// knock writes a byte to the doorbell. A full FIFO (64 KiB of rings the
+// receiver has not read) already wakes it.
+func (s *segment) knock() {
+	b := [1]byte{1}
+	unix.Write(s.bell, b[:])
+}
+
+// The receiver's states (segHeader.sleeping).
+const (
+	awake   = 0
+	napping = 1 // in a futex wait on bell, for at most napFor
+	asleep  = 2 // reading the doorbell (segment.sleep)
+)
+
+// sleep blocks the owner's receiver until the doorbell rings or d
+// passes, and reports whether d passed.
+func (s *segment) sleep(d time.Duration) bool {
+	var b [64]byte // the rings since the last sleep, at once
+	s.listen.SetReadDeadline(time.Now().Add(d))
+	_, err := s.listen.Read(b[:])
+	return errors.Is(err, os.ErrDeadlineExceeded)
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/gorun-hpc/gorun/spmd/transport"
-	"golang.org/x/sys/unix"
 )
 
 // DefaultRingSize is the data size of each ring, one per ordered pair of
@@ -299,7 +298,7 @@ func (t *Transport) close() {
 	}
 	if t.seg != nil {
 		if !t.unlinked {
-			unix.Unlink(t.seg.path)
+			t.seg.unlink()
 		}
 		t.seg.unmap()
 	}
