@@ -206,6 +206,9 @@ func (p *peer) alive() bool {
 			return true
 		}
 		p.proc = openProcess(int(pid))
+		if p.proc.fd >= 0 {
+			p.t.watchExit(p.proc.fd)
+		}
 	}
 	return p.proc.alive()
 }

@@ -176,3 +176,38 @@ func sleepingOnSpace(tr *Transport, peer int) bool {
 	s := tr.peers[peer].seg.Load()
 	return s != nil && s.ring(tr.slot(peer, tr.rank)).c.spaceWait.Load() != 0
 }
+
+// TestIdlePeerKilled: once the receiver of an idle rank watches its peer's
+// process (watchExit), it sleeps on its doorbell for idleCheck at a time,
+// and the peer's SIGKILL still reaches Lost at once, through the watch.
+func TestIdlePeerKilled(t *testing.T) {
+	job, secret := newJobID(), newSecret()
+	defer Cleanup(job)
+	tr, err := New(job, 0, []int{0, 1}, 2, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	r := transporttest.NewRecorder()
+	tr.Start(r)
+	child := startChildren(t, job, secret, "echo", 2, DefaultSpin)[0]
+	send(t, tr, 1, 1, []byte("ping"))
+	if got := r.WaitMsgs(t, 1); string(got[0].Data) != "ping" {
+		t.Fatalf("got %q from the child", got[0].Data)
+	}
+	for deadline := time.Now().Add(waitLimit); tr.watched.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the child's process is not watched")
+		}
+	}
+	time.Sleep(2 * checkEvery) // the receiver asleep on its doorbell, for idleCheck
+	killed := time.Now()
+	child.Process.Kill()
+	checkLost(t, r.WaitLost(t, 1), 1, errPeerDied)
+	noticed := time.Since(killed)
+	t.Logf("Lost(1) %v after SIGKILL", noticed)
+	if noticed > idleCheck/4 {
+		t.Errorf("the death of an idle rank took %v to notice, want well under idleCheck (%v)", noticed, idleCheck)
+	}
+	child.Wait()
+}

@@ -66,12 +66,12 @@ func (t *Transport) receive() {
 		}
 		var timedOut bool
 		if deep {
-			timedOut = t.seg.sleep(checkEvery)
+			timedOut = t.seg.sleep(t.idleSleep())
 		} else {
 			timedOut = w.wait(&hdr.bell, seq, napFor)
 		}
 		hdr.sleeping.Store(awake)
-		liveness := deep && timedOut || time.Since(last) >= checkEvery
+		liveness := deep && timedOut || time.Since(last) >= checkEvery || t.exited.Swap(false)
 		t.checkLocked(liveness)
 		if liveness {
 			last = time.Now()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -121,6 +122,12 @@ type Transport struct {
 	started  atomic.Bool
 	closing  atomic.Bool
 	unlinked bool // the segment's file is gone; owned by the receiver until Close
+
+	// The peers' processes whose exit a goroutine waits for (watchExit).
+	watchMu sync.Mutex
+	watches []*os.File   // guarded by watchMu: the pidfds waited on
+	watched atomic.Int32 // peers watched
+	exited  atomic.Bool  // a watched process exited: check the peers
 
 	ctx    context.Context // cancelled by Close: stops attaching
 	cancel context.CancelFunc
@@ -272,6 +279,7 @@ func (t *Transport) close() {
 		}
 		t.seg.alarm()
 	}
+	t.stopWatches()
 	t.wg.Wait()
 	for t.takers.Load() != 0 { // an offer being taken touches our rings
 		time.Sleep(50 * time.Microsecond)
