@@ -31,16 +31,13 @@ const (
 )
 
 // spinWindow is the least time a receiver with the default spin spins
-// before it sleeps, and maxSpinExtra a bound on the extra rounds. A
-// Gosched's cost varies with what the Go scheduler is doing: since the
-// receiver sleeps in the runtime's poller (segment.sleep), 100 of them
-// passed in a few microseconds, less than an 8-byte round trip between
-// two processes, and the receivers of a ping-pong slept at every message:
-// 12-14 us a hop against 1.8-2.0 (BenchmarkPingPong8B/processes=2).
-const (
-	spinWindow   = 100 * time.Microsecond
-	maxSpinExtra = 1 << 20
-)
+// before it sleeps. A Gosched's cost varies with what the Go scheduler is
+// doing: once the receiver slept in the runtime's poller (segment.sleep),
+// its 100 Goscheds no longer outlasted an 8-byte round trip between two
+// processes, and the receivers of a ping-pong slept at every message:
+// 12-14 us a hop against 1.8-2.0 before (BenchmarkPingPong8B/processes=2),
+// 2.3 with 1000 Goscheds, 0.8-1.3 with this floor.
+const spinWindow = 100 * time.Microsecond
 
 // napFor is how long the receiver sleeps in a futex wait, which a ring
 // ends within microseconds, before it sleeps on the doorbell, a FIFO

@@ -42,7 +42,7 @@ func (t *Transport) receive() {
 			if spins == 0 {
 				idle = time.Now()
 			}
-			if spins < t.cfg.spin || t.cfg.spin >= DefaultSpin && spins < t.cfg.spin+maxSpinExtra && time.Since(idle) < spinWindow {
+			if spins < t.cfg.spin || t.cfg.spin >= DefaultSpin && time.Since(idle) < spinWindow {
 				spins++
 				runtime.Gosched()
 				continue

@@ -8,7 +8,7 @@ import (
 )
 
 // watchExit has a goroutine wait in the Go runtime's poller for the
-// process behind pidfd, peer p's, to exit, and then wake the receiver to
+// process behind pidfd, a peer's, to exit, and then wake the receiver to
 // check its peers (Transport.exited). Once every peer is so watched, the
 // receiver asleep on its doorbell needs no timer for its liveness checks
 // (idleSleep): the 150 ms timer woke each idle rank about 30 times a second
