@@ -127,21 +127,28 @@ func startChildren(tb testing.TB, job string, secret []byte, mode string, size, 
 	return cmds
 }
 
-func TestPeerProcessKilled(t *testing.T) {
+// withChild starts rank 0 of a 2-rank job here, recording what it
+// receives, and rank 1 as a child process in mode (runChild); the test's
+// end closes rank 0 and cleans the job up.
+func withChild(t *testing.T, mode string) (string, *Transport, *transporttest.Recorder, *exec.Cmd) {
 	job, secret := newJobID(), newSecret()
-	defer func() {
+	t.Cleanup(func() {
 		if err := Cleanup(job); err != nil {
 			t.Error(err)
 		}
-	}()
+	})
 	tr, err := New(job, 0, []int{0, 1}, 2, secret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tr.Close()
+	t.Cleanup(func() { tr.Close() })
 	r := transporttest.NewRecorder()
 	tr.Start(r)
-	child := startChildren(t, job, secret, "stall", 2, DefaultSpin)[0]
+	return job, tr, r, startChildren(t, job, secret, mode, 2, DefaultSpin)[0]
+}
+
+func TestPeerProcessKilled(t *testing.T) {
+	job, tr, r, child := withChild(t, "stall")
 	if got := r.WaitMsgs(t, 1); string(got[0].Data) != "hello" {
 		t.Fatalf("got %q from the child", got[0].Data)
 	}
@@ -181,16 +188,7 @@ func sleepingOnSpace(tr *Transport, peer int) bool {
 // process (watchExit), it sleeps on its doorbell for idleCheck at a time,
 // and the peer's SIGKILL still reaches Lost at once, through the watch.
 func TestIdlePeerKilled(t *testing.T) {
-	job, secret := newJobID(), newSecret()
-	defer Cleanup(job)
-	tr, err := New(job, 0, []int{0, 1}, 2, secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	r := transporttest.NewRecorder()
-	tr.Start(r)
-	child := startChildren(t, job, secret, "echo", 2, DefaultSpin)[0]
+	_, tr, r, child := withChild(t, "echo")
 	send(t, tr, 1, 1, []byte("ping"))
 	if got := r.WaitMsgs(t, 1); string(got[0].Data) != "ping" {
 		t.Fatalf("got %q from the child", got[0].Data)
