@@ -135,6 +135,7 @@ func (p *peer) tryAttach() bool {
 	p.sendMu.Unlock()
 	s.hdr.attached.Add(1)
 	s.alarm() // the owner unlinks its file once every peer is in
+	p.alive() // opens its process handle, and has its exit watched, now
 	p.settle()
 	t.logf("rank %d: attached to rank %d at %s", t.rank, p.rank, s.path)
 	return true
@@ -206,7 +207,7 @@ func (p *peer) alive() bool {
 			return true
 		}
 		p.proc = openProcess(int(pid))
-		if p.proc.fd >= 0 {
+		if p.proc.fd >= 0 && int(pid) != os.Getpid() { // a peer in this process ends with it
 			p.t.watchExit(p.proc.fd)
 		}
 	}
