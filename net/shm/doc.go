@@ -99,11 +99,12 @@
 // peers' processes exist, through a pidfd that turns readable when the
 // process exits (even before its parent reaps it; kill(pid, 0) where
 // pidfds are missing), so a SIGKILLed peer is reported within about 150 ms,
-// whether we wait for its messages or for room in its ring. Once the
-// receiver has opened a peer's pidfd, a goroutine waits for it in the Go
-// runtime's poller and wakes the receiver when the process exits (within
-// milliseconds); with every peer so watched, the receiver asleep on its
-// doorbell checks only every 5 s, and an idle rank hardly ever wakes. Close marks
+// whether we wait for its messages or for room in its ring. From a peer's
+// attach on (unless it is this process), a goroutine waits for its pidfd
+// in the Go runtime's poller and wakes the receiver when the process exits
+// (within milliseconds); with every peer so watched, the receiver asleep
+// on its doorbell checks only every 5 s, and an idle rank hardly ever
+// wakes. Close marks
 // this rank's rings closed and wakes its peers, which see the clean close
 // at once. Either way, every message the peer completed before is
 // delivered first; a half-written one is dropped (Deliver is not called).

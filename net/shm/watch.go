@@ -13,7 +13,9 @@ import (
 // receiver asleep on its doorbell needs no timer for its liveness checks
 // (idleSleep): the 150 ms timer woke each idle rank about 30 times a second
 // (the poller's thread, the receiver and the runtime's threads it wakes).
-// A pidfd the poller cannot wait for leaves the peer to the timer.
+// A pidfd the poller cannot wait for leaves the peer to the timer. The
+// peers are watched from their attach (tryAttach), so that the goroutines
+// are there before a program counts its own.
 func (t *Transport) watchExit(pidfd int) {
 	fd, err := unix.FcntlInt(uintptr(pidfd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
