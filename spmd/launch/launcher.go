@@ -25,7 +25,6 @@ import (
 // gossip node that its ranks join to watch each other (GORUN_SEEDS).
 type Seed interface {
 	Addr() string       // the gossip seed's; "" without one
-
 	Rendezvous() string // the rendezvous's
 	// Wait blocks until ranks 0..size-1 have all registered.
 	Wait(ctx context.Context, size int) error
