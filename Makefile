@@ -45,7 +45,7 @@ vet:
 # turns into sequentially consistent ones.
 test: deps vet
 	$(GO) test -race -count=1 -timeout 30m ./...
-	$(GO) test -count=1 -run AllocateNothing ./prims ./net/tcp
+	$(GO) test -count=1 -run AllocateNothing ./prims ./net/tcp ./strategies/nn/gemm
 	$(GO) test -count=1 -run 'Shared' ./spmd ./prims
 
 # Launch to all-ranks-ready against mpirun (issue: launch latency).

@@ -48,8 +48,12 @@ func TestConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
-// TestNoAllocs checks that steady calls take their scratch from the pool.
-func TestNoAllocs(t *testing.T) {
+// TestAllocateNothing checks that steady calls take their scratch from
+// the pool. make test runs it again without the race detector.
+func TestAllocateNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop scratches; make test runs this without it")
+	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	m, n, k := 64, 100, 300
 	a, b, c := random(rng, m*k), random(rng, k*n), make([]float32, m*n)
@@ -57,8 +61,7 @@ func TestNoAllocs(t *testing.T) {
 	allocs := testing.AllocsPerRun(20, func() {
 		Sgemm(blas.NoTrans, blas.NoTrans, m, n, k, 1, a, k, b, n, 0, c, n)
 	})
-	// The race detector's pool drops items at random, so allow a stray one.
-	if allocs > 0.5 {
+	if allocs != 0 {
 		t.Errorf("Sgemm allocates %.1f times a call, want 0", allocs)
 	}
 }
