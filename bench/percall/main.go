@@ -1,0 +1,131 @@
+// Command percall times single collective calls back to back and prints,
+// per rank, the mean and the percentiles of one call, the share of the
+// time spent in calls slower than 10 times the median (the tail), and
+// what the kernel says the rank's threads did meanwhile: voluntary and
+// involuntary context switches (getrusage) and the time they spent
+// runnable but waiting for a CPU (/proc/self/task/*/schedstat). Where
+// collbench gives one mean per size, this shows whether a slow mean is
+// every call or a few stalls, and whether the stalls are sleeps or waits
+// for a core.
+//
+//	gorun -np 16 bench/percall --op allreduce --bytes 8 --calls 20000
+//	GORUN_ALGO=recdbl gorun -np 16 bench/percall --op allreduce --bytes 8 --calls 2000
+//	gorun -np 16 bench/percall --op allgather --bytes 1024 --barrier
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/gorun-hpc/gorun/prims"
+	"github.com/gorun-hpc/gorun/spmd"
+)
+
+func main() {
+	op := flag.String("op", "allreduce", "collective: allreduce or allgather (float32)")
+	size := flag.String("bytes", "8", "bytes of the whole buffer (K, M suffixes)")
+	calls := flag.Int("calls", 20000, "timed calls")
+	warm := flag.Int("warmup", 2000, "calls before the timed ones")
+	barrier := flag.Bool("barrier", false, "a barrier before every call, outside its time")
+	flag.Parse()
+	if err := run(*op, *size, *calls, *warm, *barrier); err != nil {
+		fmt.Fprintln(os.Stderr, "percall:", err)
+		os.Exit(1)
+	}
+}
+
+func run(op, size string, calls, warm int, barrier bool) error {
+	ctx := context.Background()
+	nb, err := spmd.ParseSize(size)
+	if err != nil {
+		return fmt.Errorf("--bytes %q: %w", size, err)
+	}
+	if op != "allreduce" && op != "allgather" {
+		return fmt.Errorf("--op %q: want allreduce or allgather", op)
+	}
+	if calls < 1 || warm < 0 {
+		return fmt.Errorf("--calls %d, --warmup %d: want at least one call and no negative warm-up", calls, warm)
+	}
+	w, err := spmd.Init(ctx)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	var call func() error
+	var out []float32
+	switch op {
+	case "allreduce":
+		out = make([]float32, max(1, nb/4))
+		call = func() error { return prims.AllReduce(ctx, w.Comm, out, prims.Sum[float32]()) }
+	case "allgather": // a block of the buffer from every rank
+		out = make([]float32, max(1, nb/4/w.Size())*w.Size())
+		in := make([]float32, len(out)/w.Size())
+		call = func() error { return prims.AllGather(ctx, w.Comm, in, out) }
+	}
+	for range warm {
+		if err := call(); err != nil {
+			return err
+		}
+	}
+	if err := w.Barrier(ctx); err != nil {
+		return err
+	}
+	var ru0, ru1 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	_, wait0 := schedstat()
+	ds := make([]float64, calls)
+	var busy time.Duration
+	for i := range ds {
+		if barrier {
+			if err := w.Barrier(ctx); err != nil {
+				return err
+			}
+		}
+		t := time.Now()
+		if err := call(); err != nil {
+			return err
+		}
+		d := time.Since(t)
+		busy += d
+		ds[i] = d.Seconds() * 1e6
+	}
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	threads, wait1 := schedstat()
+	slices.Sort(ds)
+	med := ds[calls/2]
+	var sum, tail float64
+	for _, d := range ds {
+		sum += d
+		if d > 10*med {
+			tail += d
+		}
+	}
+	fmt.Printf("r%d %s %d B: mean %.3f us  p10 %.2f p50 %.2f p90 %.2f p99 %.2f max %.1f  tail %.0f%%  vol %d invol %d  threads %d runnable-wait %.2f ms\n",
+		w.Rank(), op, 4*len(out), busy.Seconds()*1e6/float64(calls), ds[calls/10], med, ds[calls*9/10], ds[calls*99/100], ds[calls-1],
+		100*tail/sum, ru1.Nvcsw-ru0.Nvcsw, ru1.Nivcsw-ru0.Nivcsw, threads, float64(wait1-wait0)/1e6)
+	return nil
+}
+
+// schedstat returns the threads of this process and the nanoseconds they
+// have spent runnable and waiting for a CPU, summed over
+// /proc/self/task/*/schedstat (0 where the kernel has none).
+func schedstat() (threads int, wait int64) {
+	ents, _ := os.ReadDir("/proc/self/task")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/self/task/" + e.Name() + "/schedstat")
+		if err != nil {
+			continue
+		}
+		var run, w int64
+		if _, err := fmt.Sscan(string(b), &run, &w); err == nil {
+			threads++
+			wait += w
+		}
+	}
+	return threads, wait
+}

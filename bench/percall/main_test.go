@@ -1,0 +1,31 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestRun times a few calls of each collective as a single rank (no
+// launcher), and refuses bad arguments before it joins a job.
+func TestRun(t *testing.T) {
+	for _, op := range []string{"allreduce", "allgather"} {
+		if err := run(op, "1K", 10, 2, true); err != nil {
+			t.Errorf("%s: %v", op, err)
+		}
+	}
+	for _, tc := range []struct {
+		op, size    string
+		calls, warm int
+		want        string
+	}{
+		{"bcast", "8", 10, 0, `--op "bcast"`},
+		{"allreduce", "8x", 10, 0, `--bytes "8x"`},
+		{"allreduce", "8", 0, 0, "--calls 0"},
+		{"allreduce", "8", 10, -1, "--warmup -1"},
+	} {
+		err := run(tc.op, tc.size, tc.calls, tc.warm, false)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run(%q, %q, %d, %d): %v, want %q", tc.op, tc.size, tc.calls, tc.warm, err, tc.want)
+		}
+	}
+}
