@@ -36,7 +36,7 @@ const (
 	EnvTuneFile       = "GORUN_TUNE_FILE"       // the decision tables of gorun --tune (default $XDG_CACHE_HOME/gorun/tune.toml)
 	EnvSingleCopy     = "GORUN_SHM_SINGLE_COPY" // smallest shared-memory message sent by single copy; 0: never
 	EnvHugePages      = "GORUN_SHM_HUGEPAGES"   // 0: do not collapse memory sent from by single copy into huge pages
-	EnvBindTo         = "GORUN_BIND_TO"         // how the rank was bound to CPUs: none, hwthread, core or socket (--bind-to)
+	EnvBindTo         = "GORUN_BIND_TO"         // how the rank was bound to CPUs: none, hwthread, core or socket (--bind-to); to a starter, unset is auto
 	EnvReportBindings = "GORUN_REPORT_BINDINGS" // "1": the starter reports each rank's binding (--report-bindings)
 	EnvRestartCount   = "GORUN_RESTART_COUNT"   // which start of the job this is: 0, then 1, 2, ... after failures (--max-restarts)
 	EnvMaxRestarts    = "GORUN_MAX_RESTARTS"    // how many times gorun starts the job again after a failure (--max-restarts)

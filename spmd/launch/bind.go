@@ -3,6 +3,7 @@ package launch
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,37 +21,62 @@ import (
 // agent) decides, from GORUN_BIND_TO and the rank's local rank and local
 // size, so that a remote host binds by its own CPUs.
 //
-// gorun binds nothing by default, where mpirun binds to cores (up to 2
-// ranks) or sockets: two jobs bound on one host take the same first cores
-// and leave the rest idle. Binding 4 ranks to 2 cores (2 each) did not
-// change an 8-byte to 4 KiB all-reduce over TCP for either gorun or Open
-// MPI (medians of 4 alternating runs: 51-65 us against 50-62 unbound).
+// By default (auto) a starter binds its ranks to cores when they are as
+// many as the cores it may use, and those are at least autoBindMinCores:
+// one rank per core. Otherwise it binds nothing, where mpirun binds to
+// cores (up to 2 ranks) or sockets: two jobs bound on one host take the
+// same first cores and leave the rest idle, and binding 4 ranks to 2
+// cores (2 each) did not change an 8-byte to 4 KiB all-reduce over TCP
+// for either gorun or Open MPI (medians of 4 alternating runs: 51-65 us
+// against 50-62 unbound).
+//
+// Why one rank per core is bound (issue #29, a 16-core VM, np 16): a rank
+// that waits for a peer polls for a while and then sleeps; unbound, the
+// kernel wakes it on whichever core looks best, and with every core
+// polling that core is busy, so the wake-up queues behind a polling rank.
+// One late hop made the next peer's poll run out too, and the job stayed
+// in that state: back-to-back 8-byte recursive-doubling all-reduces took
+// 265-268 us a call unbound (p90 1.3 ms, 2,600 sleeps in 2,000 calls)
+// against 8 us bound (p90 9-10 us, 2 sleeps); 1 KiB all-gathers 6.7-8.3
+// against 2.2-3.2 us; a step of examples/zero's MLP 33-38 ms (DDP) and
+// 34-35 ms (ZeRO-3) against 28-34 and 23 ms. Bound, a sleeping rank's own
+// core is free when it is woken. On 2 cores of the same machine (taskset),
+// np 2 bound was slower (8-byte all-reduce 0.75-1.16 against 0.61-0.64
+// us), as on the 2-core development VM (1.6-2.2 against 0.8-1.2 us): with
+// a core per rank there is no core to spare for anything else the host
+// runs, so a rank's own core takes it. At 4 and 8 cores bound was as fast
+// or faster.
 
 // A unit holds as many ranks as it has cores (one for a core or a hardware
 // thread), as Open MPI counts overload; more need :overload-allowed.
 
+// autoBindMinCores is the fewest cores on which auto binds one rank to
+// each (see above).
+const autoBindMinCores = 4
+
 // bindPolicy is what --bind-to asks for.
 type bindPolicy struct {
-	Unit     string // "none", "hwthread", "core" or "socket"
+	Unit     string // "auto", "none", "hwthread", "core" or "socket"
 	Overload bool   // more ranks than units share them (":overload-allowed")
 }
 
-// parseBindPolicy reads none, hwthread, core or socket, optionally followed
-// by ":overload-allowed"; "" is none. package is a name for socket.
+// parseBindPolicy reads auto, none, hwthread, core or socket, optionally
+// followed by ":overload-allowed"; "" is auto. package is a name for
+// socket.
 func parseBindPolicy(s string) (bindPolicy, error) {
 	unit, qual, hasQual := strings.Cut(s, ":")
 	p := bindPolicy{Unit: unit}
 	switch unit {
-	case "", "none":
-		p.Unit = "none"
-	case "hwthread", "core", "socket":
+	case "", "auto":
+		p.Unit = "auto"
+	case "none", "hwthread", "core", "socket":
 	case "package":
 		p.Unit = "socket"
 	default:
-		return p, fmt.Errorf("%q: want none, hwthread, core or socket, optionally with :overload-allowed", s)
+		return p, fmt.Errorf("%q: want auto, none, hwthread, core or socket, optionally with :overload-allowed", s)
 	}
 	if hasQual {
-		if qual != "overload-allowed" || p.Unit == "none" {
+		if qual != "overload-allowed" || p.Unit == "none" || p.Unit == "auto" {
 			return p, fmt.Errorf("%q: the one qualifier is :overload-allowed, after hwthread, core or socket", s)
 		}
 		p.Overload = true
@@ -117,7 +143,9 @@ func bindUnits(cpus []cpuInfo, unit string) []bindUnit {
 // none) and how to say so.
 type binding struct {
 	cpus   []int
-	ranks  int // the ranks of the host bound to the same CPUs, this one included
+	ranks  int    // the ranks of the host bound to the same CPUs, this one included
+	unit   string // what the rank is bound to: "none", "hwthread", "core" or "socket"
+	auto   bool   // the unit is auto's choice, not the user's
 	report bool
 	what   string // "core 1 (cpus 1,3)", or "not bound"
 }
@@ -128,7 +156,7 @@ type binding struct {
 // the unit would hold more ranks than it has cores and the policy does not
 // allow overload.
 func bindingFor(env []string, hostCPUs func() ([]cpuInfo, error), host string) (binding, error) {
-	b := binding{what: "not bound"}
+	b := binding{unit: "none", what: "not bound"}
 	get := func(name string) string {
 		v, _ := envValue(env, name)
 		return v
@@ -140,6 +168,12 @@ func bindingFor(env []string, hostCPUs func() ([]cpuInfo, error), host string) (
 	}
 	if p.Unit == "none" {
 		return b, nil
+	}
+	if p.Unit == "auto" {
+		if !autoBinds(get(contract.EnvLocalSize), hostCPUs) {
+			return b, nil
+		}
+		p, b.auto = bindPolicy{Unit: "core"}, true
 	}
 	local, err1 := strconv.Atoi(get(contract.EnvLocalRank))
 	size, err2 := strconv.Atoi(get(contract.EnvLocalSize))
@@ -162,9 +196,53 @@ func bindingFor(env []string, hostCPUs func() ([]cpuInfo, error), host string) (
 		return b, errorf(ErrUsage, "--bind-to %v: %d ranks on %s would put %d on %s %d, which holds %d (one per core); use --bind-to %s:overload-allowed to have ranks share it, or --bind-to none",
 			p, size, host, on, p.Unit, u, units[u].cores, p.Unit)
 	}
-	b.cpus, b.ranks = units[u].cpus, on
+	b.cpus, b.ranks, b.unit = units[u].cpus, on, p.Unit
 	b.what = fmt.Sprintf("%s %d (%s %s)", p.Unit, u, plural(len(b.cpus), "cpu"), cpuList(b.cpus))
 	return b, nil
+}
+
+// autoBinds says whether auto binds the ranks of a host, size of them
+// (GORUN_LOCAL_SIZE): one to each core, when they are as many as the
+// cores that hostCPUs lists, and those are at least autoBindMinCores.
+func autoBinds(size string, hostCPUs func() ([]cpuInfo, error)) bool {
+	n, err := strconv.Atoi(size)
+	if err != nil || n < autoBindMinCores {
+		return false
+	}
+	cpus, err := hostCPUs()
+	return err == nil && len(bindUnits(slices.Clone(cpus), "core")) == n
+}
+
+// boundEnv is env with GORUN_BIND_TO=core for a rank that auto bound (b),
+// so that the rank reads how it was bound; others keep theirs.
+func boundEnv(env []string, b binding) []string {
+	if !b.auto {
+		return env
+	}
+	return append(slices.Clip(env), contract.EnvBindTo+"="+b.unit)
+}
+
+// autoBindNotice is the launcher's one line on the ranks that auto binds
+// on this machine, "" when it binds none (another host's agent decides by
+// its own cores and says nothing):
+//
+//	binding each of the 16 ranks of this host to a core of its own (one rank per core); --bind-to none leaves them unbound
+func autoBindNotice(p *jobPlan, policy bindPolicy, local map[string]bool, hostCPUs func() ([]cpuInfo, error)) string {
+	if policy.Unit != "auto" {
+		return ""
+	}
+	for _, rp := range p.Ranks {
+		if !local[rp.Host] {
+			continue
+		}
+		b, err := bindingFor(rp.Env, hostCPUs, rp.Host)
+		if err != nil || !b.auto {
+			return ""
+		}
+		size, _ := envValue(rp.Env, contract.EnvLocalSize)
+		return fmt.Sprintf("binding each of the %s ranks of this host to a core of its own (one rank per core); --bind-to none leaves them unbound", size)
+	}
+	return ""
 }
 
 // cpuList writes cpus as the kernel's lists do: 0-3,8.

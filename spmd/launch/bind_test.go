@@ -2,6 +2,7 @@ package launch
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -18,14 +19,16 @@ func TestParseBindPolicy(t *testing.T) {
 	for _, tc := range []struct {
 		in, want, err string
 	}{
-		{"", "none", ""},
+		{"", "auto", ""},
+		{"auto", "auto", ""},
 		{"none", "none", ""},
 		{"core", "core", ""},
 		{"hwthread", "hwthread", ""},
 		{"socket", "socket", ""},
 		{"package", "socket", ""},
 		{"core:overload-allowed", "core:overload-allowed", ""},
-		{"numa", "", `"numa": want none, hwthread, core or socket`},
+		{"numa", "", `"numa": want auto, none, hwthread, core or socket`},
+		{"auto:overload-allowed", "", "the one qualifier"},
 		{"core:overload", "", "the one qualifier is :overload-allowed"},
 		{"none:overload-allowed", "", "the one qualifier"},
 	} {
@@ -99,7 +102,10 @@ func TestBindingFor(t *testing.T) {
 		what, err   string
 	}{
 		{"none", 3, 4, nil, "not bound", ""},
-		{"", 3, 4, nil, "not bound", ""},
+		{"", 3, 4, []int{3, 7}, "core 3 (cpus 3,7)", ""}, // auto: 4 ranks, 4 cores
+		{"auto", 1, 4, []int{1, 5}, "core 1 (cpus 1,5)", ""},
+		{"auto", 2, 3, nil, "not bound", ""}, // fewer ranks than cores
+		{"auto", 2, 8, nil, "not bound", ""}, // more ranks than cores
 		{"core", 0, 4, []int{0, 4}, "core 0 (cpus 0,4)", ""},
 		{"core", 3, 4, []int{3, 7}, "core 3 (cpus 3,7)", ""},
 		{"hwthread", 5, 8, []int{5}, "hwthread 5 (cpu 5)", ""},
@@ -124,7 +130,7 @@ func TestBindingFor(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 			continue
 		}
-		if tc.what != "" && (!slices.Equal(b.cpus, tc.cpus) || b.what != tc.what || !b.report) {
+		if tc.what != "" && (!slices.Equal(b.cpus, tc.cpus) || b.what != tc.what || !b.report || b.auto != (tc.policy == "" || tc.policy == "auto") && b.cpus != nil) {
 			t.Errorf("%s: %v %q report %v, want %v %q", name, b.cpus, b.what, b.report, tc.cpus, tc.what)
 		}
 	}
@@ -132,6 +138,55 @@ func TestBindingFor(t *testing.T) {
 		t.Errorf("report without %s", contract.EnvReportBindings)
 	}
 }
+
+// flatCPUs is n CPUs, each its own core, on one socket.
+func flatCPUs(n int) func() ([]cpuInfo, error) {
+	return func() ([]cpuInfo, error) {
+		cpus := make([]cpuInfo, n)
+		for c := range cpus {
+			cpus[c] = cpuInfo{cpu: c, core: c}
+		}
+		return cpus, nil
+	}
+}
+
+// TestAutoBinds: auto binds a rank to each core where the ranks are as
+// many as the cores, and those are at least autoBindMinCores; the rank's
+// environment then says core, and stays as it was otherwise.
+func TestAutoBinds(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		cpus        func() ([]cpuInfo, error)
+		ranks       int
+		want        bool
+		wantEnvUnit string
+	}{
+		{"16 ranks on 16 cores", flatCPUs(16), 16, true, "core"},
+		{"4 ranks on 4 cores", flatCPUs(4), 4, true, "core"},
+		{"2 ranks on 2 cores: too few to bind", flatCPUs(2), 2, false, ""},
+		{"15 ranks on 16 cores", flatCPUs(16), 15, false, ""},
+		{"17 ranks on 16 cores", flatCPUs(16), 17, false, ""},
+		{"4 ranks on 4 cores of 2 threads", twoSockets, 4, true, "core"},
+		{"8 ranks on 4 cores of 2 threads", twoSockets, 8, false, ""},
+		{"no CPUs known", func() ([]cpuInfo, error) { return nil, errNoCPUs }, 4, false, ""},
+	} {
+		env := []string{fmt.Sprintf("%s=%d", contract.EnvLocalRank, tc.ranks-1), fmt.Sprintf("%s=%d", contract.EnvLocalSize, tc.ranks)}
+		b, err := bindingFor(env, tc.cpus, "h")
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if b.auto != tc.want || (b.cpus != nil) != tc.want {
+			t.Errorf("%s: bound %v (%s), want %v", tc.name, b.auto, b.what, tc.want)
+		}
+		got, _ := envValue(boundEnv(env, b), contract.EnvBindTo)
+		if got != tc.wantEnvUnit {
+			t.Errorf("%s: the rank's %s=%q, want %q", tc.name, contract.EnvBindTo, got, tc.wantEnvUnit)
+		}
+	}
+}
+
+var errNoCPUs = errors.New("no CPUs")
 
 // TestStartBound starts a rank bound to the second CPU this process may
 // use: the kernel must show the rank's allowed CPUs as that one, and the
@@ -178,3 +233,36 @@ func TestStartBound(t *testing.T) {
 type nopCloser struct{ *bytes.Buffer }
 
 func (nopCloser) Close() error { return nil }
+
+// TestAutoBindNotice: the launcher says in one line when auto binds the
+// ranks of this machine, and says nothing for other hosts or policies.
+func TestAutoBindNotice(t *testing.T) {
+	plan := func(hosts ...string) *jobPlan {
+		cfg := DefaultConfig()
+		cfg.NP, cfg.Program = len(hosts), "p"
+		p, err := newPlan(&cfg, testJob(), hosts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	here := map[string]bool{"a": true}
+	const want = "binding each of the 4 ranks of this host to a core of its own (one rank per core); --bind-to none leaves them unbound"
+	for _, tc := range []struct {
+		name   string
+		plan   *jobPlan
+		policy string
+		cpus   int
+		want   string
+	}{
+		{"4 ranks on 4 cores here", plan("a", "a", "a", "a"), "auto", 4, want},
+		{"4 ranks on 8 cores here", plan("a", "a", "a", "a"), "auto", 8, ""},
+		{"bound by the user", plan("a", "a", "a", "a"), "core", 4, ""},
+		{"on another host", plan("b", "b", "b", "b"), "auto", 4, ""},
+	} {
+		policy, _ := parseBindPolicy(tc.policy)
+		if got := autoBindNotice(tc.plan, policy, here, flatCPUs(tc.cpus)); got != tc.want {
+			t.Errorf("%s:\ngot  %q\nwant %q", tc.name, got, tc.want)
+		}
+	}
+}

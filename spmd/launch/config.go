@@ -70,7 +70,7 @@ type Config struct {
 	Oversubscribe bool   `toml:"oversubscribe"` // more ranks than slots
 
 	// Binding to CPUs.
-	BindTo         string `toml:"bind_to"`         // none (default), hwthread, core or socket[:overload-allowed]
+	BindTo         string `toml:"bind_to"`         // auto (default), none, hwthread, core or socket[:overload-allowed]
 	ReportBindings bool   `toml:"report_bindings"` // print each rank's binding
 
 	// Remote start.

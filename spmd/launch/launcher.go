@@ -273,6 +273,9 @@ func notices(plan *jobPlan, cfg *Config, hl *hostList, agents map[string]readyMs
 	if msg := procsNotice(shares); msg != "" {
 		out.Logf("%s", msg)
 	}
+	if msg := autoBindNotice(plan, policy, hl.local, hostCPUs); msg != "" {
+		out.Logf("%s", msg)
+	}
 }
 
 // openSeed opens the job's seed (cfg, its ports from ports); a job

@@ -156,7 +156,9 @@ func newPlan(cfg *Config, job jobInfo, hosts []string) (*jobPlan, error) {
 		if cfg.ProfileCPU {
 			env[contract.EnvProfileCPU] = "1"
 		}
-		if b, _ := parseBindPolicy(cfg.BindTo); b.Unit != "none" {
+		// auto is the variable's absence, which starters older than auto
+		// read as none.
+		if b, _ := parseBindPolicy(cfg.BindTo); b.Unit != "auto" {
 			env[contract.EnvBindTo] = b.String()
 		}
 		if cfg.ReportBindings {

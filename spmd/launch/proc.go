@@ -135,7 +135,7 @@ func (local) Start(spec *spec) (proc, error) {
 	start := func(inCgroup bool) (*exec.Cmd, error) {
 		cmd := exec.Command(spec.Path, spec.Args...)
 		cmd.Dir = spec.Dir
-		cmd.Env = procsEnv(spec.Env, spec.Rank, bind, runtime.NumCPU())
+		cmd.Env = boundEnv(procsEnv(spec.Env, spec.Rank, bind, runtime.NumCPU()), bind)
 		if spec.Stdin != nil {
 			cmd.Stdin = spec.Stdin
 		}

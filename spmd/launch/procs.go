@@ -25,17 +25,21 @@ import (
 // Programs not written in Go ignore the variable.
 
 // shareProcs is the rule: the Go processors for each of ranks ranks that
-// share cpus CPUs, cpus/ranks and at least 2; 0 when that is not fewer
-// than cpus, which Go would take anyway, so that GOMAXPROCS is left alone.
-// Two, not one: a rank's non-blocking collectives run on a goroutine of
-// their own, which must progress beside the computation that they
-// overlap. On 16 cores at np 16 (bench/manycore.sh), a step of
-// examples/zero's MLP took 44-48 ms with GOMAXPROCS=1 against 26-29 with
-// 2 (DDP's 43 against 37), while the collectives alone were as fast with
-// 2 as with 1, both much faster than with 16.
+// share cpus CPUs, cpus/ranks and at least 2; 0 when that is all of cpus,
+// which Go would take anyway, so that GOMAXPROCS is left alone. Two, not
+// one: a rank's non-blocking collectives run on a goroutine of their own,
+// which must progress beside the computation that they overlap. On 16
+// cores at np 16 (bench/manycore.sh), a step of examples/zero's MLP took
+// 44-48 ms with GOMAXPROCS=1 against 26-29 with 2 (DDP's 43 against 37),
+// while the collectives alone were as fast with 2 as with 1, both much
+// faster than with 16. So a rank bound to one core gets 2 as well, more
+// than its CPUs: bound to a core each at np 16, GOMAXPROCS=2 against 1
+// (Go's own choice there), a ZeRO-3 step took 22.7-22.9 ms against
+// 23.0-24.2, a 1 MiB all-gather 162 us against 213, and the slowest of
+// 20,000 8-byte all-reduces 0.1-0.5 ms against 3.8-4.8.
 func shareProcs(cpus, ranks int) int {
 	n := max(2, cpus/max(1, ranks))
-	if n >= cpus {
+	if n == cpus {
 		return 0
 	}
 	return n
@@ -123,11 +127,14 @@ func foreseeShares(p *jobPlan, policy bindPolicy, cpusOf func(host string) (int,
 		}
 		b := binding{}
 		switch {
+		case policy.Unit == "auto" && !hs.here:
+			// Bound by auto, one rank to each core, a rank gets its
+			// core's hardware threads, at least 2: what its unbound share
+			// of the host's CPUs comes to.
 		case policy.Unit != "none" && !hs.here:
-			// Bound to one core or hardware thread each, a rank keeps
-			// its CPUs; bound to a socket, or overloaded, it may share
-			// them.
-			hs.unknown = hs.unknown || policy.Unit == "socket" || policy.Overload
+			// Bound, a rank's share counts the CPUs of its binding,
+			// which only the host knows.
+			hs.unknown = true
 			continue
 		case policy.Unit != "none":
 			var err error
@@ -162,7 +169,7 @@ func procsNotice(hosts []hostShares) string {
 	const tail = "; set GOMAXPROCS to choose another"
 	i := slices.IndexFunc(hosts, func(h hostShares) bool { return len(h.shares) > 0 })
 	if i < 0 {
-		return fmt.Sprintf("GOMAXPROCS for each rank that shares its binding with others on %d %s: the binding's CPUs divided by its ranks%s",
+		return fmt.Sprintf("GOMAXPROCS for each bound rank on %d %s: the CPUs of its binding divided by the ranks bound to them, at least 2%s",
 			len(hosts), plural(len(hosts), "host"), tail)
 	}
 	h := hosts[i]
@@ -185,7 +192,10 @@ func procsNotice(hosts []hostShares) string {
 	s := h.shares[0]
 	msg := fmt.Sprintf("GOMAXPROCS=%s for %s on %d CPUs of %s", procs, who, s.cpus, where)
 	if s.bound {
-		msg = fmt.Sprintf("GOMAXPROCS=%s for %s of %s, %d bound to %d CPUs", procs, who, where, s.ranks, s.cpus)
+		msg = fmt.Sprintf("GOMAXPROCS=%s for %s of %s, %d bound to %d %s", procs, who, where, s.ranks, s.cpus, plural(s.cpus, "CPU"))
+		if s.ranks == 1 {
+			msg = fmt.Sprintf("GOMAXPROCS=%s for %s of %s, each bound to %d %s of its own", procs, who, where, s.cpus, plural(s.cpus, "CPU"))
+		}
 	}
 	if more := len(hosts) - 1; more > 0 {
 		msg += fmt.Sprintf(", and likewise by their own CPUs on %d more %s", more, plural(more, "host"))

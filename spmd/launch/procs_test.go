@@ -25,7 +25,9 @@ func TestShareProcs(t *testing.T) {
 		{"more ranks than cpus", 4, 8, 2},
 		{"two cpus", 2, 4, 0},
 		{"one rank", 16, 1, 0},
-		{"one cpu", 1, 4, 0},
+		{"one cpu: 2 all the same", 1, 4, 2},
+		{"bound to a core", 1, 1, 2},
+		{"bound to a core of 2 threads", 2, 1, 0},
 		{"no local size", 16, 0, 0},
 	} {
 		if got := shareProcs(tc.cpus, tc.ranks); got != tc.want {
@@ -181,8 +183,11 @@ func TestProcsNotice(t *testing.T) {
 			"GOMAXPROCS=4 for each of 2 ranks on 8 CPUs of host c" + tail},
 		{"an agent older than the rule", plan("b", "b"), "none", nil, ""},
 		{"bound to a socket elsewhere", plan("b", "b"), "socket", map[string]int{"b": 16},
-			"GOMAXPROCS for each rank that shares its binding with others on 1 host: the binding's CPUs divided by its ranks" + tail},
-		{"bound to cores elsewhere", plan("b", "b"), "core", map[string]int{"b": 16}, ""},
+			"GOMAXPROCS for each bound rank on 1 host: the CPUs of its binding divided by the ranks bound to them, at least 2" + tail},
+		{"bound to cores elsewhere", plan("b", "b"), "core", map[string]int{"b": 16},
+			"GOMAXPROCS for each bound rank on 1 host: the CPUs of its binding divided by the ranks bound to them, at least 2" + tail},
+		{"auto elsewhere: the unbound share", plan("b", "b"), "auto", map[string]int{"b": 16},
+			"GOMAXPROCS=8 for each of 2 ranks on 16 CPUs of host b" + tail},
 	} {
 		policy, _ := parseBindPolicy(tc.policy)
 		if got := procsNotice(foreseeShares(tc.plan, policy, cpus(tc.cpus))); got != tc.want {
