@@ -1,13 +1,27 @@
 #!/bin/sh
 # manycore.sh is the many-core check of issue #29, for a machine with no Go
 # and no Open MPI: it runs from a devrun/ bundle (make-bundle.sh, see
-# DEVELOPERS.md) and writes one summary, $OUT/manycore.txt. For each rank
-# count and collective it runs, taking turns, REPS times: gorun as it is
-# (each rank given GOMAXPROCS = its share of the cores), gorun with every
-# rank at GOMAXPROCS = all cores (GOMAXPROCS set by the user: gorun's
-# behaviour before), and Open MPI's coll; then devrun/bin/compare prints
-# each size's medians and ratios. Then the launch: gorun -np NP and
-# mpirun -np NP of an Init-and-Barrier program, LAUNCH runs each.
+# DEVELOPERS.md) and writes $OUT/manycore.txt (the summary) and
+# $OUT/tune.txt (gorun --tune's reports).
+#
+#  1. gorun --tune -np NP for each NP in NPS, sizes TUNE_SIZES, into one
+#     decision table: each report ends with how often the cost model's
+#     choice was within 15% of the fastest algorithm measured, on this
+#     machine (the choice target).
+#  2. For each rank count and collective, REPS times in turn: gorun with
+#     the model's choice (GORUN_TUNE_FILE=none), gorun with the table of
+#     step 1 (at the rank counts in TNPS), gorun --bind-to none where the
+#     ranks are as many as the cores (auto binds them there), and Open
+#     MPI's coll; then
+#     devrun/bin/compare prints each size's medians and ratios. Small sizes
+#     (8 B-4 KiB) and middle ones (64 KiB-4 MiB), the issue's targets.
+#     Then all-reduces of 16-64 MiB at the rank counts in TNPS.
+#  3. Launch to exit: gorun -np NP and mpirun -np NP of an Init-and-Barrier
+#     program, LAUNCH runs each.
+#  4. Where devrun/bin/percall is (bench/percall: CGO_ENABLED=0 go build
+#     -o devrun/bin/percall ./bench/percall), the per-call percentiles of 8-byte all-reduces (Shared, then recursive
+#     doubling) and 1 KiB all-gathers at the largest NP, bound by auto and
+#     unbound.
 #
 #   rm -rf /tmp/ompib && cp -a devrun/ompi /tmp/ompib && . devrun/env.sh
 #   OUT=/tmp/out bench/manycore.sh
@@ -15,56 +29,93 @@ set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-bench/out}
 NPS=${NPS:-"16 8 4 2"}
-OPS=${OPS:-"allreduce allgather"}
+TNPS=${TNPS:-"16 4"}
+OPS=${OPS:-"allreduce allgather broadcast"}
 REPS=${REPS:-3}
 LAUNCH=${LAUNCH:-5}
-ZNPS=${ZNPS:-"4 16"}
+TUNE_SIZES=${TUNE_SIZES:-8-4M}
 B=devrun/bin
 cores=$(nproc)
 mkdir -p "$OUT"
 d=$(mktemp -d)
 sum=$OUT/manycore.txt
+tunef=$d/tune.toml
+start=$(date +%s)
+el() { echo $(($(date +%s) - start)); }
 {
 	echo "# $(uname -n), $cores cores, $(date -u +%FT%TZ)"
 	grep -m1 'model name' /proc/cpuinfo
 } >"$sum"
 
+# 1. The decision table, and the model's agreement with it.
+: >"$OUT/tune.txt"
+for np in $NPS; do
+	echo "## gorun --tune -np $np --tune-sizes $TUNE_SIZES" >>"$OUT/tune.txt"
+	GORUN_TUNE_FILE=$tunef timeout 120 $B/gorun --tune -np "$np" --tune-sizes "$TUNE_SIZES" >>"$OUT/tune.txt" 2>&1 ||
+		echo "# tune np $np failed" >>"$sum"
+	echo "tune np $np ($(el) s): $(grep 'model agreement' "$OUT/tune.txt" | tail -1)" >>"$sum"
+done
+
 # pass NAME NP OP: one run of each pass (small, then middle sizes) of one side.
 pass() {
 	name=$1 np=$2 op=$3
-	for p in "8 32K 2000 200" "64K 4M 200 20"; do
+	for p in "8 4K 2000 500" "64K 4M 200 20"; do
 		set -- $p
 		case $name in
-		gorun) $B/gorun -np "$np" $B/collbench --op "$op" -b "$1" -e "$2" -n "$3" -w "$4" ;;
-		gorun2) GOMAXPROCS=2 $B/gorun -np "$np" $B/collbench --op "$op" -b "$1" -e "$2" -n "$3" -w "$4" ;;
-		gorun16) GOMAXPROCS=$cores $B/gorun -np "$np" $B/collbench --op "$op" -b "$1" -e "$2" -n "$3" -w "$4" ;;
-		ompi) mpirun --oversubscribe -np "$np" /tmp/ompib/bin/coll -op "$op" -b "$1" -e "$2" -n "$3" -w "$4" ;;
+		model) GORUN_TUNE_FILE=none timeout 60 $B/gorun -np "$np" $B/collbench --op "$op" -b "$1" -e "$2" -n "$3" -w "$4" ;;
+		unbound) GORUN_TUNE_FILE=none timeout 60 $B/gorun -np "$np" --bind-to none $B/collbench --op "$op" -b "$1" -e "$2" -n "$3" -w "$4" ;;
+		table) GORUN_TUNE_FILE=$tunef timeout 60 $B/gorun -np "$np" $B/collbench --op "$op" -b "$1" -e "$2" -n "$3" -w "$4" ;;
+		ompi) timeout 60 mpirun --oversubscribe -np "$np" /tmp/ompib/bin/coll -op "$op" -b "$1" -e "$2" -n "$3" -w "$4" ;;
 		esac
 	done
 }
 
+# 2. The collectives against Open MPI.
 for np in $NPS; do
+	sides="model ompi"
+	case " $TNPS " in *" $np "*) sides="model table ompi" ;; esac
+	[ "$np" = "$cores" ] && sides="model unbound ${sides#model }"
 	for op in $OPS; do
-		for side in gorun gorun2 gorun16 ompi; do : >"$d/$side.$op.$np"; done
+		for side in $sides; do : >"$d/$side.$op.$np"; done
 		for rep in $(seq "$REPS"); do
-			for side in gorun gorun2 gorun16 ompi; do
+			for side in $sides; do
 				pass "$side" "$np" "$op" >>"$d/$side.$op.$np" 2>>"$d/err" || echo "# $side $op np $np failed: $(tail -3 "$d/err")" >>"$sum"
 			done
 		done
 		{
 			echo
-			echo "## $op np $np: gorun (GOMAXPROCS share) against Open MPI"
-			$B/compare "$op np $np" "$d/gorun.$op.$np" "$d/ompi.$op.$np"
-			echo "## $op np $np: gorun with GOMAXPROCS=2 against Open MPI"
-			$B/compare "$op np $np" "$d/gorun2.$op.$np" "$d/ompi.$op.$np"
-			echo "## $op np $np: gorun with GOMAXPROCS=$cores (before) against Open MPI"
-			$B/compare "$op np $np" "$d/gorun16.$op.$np" "$d/ompi.$op.$np"
+			echo "## $op np $np ($(el) s): gorun, the model's choice, against Open MPI"
+			$B/compare "$op np $np" "$d/model.$op.$np" "$d/ompi.$op.$np"
+			if [ -s "$d/unbound.$op.$np" ]; then
+				echo "## $op np $np: gorun, the model's choice, --bind-to none (gorun before auto binding) against Open MPI"
+				$B/compare "$op np $np" "$d/unbound.$op.$np" "$d/ompi.$op.$np"
+			fi
+			if [ -s "$d/table.$op.$np" ]; then
+				echo "## $op np $np: gorun with gorun --tune's table against Open MPI"
+				$B/compare "$op np $np" "$d/table.$op.$np" "$d/ompi.$op.$np"
+			fi
 		} >>"$sum" 2>&1
 	done
 done
 
-# Launch to exit of an Init-and-Barrier program.
-ms() { s=$(date +%s%N); "$@" >/dev/null 2>&1; echo $(( ($(date +%s%N) - s) / 1000000 )); }
+# 2b. Large all-reduces (16-64 MiB), at the first and the last rank count
+# of TNPS: 2 runs each, in turn.
+for np in $TNPS; do
+	: >"$d/bigg.$np"
+	: >"$d/bigo.$np"
+	for rep in 1 2; do
+		GORUN_TUNE_FILE=none timeout 90 $B/gorun -np "$np" $B/collbench --op allreduce -b 16M -e 64M -n 10 -w 3 >>"$d/bigg.$np" 2>>"$d/err"
+		timeout 90 mpirun --oversubscribe -np "$np" /tmp/ompib/bin/coll -op allreduce -b 16M -e 64M -n 10 -w 3 >>"$d/bigo.$np" 2>>"$d/err"
+	done
+	{
+		echo
+		echo "## allreduce 16-64 MiB np $np ($(el) s): gorun, the model's choice, against Open MPI"
+		$B/compare "allreduce np $np" "$d/bigg.$np" "$d/bigo.$np"
+	} >>"$sum" 2>&1
+done
+
+# 3. Launch to exit of an Init-and-Barrier program.
+ms() { s=$(date +%s%N); "$@" >/dev/null 2>&1; echo $((($(date +%s%N) - s) / 1000000)); }
 for np in ${LNP:-16}; do
 	g="" m=""
 	for i in $(seq "$LAUNCH"); do
@@ -75,22 +126,18 @@ for np in ${LNP:-16}; do
 	echo "## launch to exit, np $np, ms: gorun$g; mpirun$m" >>"$sum"
 done
 
-# Training steps: median ms per step of 20 (the first 5 left out).
-if [ -x $B/zero ]; then
+# 4. Per-call times (bench/percall), ranks 0 and the last.
+if [ -x $B/percall ]; then
+	np=${NPS%% *}
 	echo >>"$sum"
-	echo "## MLP 784-1024-1024-10, AdamW, batch 64 per rank: median ms per step" >>"$sum"
-	for np in $ZNPS; do
-		for gm in share 2 $cores; do
-			line="np $np GOMAXPROCS=$gm:"
-			for mode in --ddp "--zero 1" "--zero 2" "--zero 3"; do
-				if [ "$gm" = share ]; then e=""; else e="GOMAXPROCS=$gm"; fi
-				t=$(env $e $B/gorun -np "$np" $B/zero $mode --steps 20 --batch $((64 * np)) --optim adamw --lr 1e-3 2>>"$d/err" |
-					awk -v b=$((64 * np)) '$1 == "step" && $2 > 5 { print 1000 * b / $6 }' | sort -g | awk '{ v[NR] = $1 } END { printf "%.2f", NR ? v[int((NR + 1) / 2)] : -1 }')
-				line="$line $mode $t"
-			done
-			echo "$line" >>"$sum"
+	echo "## bench/percall at np $np, per-call percentiles (us)" >>"$sum"
+	for v in "" "--bind-to none"; do
+		for t in "allreduce 8 20000" "allreduce 8 2000 recdbl" "allgather 1K 20000"; do
+			set -- $t
+			echo "# gorun -np $np $v: $1 of $2 B${4:+ by $4}" >>"$sum"
+			GORUN_ALGO=${4:-} timeout 60 $B/gorun -np "$np" $v $B/percall --op "$1" --bytes "$2" --calls "$3" 2>&1 | grep -E "^r(0|$((np - 1))) " >>"$sum"
 		done
 	done
 fi
-echo "# done $(date -u +%FT%TZ)" >>"$sum"
+echo "# done $(date -u +%FT%TZ), $(el) s" >>"$sum"
 cat "$sum"
