@@ -157,10 +157,18 @@ func rabenseifnerReduce[T spmd.Number](k *call, src, dst []T, root int, op Op[T]
 
 // rabenseifnerReduceCost is rabenseifnerReduce's: the fold in (its round
 // back saved), halving, then the blocks to the root, modelled as a
-// binomial gather of the core's blocks.
+// binomial gather of the core's blocks. Where p is a power of two there
+// is no fold, and no round back to save: taking its alpha off there too
+// made Rabenseifner the model's reduce at every size on 2 ranks of a
+// 16-core VM, 3-4x slower than tree or linear up to 8 KiB (gorun --tune,
+// bench/results/manycore-tune.txt).
 func rabenseifnerReduceCost(m topo.Model, s topo.Shape, n float64) estimate {
 	p, q := float64(s.P), pow2(s.P)
-	return estimate{foldCost(m, s, n, 0, true) - m.Alpha(s, s.Hosts > 1) + halvingCost(m, s, n, true) +
+	fold := 0.0
+	if s.P != q {
+		fold = foldCost(m, s, n, 0, true) - m.Alpha(s, s.Hosts > 1)
+	}
+	return estimate{fold + halvingCost(m, s, n, true) +
 		binomialCost(m, s, func(d int) float64 { return n * min(float64(d), p/2) / p }, false),
 		doublingMessages(s.P) + float64(q-1) + float64(s.P-q)}
 }
