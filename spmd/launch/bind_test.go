@@ -237,15 +237,7 @@ func (nopCloser) Close() error { return nil }
 // TestAutoBindNotice: the launcher says in one line when auto binds the
 // ranks of this machine, and says nothing for other hosts or policies.
 func TestAutoBindNotice(t *testing.T) {
-	plan := func(hosts ...string) *jobPlan {
-		cfg := DefaultConfig()
-		cfg.NP, cfg.Program = len(hosts), "p"
-		p, err := newPlan(&cfg, testJob(), hosts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	plan := func(hosts ...string) *jobPlan { return planOn(t, hosts...) }
 	here := map[string]bool{"a": true}
 	const want = "binding each of the 4 ranks of this host to a core of its own (one rank per core); --bind-to none leaves them unbound"
 	for _, tc := range []struct {

@@ -12,6 +12,19 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
+// planOn is the plan of a job of program p with a rank on each of hosts,
+// in order, under the default configuration.
+func planOn(t *testing.T, hosts ...string) *jobPlan {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.NP, cfg.Program = len(hosts), "p"
+	p, err := newPlan(&cfg, testJob(), hosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func testJob() jobInfo {
 	return jobInfo{
 		ID:         "0123456789abcdef",

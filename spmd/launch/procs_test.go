@@ -148,15 +148,7 @@ func TestPlanShareProcs(t *testing.T) {
 // gives a share, counting the others.
 func TestProcsNotice(t *testing.T) {
 	const tail = "; set GOMAXPROCS to choose another"
-	plan := func(hosts ...string) *jobPlan {
-		cfg := DefaultConfig()
-		cfg.NP, cfg.Program = len(hosts), "p"
-		p, err := newPlan(&cfg, testJob(), hosts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	plan := func(hosts ...string) *jobPlan { return planOn(t, hosts...) }
 	cpus := func(m map[string]int) func(string) (int, bool) {
 		return func(h string) (int, bool) { return m[h], h == "a" }
 	}
