@@ -53,10 +53,12 @@ func TestGoMaxProcs(t *testing.T) {
 		want   []int // GOMAXPROCS per rank
 		notice string
 	}{
-		{"nobody chose", "", []string{"-np", "4", prog}, []int{share, share, share, share}, notice(share, 4, "this host")},
-		{"in gorun's environment", "2", []string{"-np", "4", prog}, []int{2, 2, 2, 2}, ""},
-		{"with -x", "", []string{"-np", "4", "-x", "GOMAXPROCS=3", prog}, []int{3, 3, 3, 3}, ""},
-		{"with -x for one program", "", []string{"-np", "1", prog, ":", "-np", "3", "-x", "GOMAXPROCS=2", prog},
+		// --bind-to none: on a host of 4 cores, auto would bind the 4
+		// ranks, and a bound rank's share counts its binding's CPUs.
+		{"nobody chose", "", []string{"-np", "4", "--bind-to", "none", prog}, []int{share, share, share, share}, notice(share, 4, "this host")},
+		{"in gorun's environment", "2", []string{"-np", "4", "--bind-to", "none", prog}, []int{2, 2, 2, 2}, ""},
+		{"with -x", "", []string{"-np", "4", "--bind-to", "none", "-x", "GOMAXPROCS=3", prog}, []int{3, 3, 3, 3}, ""},
+		{"with -x for one program", "", []string{"-np", "1", "--bind-to", "none", prog, ":", "-np", "3", "-x", "GOMAXPROCS=2", prog},
 			[]int{share, 2, 2, 2}, notice(share, 1, "this host")},
 		{"through agents", "", []string{"--launch-agent", rsh, "-H", "127.0.0.2:2,127.0.0.3:1", prog},
 			[]int{shareOf(2), shareOf(2), cpus}, notice(shareOf(2), 2, "host 127.0.0.2")},
