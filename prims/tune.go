@@ -18,7 +18,8 @@ import (
 // several algorithms that apply to the communicator, it times each of
 // them over a sweep of sizes, and keeps the fastest per size as a
 // decision table (gorun --tune), which keeps the model's choice where it
-// measured within 5% of the fastest. Its timing is collbench's: warm-up
+// measured within 5% of the fastest, or where a longer run of the two
+// (confirm) measured it so. Its timing is collbench's: warm-up
 // calls, then rounds in which each algorithm in turn times a few calls
 // (fewer as sizes grow), each round starting with the next algorithm; an
 // algorithm's time is its median over the rounds of the slowest rank's
@@ -55,6 +56,11 @@ type TunePoint struct {
 	Algos   []topo.Algo // those measured
 	Seconds []float64   // Seconds[i]: one call by Algos[i]
 	Model   topo.Algo   // the model's choice
+	// Kept is what the table keeps: Pick, unless the confirmation of a
+	// pick against the model (Confirm: their seconds a call, model first,
+	// in longer runs) measured the model within tie of it.
+	Kept    topo.Algo
+	Confirm []float64
 }
 
 // Best returns the fastest algorithm measured and its time.
@@ -73,6 +79,9 @@ func (pt TunePoint) Best() (topo.Algo, float64) {
 // neighbouring sizes otherwise flip between algorithms that differ by
 // noise.
 const tie = 1.05
+
+// TuneTie is tie, for reports.
+const TuneTie = tie
 
 // Pick returns the algorithm the table keeps: the model's choice where it
 // measured within tie of the fastest, else the fastest.
@@ -152,16 +161,23 @@ func Tune(ctx context.Context, c *spmd.Comm, cfg TuneConfig) (Tuning, error) {
 			if len(algos) < 2 {
 				continue
 			}
-			secs, err := timeAlgos(ctx, c, coll, algos, count, send, recv, cfg.Rounds)
+			secs, err := timeAlgos(ctx, c, coll, algos, count, send, recv, cfg.Rounds, tuneIters(4*count))
 			if err != nil {
+				return Tuning{}, fmt.Errorf("tuning %s at %d bytes on rank %d: %w", coll, bytes, c.Rank(), err)
+			}
+			var pt TunePoint
+			if c.Rank() == 0 {
+				pt = TunePoint{Coll: coll, Bytes: bytes, Algos: algos, Seconds: secs, Model: Cheapest(m, coll, p, bytes, lay)}
+				pt.Kept = pt.Pick()
+			}
+			if err := confirm(ctx, c, coll, &pt, algos, count, send, recv); err != nil {
 				return Tuning{}, fmt.Errorf("tuning %s at %d bytes on rank %d: %w", coll, bytes, c.Rank(), err)
 			}
 			if c.Rank() != 0 {
 				continue
 			}
-			pt := TunePoint{Coll: coll, Bytes: bytes, Algos: algos, Seconds: secs, Model: Cheapest(m, coll, p, bytes, lay)}
 			tn.Points = append(tn.Points, pt)
-			if a := pt.Pick(); len(rule.Steps) == 0 || rule.Steps[len(rule.Steps)-1].Algo != string(a) {
+			if a := pt.Kept; len(rule.Steps) == 0 || rule.Steps[len(rule.Steps)-1].Algo != string(a) {
 				rule.Steps = append(rule.Steps, TuneStep{From: bytes, Algo: string(a)})
 			}
 		}
@@ -210,10 +226,64 @@ func tuneIters(n int) int {
 	return max(1, min(200, (4<<20)/max(n, 1)))
 }
 
-// timeAlgos times count elements of coll by each of algos (see Tune) and
-// returns, on rank 0, the seconds of one call by each.
-func timeAlgos(ctx context.Context, c *spmd.Comm, coll topo.Collective, algos []topo.Algo, count int, send, recv []float32, rounds int) ([]float64, error) {
-	iters := tuneIters(4 * count)
+// confirmIters is how many calls of about n bytes a confirmation's
+// timing takes: ten times a sweep's, up to 2,000, so that an algorithm
+// that only runs fast for a while after a barrier shows its steady pace.
+// On 16 cores at np 16 with ranks unbound, the sweep measured recursive
+// doubling's 32-byte all-reduce at 7.5 us a call in runs of 200, and the
+// table it wrote chose it; in collbench's runs of 2,000 calls it took 241
+// to 328 us, against 5 us for the shared algorithm, the model's choice.
+func confirmIters(n int) int {
+	return max(1, min(2000, (40<<20)/max(n, 1)))
+}
+
+// confirmRounds is how many rounds a confirmation takes turns for.
+const confirmRounds = 3
+
+// confirm times, where the sweep of pt (coll's, rank 0's) would have the table
+// override the model, the pick against the model's choice again in
+// longer runs (confirmIters), and keeps the model unless the pick still
+// beats it by more than tie. Rank 0 says which pair to time, or none;
+// every rank of c must call it.
+func confirm(ctx context.Context, c *spmd.Comm, coll topo.Collective, pt *TunePoint, algos []topo.Algo, count int, send, recv []float32) error {
+	cc := c.Collective()
+	msg := make([]byte, 2)
+	if cc.Rank() == 0 {
+		mi, ki := slices.Index(algos, pt.Model), slices.Index(algos, pt.Kept)
+		if mi >= 0 && ki >= 0 && mi != ki {
+			msg[0], msg[1] = byte(mi+1), byte(ki+1)
+		}
+		for r := 1; r < cc.Size(); r++ {
+			if err := cc.Send(ctx, r, tuneConfirmTag, msg); err != nil {
+				return err
+			}
+		}
+	} else if _, err := cc.Recv(ctx, 0, tuneConfirmTag, msg); err != nil {
+		return err
+	}
+	if msg[0] == 0 || int(msg[0]) > len(algos) || int(msg[1]) > len(algos) {
+		return nil
+	}
+	pair := []topo.Algo{algos[msg[0]-1], algos[msg[1]-1]}
+	secs, err := timeAlgos(ctx, c, coll, pair, count, send, recv, confirmRounds, confirmIters(4*count))
+	if err != nil || cc.Rank() != 0 {
+		return err
+	}
+	pt.Confirm = secs
+	if secs[0] <= secs[1]*tie {
+		pt.Kept = pt.Model
+	}
+	return nil
+}
+
+// tuneConfirmTag is the collective-context tag on which rank 0 tells the
+// others what to confirm.
+const tuneConfirmTag = noticeTag + 3
+
+// timeAlgos times count elements of coll by each of algos (see Tune),
+// iters calls a timing, and returns, on rank 0, the seconds of one call
+// by each.
+func timeAlgos(ctx context.Context, c *spmd.Comm, coll topo.Collective, algos []topo.Algo, count int, send, recv []float32, rounds, iters int) ([]float64, error) {
 	k := len(algos)
 	calls := make([]func() error, k)
 	for i, a := range algos {

@@ -289,6 +289,52 @@ func TestTune(t *testing.T) {
 		if best, _ := pt.Best(); !Applies(pt.Coll, best) || !Applies(pt.Coll, pt.Pick()) {
 			t.Errorf("%s at %d: picked %s", pt.Coll, pt.Bytes, best)
 		}
+		if pt.Kept != pt.Pick() && pt.Kept != pt.Model || pt.Kept == pt.Model && pt.Pick() != pt.Model && len(pt.Confirm) != 2 {
+			t.Errorf("%s at %d: kept %s, picked %s, model %s, longer runs %v", pt.Coll, pt.Bytes, pt.Kept, pt.Pick(), pt.Model, pt.Confirm)
+		}
+	}
+}
+
+// TestConfirm: where the sweep's pick differs from the model's choice,
+// every rank times the two again and rank 0 keeps the model unless the
+// pick beats it by more than tie; where they agree, nothing is timed.
+func TestConfirm(t *testing.T) {
+	algos := []topo.Algo{topo.Tree, topo.Linear, topo.Ring}
+	for _, tt := range []struct {
+		name        string
+		model, pick topo.Algo
+		timed       bool
+	}{
+		{"the pick beat the model", topo.Tree, topo.Linear, true},
+		{"the model kept", topo.Ring, topo.Ring, false},
+		{"the model not measured", topo.Shared, topo.Linear, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var got TunePoint
+			spmdtest.Run(t, 3, func(ctx context.Context, w *spmd.World) error {
+				send, recv := make([]float32, 1024), make([]float32, 1024)
+				var pt TunePoint
+				if w.Rank() == 0 {
+					pt = TunePoint{Coll: topo.Broadcast, Model: tt.model, Kept: tt.pick}
+				}
+				err := confirm(ctx, w.Comm, topo.Broadcast, &pt, algos, 256, send, recv)
+				if w.Rank() == 0 {
+					got = pt
+				}
+				return err
+			})
+			if timed := len(got.Confirm) == 2; timed != tt.timed {
+				t.Fatalf("longer runs %v, want timed %v", got.Confirm, tt.timed)
+			}
+			switch {
+			case !tt.timed && got.Kept != tt.pick:
+				t.Errorf("kept %s untimed, want the pick %s", got.Kept, tt.pick)
+			case tt.timed && got.Confirm[0] <= got.Confirm[1]*tie && got.Kept != tt.model:
+				t.Errorf("kept %s, though the model measured %v", got.Kept, got.Confirm)
+			case tt.timed && got.Confirm[0] > got.Confirm[1]*tie && got.Kept != tt.pick:
+				t.Errorf("kept %s, though the pick measured %v", got.Kept, got.Confirm)
+			}
+		})
 	}
 }
 

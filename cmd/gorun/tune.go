@@ -95,16 +95,18 @@ func runTuneRank(ctx context.Context, sizes string) error {
 
 // summary writes what --tune measured: per collective and size the
 // fastest algorithm, its time, the one the table keeps (the model's
-// where it was within 5%), the model's choice and how much slower that
-// measured, then how often the model was right (within
-// prims.Agreement of the fastest).
+// where it was within 5%, in the sweep or in a longer run of the two),
+// the model's choice and how much slower that measured, and the longer
+// run's ratio where there was one; then how often the model was right
+// (within prims.Agreement of the fastest) and how often a longer run
+// kept it.
 func summary(out io.Writer, tn prims.Tuning, path string, took time.Duration) error {
 	var b strings.Builder
 	k := tn.Table.TuneKey
 	fmt.Fprintf(&b, "# gorun --tune: %d ranks (%s), %d points in %.1f s\n", k.Ranks(), k, len(tn.Points), took.Seconds())
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "collective\tbytes\tfastest\ttime_us\tkept\tmodel\tmodel/fastest\t")
-	agree := 0
+	fmt.Fprintln(tw, "collective\tbytes\tfastest\ttime_us\tkept\tmodel\tmodel/fastest\tlonger run\t")
+	agree, agreeLong, confirmed, reverted := 0, 0, 0, 0
 	last := topo.Collective(-1)
 	for _, pt := range tn.Points {
 		best, secs := pt.Best()
@@ -119,12 +121,31 @@ func summary(out io.Writer, tn prims.Tuning, path string, took time.Duration) er
 		} else {
 			mark = " *"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%.2f%s\t\n", name, topo.Size(pt.Bytes), best, secs*1e6, pt.Pick(), pt.Model, pt.ModelSeconds()/secs, mark)
+		long := ""
+		switch {
+		case len(pt.Confirm) == 2 && pt.Confirm[0] <= pt.Confirm[1]*prims.Agreement:
+			agreeLong++
+		case len(pt.Confirm) != 2 && pt.ModelAgrees():
+			agreeLong++
+		}
+		if len(pt.Confirm) == 2 {
+			confirmed++
+			long = fmt.Sprintf("model/%s %.2f", pt.Pick(), pt.Confirm[0]/pt.Confirm[1])
+			if pt.Kept == pt.Model {
+				reverted++
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%.2f%s\t%s\t\n", name, topo.Size(pt.Bytes), best, secs*1e6, pt.Kept, pt.Model, pt.ModelSeconds()/secs, mark, long)
 	}
 	tw.Flush()
 	if n := len(tn.Points); n > 0 {
 		fmt.Fprintf(&b, "model agreement: %d of %d sizes (%.0f%%) within %.0f%% of the fastest (* where not)\n",
 			agree, n, 100*float64(agree)/float64(n), 100*(prims.Agreement-1))
+	}
+	if confirmed > 0 {
+		n := len(tn.Points)
+		fmt.Fprintf(&b, "longer runs: %d of %d picks that beat the model by more than %.0f%% kept the model after all (it measured within that); with their times, model agreement %d of %d (%.0f%%)\n",
+			reverted, confirmed, 100*(prims.TuneTie-1), agreeLong, n, 100*float64(agreeLong)/float64(n))
 	}
 	fmt.Fprintf(&b, "decision table written to %s\n", path)
 	_, err := io.WriteString(out, b.String())

@@ -4,9 +4,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd/contract"
+	"github.com/gorun-hpc/gorun/topo"
 )
 
 // gorun --tune writes a decision table that parses, and gorun --topo then
@@ -52,5 +54,37 @@ func TestTuneUsage(t *testing.T) {
 		if r := gorun(t, "", args...); r.code != 2 {
 			t.Errorf("gorun %s: want a usage error:\n%s", strings.Join(args, " "), r)
 		}
+	}
+}
+
+// TestTuneSummary: the report shows what the table keeps, the longer
+// run's ratio where there was one, and the agreement both ways.
+func TestTuneSummary(t *testing.T) {
+	us := 1e-6
+	points := []prims.TunePoint{
+		// The model measured fastest: nothing more to time.
+		{Coll: topo.AllReduce, Bytes: 8, Algos: []topo.Algo{topo.Shared, topo.Ring}, Seconds: []float64{1 * us, 2 * us}, Model: topo.Shared, Kept: topo.Shared},
+		// The sweep's ring beat the model by 2x; the longer run found them even.
+		{Coll: topo.AllReduce, Bytes: 1 << 20, Algos: []topo.Algo{topo.Shared, topo.Ring}, Seconds: []float64{200 * us, 100 * us}, Model: topo.Shared, Kept: topo.Shared, Confirm: []float64{101 * us, 100 * us}},
+		// The sweep's linear beat the model, and did again.
+		{Coll: topo.Gather, Bytes: 1 << 20, Algos: []topo.Algo{topo.Tree, topo.Linear}, Seconds: []float64{300 * us, 100 * us}, Model: topo.Tree, Kept: topo.Linear, Confirm: []float64{290 * us, 100 * us}},
+	}
+	var b strings.Builder
+	if err := summary(&b, prims.Tuning{Points: points}, "t.toml", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"model agreement: 1 of 3 sizes (33%)",
+		"longer runs: 1 of 2 picks that beat the model by more than 5% kept the model after all (it measured within that); with their times, model agreement 2 of 3 (67%)",
+		"model/ring 1.01",
+		"model/linear 2.90",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	if row := strings.Join(strings.Fields(strings.Split(out, "\n")[3]), " "); !strings.HasPrefix(row, "1 MiB ring 100.00 shared shared") {
+		t.Errorf("the 1 MiB all-reduce row %q does not keep the model:\n%s", row, out)
 	}
 }
