@@ -83,8 +83,9 @@ const tie = 1.05
 // TuneTie is tie, for reports.
 const TuneTie = tie
 
-// Pick returns the algorithm the table keeps: the model's choice where it
-// measured within tie of the fastest, else the fastest.
+// Pick returns the sweep's choice: the model's where it measured within
+// tie of the fastest, else the fastest. The table keeps Kept, which a
+// longer run (confirm) may set back to the model's.
 func (pt TunePoint) Pick() topo.Algo {
 	best, secs := pt.Best()
 	if pt.ModelSeconds() <= secs*tie {
@@ -240,8 +241,8 @@ func confirmIters(n int) int {
 // confirmRounds is how many rounds a confirmation takes turns for.
 const confirmRounds = 3
 
-// confirm times, where the sweep of pt (coll's, rank 0's) would have the table
-// override the model, the pick against the model's choice again in
+// confirm times, where the sweep of pt (coll's, rank 0's) would have the
+// table override the model, the pick against the model's choice again in
 // longer runs (confirmIters), and keeps the model unless the pick still
 // beats it by more than tie. Rank 0 says which pair to time, or none;
 // every rank of c must call it.
