@@ -30,6 +30,9 @@ type TuneConfig struct {
 	MinBytes, MaxBytes int // the sizes, counted as Choose counts them
 	Factor             int // from MinBytes, multiplied by Factor up to MaxBytes
 	Rounds             int // rounds of taking turns; the median is kept
+	// ConfirmCalls is the most calls of a timing that confirms a pick
+	// against the model (confirmIters); 0 is 2,000.
+	ConfirmCalls int
 }
 
 // DefaultTuneConfig is gorun --tune's sweep: 8 B to 16 MiB by factors of
@@ -43,8 +46,8 @@ func (cfg TuneConfig) Validate() error {
 	if cfg.MinBytes < 1 || cfg.MaxBytes < cfg.MinBytes || cfg.MaxBytes > 1<<30 {
 		return fmt.Errorf("tune sizes %d to %d bytes: want 1 <= MIN <= MAX <= 1 GiB", cfg.MinBytes, cfg.MaxBytes)
 	}
-	if cfg.Factor < 2 || cfg.Rounds < 1 {
-		return fmt.Errorf("tune factor %d, rounds %d: want a factor of 2 or more and 1 round or more", cfg.Factor, cfg.Rounds)
+	if cfg.Factor < 2 || cfg.Rounds < 1 || cfg.ConfirmCalls < 0 {
+		return fmt.Errorf("tune factor %d, rounds %d, confirming calls %d: want a factor of 2 or more, 1 round or more and no negative calls", cfg.Factor, cfg.Rounds, cfg.ConfirmCalls)
 	}
 	return nil
 }
@@ -171,7 +174,7 @@ func Tune(ctx context.Context, c *spmd.Comm, cfg TuneConfig) (Tuning, error) {
 				pt = TunePoint{Coll: coll, Bytes: bytes, Algos: algos, Seconds: secs, Model: Cheapest(m, coll, p, bytes, lay)}
 				pt.Kept = pt.Pick()
 			}
-			if err := confirm(ctx, c, coll, &pt, algos, count, send, recv); err != nil {
+			if err := confirm(ctx, c, coll, &pt, algos, count, send, recv, confirmIters(4*count, cfg.ConfirmCalls)); err != nil {
 				return Tuning{}, fmt.Errorf("tuning %s at %d bytes on rank %d: %w", coll, bytes, c.Rank(), err)
 			}
 			if c.Rank() != 0 {
@@ -228,14 +231,17 @@ func tuneIters(n int) int {
 }
 
 // confirmIters is how many calls of about n bytes a confirmation's
-// timing takes: ten times a sweep's, up to 2,000, so that an algorithm
+// timing takes: ten times a sweep's, up to most (0: 2,000), so that an algorithm
 // that only runs fast for a while after a barrier shows its steady pace.
 // On 16 cores at np 16 with ranks unbound, the sweep measured recursive
 // doubling's 32-byte all-reduce at 7.5 us a call in runs of 200, and the
 // table it wrote chose it; in collbench's runs of 2,000 calls it took 241
 // to 328 us, against 5 us for the shared algorithm, the model's choice.
-func confirmIters(n int) int {
-	return max(1, min(2000, (40<<20)/max(n, 1)))
+func confirmIters(n, most int) int {
+	if most == 0 {
+		most = 2000
+	}
+	return max(1, min(most, (40<<20)/max(n, 1)))
 }
 
 // confirmRounds is how many rounds a confirmation takes turns for.
@@ -243,10 +249,10 @@ const confirmRounds = 3
 
 // confirm times, where the sweep of pt (coll's, rank 0's) would have the
 // table override the model, the pick against the model's choice again in
-// longer runs (confirmIters), and keeps the model unless the pick still
+// longer runs of iters calls, and keeps the model unless the pick still
 // beats it by more than tie. Rank 0 says which pair to time, or none;
 // every rank of c must call it.
-func confirm(ctx context.Context, c *spmd.Comm, coll topo.Collective, pt *TunePoint, algos []topo.Algo, count int, send, recv []float32) error {
+func confirm(ctx context.Context, c *spmd.Comm, coll topo.Collective, pt *TunePoint, algos []topo.Algo, count int, send, recv []float32, iters int) error {
 	cc := c.Collective()
 	msg := make([]byte, 2)
 	if cc.Rank() == 0 {
@@ -266,7 +272,7 @@ func confirm(ctx context.Context, c *spmd.Comm, coll topo.Collective, pt *TunePo
 		return nil
 	}
 	pair := []topo.Algo{algos[msg[0]-1], algos[msg[1]-1]}
-	secs, err := timeAlgos(ctx, c, coll, pair, count, send, recv, confirmRounds, confirmIters(4*count))
+	secs, err := timeAlgos(ctx, c, coll, pair, count, send, recv, confirmRounds, iters)
 	if err != nil || cc.Rank() != 0 {
 		return err
 	}

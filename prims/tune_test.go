@@ -269,7 +269,7 @@ func TestChooseBadTable(t *testing.T) {
 // Tune measures every collective and keeps, per size, an algorithm that
 // applies; its table passes Validate.
 func TestTune(t *testing.T) {
-	cfg := TuneConfig{MinBytes: 8, MaxBytes: 512, Factor: 8, Rounds: 1}
+	cfg := TuneConfig{MinBytes: 8, MaxBytes: 512, Factor: 8, Rounds: 1, ConfirmCalls: 20}
 	var tn Tuning
 	spmdtest.Run(t, 3, func(ctx context.Context, w *spmd.World) error {
 		got, err := Tune(ctx, w.Comm, cfg)
@@ -317,7 +317,7 @@ func TestConfirm(t *testing.T) {
 				if w.Rank() == 0 {
 					pt = TunePoint{Coll: topo.Broadcast, Model: tt.model, Kept: tt.pick}
 				}
-				err := confirm(ctx, w.Comm, topo.Broadcast, &pt, algos, 256, send, recv)
+				err := confirm(ctx, w.Comm, topo.Broadcast, &pt, algos, 256, send, recv, 20)
 				if w.Rank() == 0 {
 					got = pt
 				}
