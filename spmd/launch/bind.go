@@ -173,6 +173,7 @@ func bindingFor(env []string, hostCPUs func() ([]cpuInfo, error), host string) (
 	}
 	if p.Unit == "auto" {
 		if !autoBinds(get(contract.EnvLocalSize), hostCPUs) {
+			b.what = fmt.Sprintf("not bound (auto binds a rank to each core only where the ranks fill %d or more)", autoBindMinCores)
 			return b, nil
 		}
 		p, b.auto = bindPolicy{Unit: "core"}, true

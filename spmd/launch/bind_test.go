@@ -104,8 +104,8 @@ func TestBindingFor(t *testing.T) {
 		{"none", 3, 4, nil, "not bound", ""},
 		{"", 3, 4, []int{3, 7}, "core 3 (cpus 3,7)", ""}, // auto: 4 ranks, 4 cores
 		{"auto", 1, 4, []int{1, 5}, "core 1 (cpus 1,5)", ""},
-		{"auto", 2, 3, nil, "not bound", ""}, // fewer ranks than cores
-		{"auto", 2, 8, nil, "not bound", ""}, // more ranks than cores
+		{"auto", 2, 3, nil, "not bound (auto binds a rank to each core only where the ranks fill 4 or more)", ""}, // fewer ranks than cores
+		{"auto", 2, 8, nil, "not bound (auto binds a rank to each core only where the ranks fill 4 or more)", ""}, // more ranks than cores
 		{"core", 0, 4, []int{0, 4}, "core 0 (cpus 0,4)", ""},
 		{"core", 3, 4, []int{3, 7}, "core 3 (cpus 3,7)", ""},
 		{"hwthread", 5, 8, []int{5}, "hwthread 5 (cpu 5)", ""},
