@@ -61,7 +61,7 @@ type TunePoint struct {
 	Model   topo.Algo   // the model's choice
 	// Kept is what the table keeps: Pick, unless the confirmation of a
 	// pick against the model (Confirm: their seconds a call, model first,
-	// in longer runs) measured the model within tie of it.
+	// in longer runs) measured the model within TuneTie of it.
 	Kept    topo.Algo
 	Confirm []float64
 }
@@ -77,21 +77,18 @@ func (pt TunePoint) Best() (topo.Algo, float64) {
 	return pt.Algos[i], pt.Seconds[i]
 }
 
-// tie is how close to the fastest the model's choice must measure for
+// TuneTie is how close to the fastest the model's choice must measure for
 // the table to keep it: the model is the prior, and measurements at
 // neighbouring sizes otherwise flip between algorithms that differ by
 // noise.
-const tie = 1.05
-
-// TuneTie is tie, for reports.
-const TuneTie = tie
+const TuneTie = 1.05
 
 // Pick returns the sweep's choice: the model's where it measured within
-// tie of the fastest, else the fastest. The table keeps Kept, which a
+// TuneTie of the fastest, else the fastest. The table keeps Kept, which a
 // longer run (confirm) may set back to the model's.
 func (pt TunePoint) Pick() topo.Algo {
 	best, secs := pt.Best()
-	if pt.ModelSeconds() <= secs*tie {
+	if pt.ModelSeconds() <= secs*TuneTie {
 		return pt.Model
 	}
 	return best
@@ -250,7 +247,7 @@ const confirmRounds = 3
 // confirm times, where the sweep of pt (coll's, rank 0's) would have the
 // table override the model, the pick against the model's choice again in
 // longer runs of iters calls, and keeps the model unless the pick still
-// beats it by more than tie. Rank 0 says which pair to time, or none;
+// beats it by more than TuneTie. Rank 0 says which pair to time, or none;
 // every rank of c must call it.
 func confirm(ctx context.Context, c *spmd.Comm, coll topo.Collective, pt *TunePoint, algos []topo.Algo, count int, send, recv []float32, iters int) error {
 	cc := c.Collective()
@@ -277,7 +274,7 @@ func confirm(ctx context.Context, c *spmd.Comm, coll topo.Collective, pt *TunePo
 		return err
 	}
 	pt.Confirm = secs
-	if secs[0] <= secs[1]*tie {
+	if secs[0] <= secs[1]*TuneTie {
 		pt.Kept = pt.Model
 	}
 	return nil

@@ -297,7 +297,7 @@ func TestTune(t *testing.T) {
 
 // TestConfirm: where the sweep's pick differs from the model's choice,
 // every rank times the two again and rank 0 keeps the model unless the
-// pick beats it by more than tie; where they agree, nothing is timed.
+// pick beats it by more than TuneTie; where they agree, nothing is timed.
 func TestConfirm(t *testing.T) {
 	algos := []topo.Algo{topo.Tree, topo.Linear, topo.Ring}
 	for _, tt := range []struct {
@@ -329,9 +329,9 @@ func TestConfirm(t *testing.T) {
 			switch {
 			case !tt.timed && got.Kept != tt.pick:
 				t.Errorf("kept %s untimed, want the pick %s", got.Kept, tt.pick)
-			case tt.timed && got.Confirm[0] <= got.Confirm[1]*tie && got.Kept != tt.model:
+			case tt.timed && got.Confirm[0] <= got.Confirm[1]*TuneTie && got.Kept != tt.model:
 				t.Errorf("kept %s, though the model measured %v", got.Kept, got.Confirm)
-			case tt.timed && got.Confirm[0] > got.Confirm[1]*tie && got.Kept != tt.pick:
+			case tt.timed && got.Confirm[0] > got.Confirm[1]*TuneTie && got.Kept != tt.pick:
 				t.Errorf("kept %s, though the pick measured %v", got.Kept, got.Confirm)
 			}
 		})

@@ -116,6 +116,7 @@ func bindUnits(cpus []cpuInfo, unit string) []bindUnit {
 		}
 		return [2]int{c.cpu, -1}
 	}
+	cpus = slices.Clone(cpus) // the caller's, such as hostCPUs' shared list
 	sort.Slice(cpus, func(i, j int) bool { return cpus[i].cpu < cpus[j].cpu })
 	index := map[[2]int]int{}
 	cores := map[[2]int]bool{}
@@ -213,7 +214,7 @@ func autoBinds(size string, hostCPUs func() ([]cpuInfo, error)) bool {
 		return false
 	}
 	cpus, err := hostCPUs()
-	return err == nil && len(bindUnits(slices.Clone(cpus), "core")) == n
+	return err == nil && len(bindUnits(cpus, "core")) == n
 }
 
 // boundEnv is env with GORUN_BIND_TO=core for a rank that auto bound (b),
