@@ -87,8 +87,10 @@ func (e *buildError) Error() string { return "building " + e.pkg + ": " + e.err.
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
+	for _, d := range []string{binDir, profRoot} {
+		if d != "" {
+			os.RemoveAll(d)
+		}
 	}
 	os.Exit(code)
 }
@@ -97,7 +99,8 @@ func TestMain(m *testing.M) {
 // ranks, once, and returns its directory.
 var (
 	profOnce sync.Once
-	profDir  string
+	profRoot string // the temporary directory, which TestMain removes
+	profDir  string // the job's profile directory in it
 	profErr  error
 )
 
@@ -105,13 +108,13 @@ func profiledJob(t *testing.T) string {
 	t.Helper()
 	gorun, job := binaries(t)
 	profOnce.Do(func() {
-		profDir, profErr = os.MkdirTemp("", "goprof-job-")
+		profRoot, profErr = os.MkdirTemp("", "goprof-job-")
 		if profErr != nil {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		dir := filepath.Join(profDir, "prof")
+		dir := filepath.Join(profRoot, "prof")
 		out, err := exec.CommandContext(ctx, gorun, "-np", "4", "--profile", dir, "--profile-cpu", job).CombinedOutput()
 		if err != nil {
 			profErr = &buildError{"the profiled job", err, string(out)}
