@@ -114,10 +114,13 @@ func (pt TunePoint) ModelAgrees() bool {
 	return pt.ModelSeconds() <= best*Agreement
 }
 
-// Tuning is what Tune measured on rank 0: the table and its points.
+// Tuning is what Tune measured on rank 0: the table and its points, and
+// the model and layout whose choices the points record.
 type Tuning struct {
 	Table  TuneTable
 	Points []TunePoint
+	Model  topo.Model
+	Layout topo.Layout
 }
 
 // Tune measures the algorithms of every collective on c over cfg's sizes
@@ -143,7 +146,7 @@ func Tune(ctx context.Context, c *spmd.Comm, cfg TuneConfig) (Tuning, error) {
 	send := make([]float32, cfg.MaxBytes/4+p)
 	recv := make([]float32, cfg.MaxBytes/4+p)
 	host, _ := os.Hostname()
-	tn := Tuning{Table: TuneTable{TuneKey: tuneKeyOf(c), MeasuredOn: host, MeasuredAt: time.Now().UTC().Truncate(time.Second)}}
+	tn := Tuning{Table: TuneTable{TuneKey: tuneKeyOf(c), MeasuredOn: host, MeasuredAt: time.Now().UTC().Truncate(time.Second)}, Model: m, Layout: lay}
 	for _, coll := range topo.Collectives {
 		var rule TuneRule
 		last := -1

@@ -415,3 +415,40 @@ func TestTuneFileMissing(t *testing.T) {
 		t.Errorf("read of the missing default file: %v, %v", f, err)
 	}
 }
+
+// TestTuneReport: the report names each rank's host as the table's key
+// does, carries every time, and the longer run under the two algorithms
+// it timed; its layout is the one measured.
+func TestTuneReport(t *testing.T) {
+	lay := topo.FromHostIDs([]string{"id-b", "id-b", "id-c"})
+	tn := Tuning{
+		Table:  TuneTable{TuneKey: TuneKey{Hosts: []string{"hb", "hc"}, PerHost: []int{2, 1}, Transport: "shm+tcp"}},
+		Model:  topo.DefaultModel(),
+		Layout: lay,
+		Points: []TunePoint{
+			{Coll: topo.AllReduce, Bytes: 8, Algos: []topo.Algo{topo.Ring, topo.Tree}, Seconds: []float64{2, 1}, Model: topo.Ring, Kept: topo.Ring, Confirm: []float64{1, 1.02}},
+			{Coll: topo.Broadcast, Bytes: 64, Algos: []topo.Algo{topo.Tree, topo.Linear}, Seconds: []float64{1, 3}, Model: topo.Tree, Kept: topo.Tree},
+		},
+	}
+	r := tn.Report()
+	if err := r.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.RankHosts, []string{"hb", "hb", "hc"}) || r.SharedMemory {
+		t.Errorf("rank hosts %v, shared memory %v", r.RankHosts, r.SharedMemory)
+	}
+	ar, bc := r.Points[0], r.Points[1]
+	if ar.Collective != "allreduce" || ar.Seconds["ring"] != 2 || ar.Seconds["tree"] != 1 || ar.LongerRun["ring"] != 1 || ar.LongerRun["tree"] != 1.02 {
+		t.Errorf("all-reduce point %+v", ar)
+	}
+	if bc.LongerRun != nil || bc.Kept != "tree" || bc.Model != "tree" {
+		t.Errorf("broadcast point %+v", bc)
+	}
+	if got := r.Layout(); !slices.EqualFunc(got.Hosts, lay.Hosts, slices.Equal[[]int]) || got.Shared {
+		t.Errorf("layout %v, measured %v", got.Hosts, lay.Hosts)
+	}
+	r.RankHosts = r.RankHosts[:1]
+	if r.Check() == nil {
+		t.Error("a report of one rank checked")
+	}
+}

@@ -45,9 +45,9 @@ type TuneFile struct {
 // (GORUN_HOST_ID, in the order of their lowest rank) with these many ranks
 // on each, over this transport (tuneTransport).
 type TuneKey struct {
-	Hosts     []string `toml:"hosts"`
-	PerHost   []int    `toml:"ranks_per_host"`
-	Transport string   `toml:"transport"`
+	Hosts     []string `toml:"hosts" json:"hosts"`
+	PerHost   []int    `toml:"ranks_per_host" json:"ranks_per_host"`
+	Transport string   `toml:"transport" json:"transport"`
 }
 
 // TuneTable is the decisions measured for one key.

@@ -83,7 +83,7 @@ func TestCrosses(t *testing.T) {
 		xor, tree []bool
 	}{
 		{"2x4", Uniform(2, 4), []bool{false, false, true}, []bool{false, false, true}},
-		{"cyclic", layoutFromIDs([]string{"a", "b", "a", "b"}), []bool{true, false}, []bool{true, false}},
+		{"cyclic", FromHostIDs([]string{"a", "b", "a", "b"}), []bool{true, false}, []bool{true, false}},
 		{"one host", Uniform(1, 5), []bool{false, false, false}, []bool{false, false, false}},
 	} {
 		for k := range tt.xor {

@@ -34,7 +34,7 @@ func Detect(c *spmd.Comm) Layout {
 		peer := c.Peer(r)
 		ids[r], names[r] = peer.HostID, peer.Hostname
 	}
-	l := layoutFromIDs(ids)
+	l := FromHostIDs(ids)
 	l.Names = make([]string, len(l.Hosts))
 	for h, ranks := range l.Hosts {
 		l.Names[h] = names[ranks[0]]
@@ -43,8 +43,10 @@ func Detect(c *spmd.Comm) Layout {
 	return l
 }
 
-// layoutFromIDs groups ranks by ids[rank].
-func layoutFromIDs(ids []string) Layout {
+// FromHostIDs returns the layout of ranks whose hosts have the identities
+// ids (ids[r] for rank r), as Detect builds it from the rendezvous; it does
+// not say whether they share memory (Shared).
+func FromHostIDs(ids []string) Layout {
 	var l Layout
 	index := map[string]int{}
 	l.host = make([]int, len(ids))
@@ -96,7 +98,7 @@ func Uniform(hosts, perHost int) Layout {
 			ids = append(ids, fmt.Sprintf("host%d", h))
 		}
 	}
-	return layoutFromIDs(ids)
+	return FromHostIDs(ids)
 }
 
 // Size returns the number of ranks in the layout.

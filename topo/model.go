@@ -7,13 +7,13 @@ import (
 // Link is the cost of one message over a class of links: Alpha seconds of
 // latency plus Beta seconds per byte.
 type Link struct {
-	Alpha float64 // seconds per message
-	Beta  float64 // seconds per byte
+	Alpha float64 `json:"alpha_s"`         // seconds per message
+	Beta  float64 `json:"beta_s_per_byte"` // seconds per byte
 	// Pull is the smallest message that the receiver copies straight out
 	// of the sender's memory (shared memory's single copy), or 0: a sender
 	// of such messages to several receivers leaves them to copy in
 	// parallel (spmd.Comm.SingleCopy).
-	Pull float64
+	Pull float64 `json:"pull_bytes"`
 }
 
 // Time returns the modelled time of one message of n bytes.
@@ -25,16 +25,18 @@ func (k Link) Time(n float64) float64 { return k.Alpha + n*k.Beta }
 // ranks make progress at once. A Model is a value; it is safe for
 // concurrent use.
 type Model struct {
-	Local  Link    // between ranks of one host
-	Remote Link    // between ranks of different hosts
-	Gamma  float64 // seconds per byte to reduce one float32 buffer into another
-	Cores  int     // cores of a host; more busy ranks than cores share them
+	Local  Link    `json:"local"`            // between ranks of one host
+	Remote Link    `json:"remote"`           // between ranks of different hosts
+	Gamma  float64 `json:"gamma_s_per_byte"` // seconds per byte to reduce one float32 buffer into another
+	Cores  int     `json:"cores"`            // cores of a host; more busy ranks than cores share them
 	// Wake is the extra latency of a message per rank beyond the cores of
 	// its host: an oversubscribed receiver has to be scheduled before it
 	// sees its message.
-	Wake float64
+	Wake float64 `json:"wake_s"`
 
-	LocalProbed, RemoteProbed bool // whether Probe measured the link; else defaults
+	// Whether Probe measured the link; else defaults.
+	LocalProbed  bool `json:"local_probed"`
+	RemoteProbed bool `json:"remote_probed"`
 }
 
 // DefaultModel returns constants for a typical machine: TCP over loopback

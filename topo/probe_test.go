@@ -48,7 +48,7 @@ func TestProbePairs(t *testing.T) {
 	}{
 		{"one host", Uniform(1, 4), "[0 1]", "[]"},
 		{"two hosts", Uniform(2, 4), "[0 1]", "[0 4]"},
-		{"alone on host 0", layoutFromIDs([]string{"a", "b", "b"}), "[1 2]", "[0 1]"},
+		{"alone on host 0", FromHostIDs([]string{"a", "b", "b"}), "[1 2]", "[0 1]"},
 		{"one rank per host", Uniform(3, 1), "[]", "[0 1]"},
 	}
 	for _, tt := range tests {

@@ -36,7 +36,7 @@ func oversubscribed() Model {
 // golden files hold Describe's output too).
 func TestDescribe(t *testing.T) {
 	var b strings.Builder
-	if err := Describe(&b, pulling(), layoutFromIDs([]string{"a", "a", "b"})); err != nil {
+	if err := Describe(&b, pulling(), FromHostIDs([]string{"a", "a", "b"})); err != nil {
 		t.Fatal(err)
 	}
 	got := b.String()
