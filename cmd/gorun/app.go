@@ -54,7 +54,7 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 		return runTopoRank(cliCtx.Context)
 	}
 	if cliCtx.Bool(flagTuneRank) {
-		return runTuneRank(cliCtx.Context, cliCtx.String(flagTuneSizes))
+		return runTuneRank(cliCtx.Context, cliCtx.String(flagTuneSizes), cliCtx.String(flagTuneJSON))
 	}
 	if err := emptyValues(cliCtx); err != nil {
 		return err
@@ -66,6 +66,9 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 	applyFlags(cliCtx, &cfg)
 	if cliCtx.IsSet(flagTuneSizes) && !cliCtx.Bool(flagTune) {
 		return usageError{fmt.Errorf("%s goes with --tune, as in gorun --tune -np 4 %s 8-1M", dashed(flagTuneSizes), dashed(flagTuneSizes))}
+	}
+	if cliCtx.IsSet(flagTuneJSON) && !cliCtx.Bool(flagTune) {
+		return usageError{fmt.Errorf("%s goes with --tune, as in gorun --tune -np 4 %s tune.json", dashed(flagTuneJSON), dashed(flagTuneJSON))}
 	}
 	args := cliCtx.Args().Slice()
 	self := cliCtx.Bool(flagTopo) || cliCtx.Bool(flagTune) // gorun runs itself as the ranks
@@ -116,7 +119,7 @@ func selfProgram(cliCtx *cli.Context, args []string) (string, []string, error) {
 	case cliCtx.Bool(flagTopo) && cliCtx.Bool(flagTune):
 		return "", nil, usageError{fmt.Errorf("--topo and --tune are two jobs: run gorun --tune -np N first, then gorun --topo -np N shows what it chose")}
 	case cliCtx.Bool(flagTune):
-		return tuneProgram(args, sizes)
+		return tuneProgram(args, sizes, cliCtx.String(flagTuneJSON))
 	}
 	return topoProgram(args)
 }
@@ -170,7 +173,7 @@ func exitCode(err error, stderr io.Writer) int {
 // needValue are the flags whose empty value means nothing: an empty -H
 // would run on no host list at all, silently on this one.
 var needValue = []string{flagHosts, flagHostfile, flagStdin, flagIface, flagNet, flagPorts,
-	flagOutputDir, flagWdir, flagMapBy, flagBindTo, flagConfig, flagLaunchAgent, flagProfile, flagTuneSizes}
+	flagOutputDir, flagWdir, flagMapBy, flagBindTo, flagConfig, flagLaunchAgent, flagProfile, flagTuneSizes, flagTuneJSON}
 
 // emptyValues refuses a flag of needValue given as "".
 func emptyValues(cliCtx *cli.Context) error {

@@ -43,6 +43,7 @@ const (
 	flagTopo           = "topo"
 	flagTune           = "tune"
 	flagTuneSizes      = "tune-sizes"
+	flagTuneJSON       = "tune-json"
 	flagAgent          = "agent"             // hidden: run as a host's agent
 	flagTopoRank       = "topo-rank"         // hidden: run as a rank of --topo
 	flagTuneRank       = "tune-rank"         // hidden: run as a rank of --tune
@@ -72,6 +73,7 @@ func flags() []cli.Flag {
 		&cli.BoolFlag{Name: flagTopoRank, Hidden: true, Usage: "run as a rank of gorun --topo"},
 		&cli.BoolFlag{Name: flagTune, Usage: "time the algorithms of each collective on these ranks and hosts, write the fastest per size to the decision tables ($GORUN_TUNE_FILE, default $XDG_CACHE_HOME/gorun/tune.toml) that later jobs on them follow, print what was measured, then exit (no PROGRAM)"},
 		&cli.StringFlag{Name: flagTuneSizes, Usage: "with --tune, time sizes from MIN to MAX bytes by factors of 4, as `MIN-MAX` (K, M suffixes; default 8-16M)"},
+		&cli.StringFlag{Name: flagTuneJSON, Usage: "with --tune, also write all it measured to `FILE` as JSON, on rank 0's host: every algorithm's time for each collective and size, the model's constants and choices"},
 		&cli.BoolFlag{Name: flagTuneRank, Hidden: true, Usage: "run as a rank of gorun --tune"},
 		&cli.BoolFlag{Name: flagAllowRoot, Hidden: true, Usage: "accepted from mpirun command lines: gorun runs as root without it"},
 		&cli.BoolFlag{Name: flagAgent, Hidden: true, Usage: "run as the agent of a host (started by gorun over ssh or srun)"},

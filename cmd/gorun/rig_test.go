@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -270,9 +271,13 @@ func testRigTune(t *testing.T, rigArgs []string) {
 	// algorithms, hierarchical ones included, timed across hosts (6 ranks
 	// on 3 took minutes on 2 cores).
 	job := append(append(append([]string{}, rigArgs...), "-H", "h1:2,h2:1", "-np", "3"), env...)
-	r := gorun(t, "", append(job, "--tune", "--tune-sizes", "64")...)
+	report := filepath.Join(t.TempDir(), "tune.json")
+	r := gorun(t, "", append(job, "--tune", "--tune-sizes", "64", "--tune-json", report)...)
 	if r.code != 0 || !strings.Contains(r.stdout, "written to "+path) {
 		t.Fatal(r)
+	}
+	if rep := readTuneReport(t, report); !slices.Equal(rep.RankHosts, []string{"h1", "h1", "h2"}) || rep.SharedMemory || rep.Key.Transport != "shm+tcp" {
+		t.Errorf("report of 3 ranks on h1 and h2: rank_hosts %v, shared memory %v, key %v", rep.RankHosts, rep.SharedMemory, rep.Key)
 	}
 	f, err := prims.ReadTuneFile(path)
 	if err != nil {

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -18,8 +20,10 @@ import (
 // tuneProgram turns a --tune invocation into a job, as topoProgram does
 // for --topo: N ranks of gorun itself in its hidden tune-rank mode, which
 // time the algorithms, and rank 0 writes the decision table. sizes is
-// --tune-sizes, checked here so that a mistake is a usage error.
-func tuneProgram(args []string, sizes string) (string, []string, error) {
+// --tune-sizes, checked here so that a mistake is a usage error; jsonPath
+// is --tune-json, made absolute and its directory checked, so that a
+// mistake is said before the tuning instead of after it.
+func tuneProgram(args []string, sizes, jsonPath string) (string, []string, error) {
 	if len(args) > 0 {
 		return "", nil, usageError{fmt.Errorf("--tune times gorun's own collectives on the ranks and takes no PROGRAM (got %q): use gorun --tune -np N", args[0])}
 	}
@@ -33,6 +37,19 @@ func tuneProgram(args []string, sizes string) (string, []string, error) {
 	rankArgs := []string{"--" + flagTuneRank}
 	if sizes != "" {
 		rankArgs = append(rankArgs, "--"+flagTuneSizes, sizes)
+	}
+	if jsonPath != "" {
+		abs, err := filepath.Abs(jsonPath)
+		if err == nil {
+			var st os.FileInfo
+			if st, err = os.Stat(filepath.Dir(abs)); err == nil && !st.IsDir() {
+				err = fmt.Errorf("%s is not a directory", filepath.Dir(abs))
+			}
+		}
+		if err != nil {
+			return "", nil, usageError{fmt.Errorf("%s %q: %v; give a file in a directory that exists", dashed(flagTuneJSON), jsonPath, err)}
+		}
+		rankArgs = append(rankArgs, "--"+flagTuneJSON, abs)
 	}
 	return self, rankArgs, nil
 }
@@ -61,9 +78,9 @@ func tuneConfig(sizes string) (prims.TuneConfig, error) {
 }
 
 // runTuneRank is one rank of gorun --tune: join the job, time the
-// algorithms collectively, and let rank 0 write the table and say what
-// it measured.
-func runTuneRank(ctx context.Context, sizes string) error {
+// algorithms collectively, and let rank 0 write the table, say what it
+// measured and, with --tune-json, write all of it to jsonPath.
+func runTuneRank(ctx context.Context, sizes, jsonPath string) error {
 	cfg, err := tuneConfig(sizes)
 	if err != nil {
 		return err
@@ -89,8 +106,32 @@ func runTuneRank(ctx context.Context, sizes string) error {
 		if err := summary(os.Stdout, tn, path, time.Since(start)); err != nil {
 			return err
 		}
+		if jsonPath != "" {
+			if err := writeReport(jsonPath, tn.Report()); err != nil {
+				return err
+			}
+			fmt.Printf("measurements written to %s\n", jsonPath)
+		}
 	}
 	return w.Barrier(ctx)
+}
+
+// writeReport writes r to path as JSON, through a temporary file beside
+// it, so that a failed write leaves no half of a report.
+func writeReport(path string, r prims.TuneReport) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("%s: %w", dashed(flagTuneJSON), err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("%s: %w", dashed(flagTuneJSON), err)
+	}
+	return nil
 }
 
 // summary writes what --tune measured: per collective and size the

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,15 +15,25 @@ import (
 )
 
 // gorun --tune writes a decision table that parses, and gorun --topo then
-// shows the choices that come from it.
+// shows the choices that come from it; --tune-json writes every time it
+// measured, relative to the directory gorun ran in.
 func TestTune(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "tune.toml")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tune.toml")
 	env := contract.EnvTuneFile + "=" + path
-	cmd := gorunCmd(t, "--tune", "-np", "2", "--tune-sizes", "8-1K")
+	cmd := gorunCmd(t, "--tune", "-np", "2", "--tune-sizes", "8-1K", "--tune-json", "tune.json")
 	cmd.Env = append(cmd.Env, env)
+	cmd.Dir = dir
 	r := runGorun(t, cmd)
 	if r.code != 0 || !strings.Contains(r.stdout, "model agreement:") || !strings.Contains(r.stdout, "written to "+path) {
 		t.Fatalf("gorun --tune:\n%s", r)
+	}
+	rep := readTuneReport(t, filepath.Join(dir, "tune.json"))
+	if len(rep.RankHosts) != 2 || rep.RankHosts[0] != rep.RankHosts[1] || !rep.SharedMemory || rep.Key.Transport != "shm" || !rep.Model.LocalProbed {
+		t.Errorf("report of 2 ranks on this host: %+v", rep)
+	}
+	if !strings.Contains(r.stdout, fmt.Sprintf("%d points", len(rep.Points))) {
+		t.Errorf("the report holds %d points; gorun said:\n%s", len(rep.Points), r.stdout)
 	}
 	f, err := prims.ReadTuneFile(path)
 	if err != nil {
@@ -43,8 +56,34 @@ func TestTune(t *testing.T) {
 	}
 }
 
+// readTuneReport reads and checks a --tune-json report: every point's
+// model choice and kept algorithm among those it timed.
+func readTuneReport(t *testing.T, path string) prims.TuneReport {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep prims.TuneReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if err := rep.Check(); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	for _, pt := range rep.Points {
+		if _, ok := pt.Seconds[pt.Kept]; !ok {
+			t.Errorf("%s at %d bytes keeps %s, not among %v", pt.Collective, pt.Bytes, pt.Kept, pt.Seconds)
+		}
+	}
+	return rep
+}
+
 func TestTuneUsage(t *testing.T) {
 	for _, args := range [][]string{
+		{"--tune-json", "x.json", "-np", "2", "hostname"},
+		{"--tune", "-np", "2", "--tune-json", "/no/such/dir/x.json"},
+		{"--tune", "-np", "2", "--tune-json", ""},
 		{"--tune", "-np", "2", "hostname"},
 		{"--tune", "--topo", "-np", "2"},
 		{"--tune", "-np", "2", "--tune-sizes", "1K-8"},
