@@ -1,8 +1,9 @@
 #!/bin/sh
 # manycore.sh is the many-core check of issue #29, for a machine with no Go
 # and no Open MPI: it runs from a devrun/ bundle (make-bundle.sh, see
-# DEVELOPERS.md) and writes $OUT/manycore.txt (the summary) and
-# $OUT/tune.txt (gorun --tune's reports).
+# DEVELOPERS.md) and writes $OUT/manycore.txt (the summary),
+# $OUT/tune.txt (gorun --tune's reports) and $OUT/tune.json (everything
+# the tuning measured, one --tune-json report per NP, for bench/replay).
 #
 #  1. gorun --tune -np NP for each NP in NPS, sizes TUNE_SIZES, into one
 #     decision table: each report ends with how often the cost model's
@@ -49,10 +50,12 @@ el() { echo $(($(date +%s) - start)); }
 
 # 1. The decision table, and the model's agreement with it.
 : >"$OUT/tune.txt"
+: >"$OUT/tune.json"
 for np in $NPS; do
 	echo "## gorun --tune -np $np --tune-sizes $TUNE_SIZES" >>"$OUT/tune.txt"
-	GORUN_TUNE_FILE=$tunef timeout 120 $B/gorun --tune -np "$np" --tune-sizes "$TUNE_SIZES" >>"$OUT/tune.txt" 2>&1 ||
+	GORUN_TUNE_FILE=$tunef timeout 120 $B/gorun --tune -np "$np" --tune-sizes "$TUNE_SIZES" --tune-json "$d/tune.$np.json" >>"$OUT/tune.txt" 2>&1 ||
 		echo "# tune np $np failed" >>"$sum"
+	cat "$d/tune.$np.json" >>"$OUT/tune.json" 2>/dev/null
 	echo "tune np $np ($(el) s): $(grep 'model agreement' "$OUT/tune.txt" | tail -1)" >>"$sum"
 done
 

@@ -15,11 +15,25 @@
 //
 //	OUT=/tmp/run1 bench/choice.sh; OUT=/tmp/run2 bench/choice.sh
 //	go run ./bench/replay /tmp/run1 /tmp/run2
+//
+// It also reads the reports of gorun --tune --tune-json (a file, with one
+// report or several one after another): there every collective the sweep
+// timed, at its sizes, under the model constants the report gives, and
+// judged by the sweep's times (and, where the report has a longer run of
+// the model's choice against the sweep's pick, by those). So the model
+// can be scored against machines measured once, a 16-core node say,
+// without running there again:
+//
+//	gorun --tune -np 8 --tune-json /tmp/np8.json
+//	go run ./bench/replay /tmp/np8.json
 package main
 
 import (
 	"bufio"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"sort"
@@ -150,8 +164,20 @@ var (
 )
 
 func main() {
-	dirs := os.Args[1:]
+	var dirs []string
 	total, n := 0, 0
+	for _, arg := range os.Args[1:] {
+		if st, err := os.Stat(arg); err == nil && !st.IsDir() {
+			good, judged, err := replayReports(os.Stdout, arg)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "replay: %v\n", err)
+				os.Exit(1)
+			}
+			total, n = total+good, n+judged
+			continue
+		}
+		dirs = append(dirs, arg)
+	}
 	for _, dir := range dirs {
 		for _, np := range nps {
 			path := fmt.Sprintf("%s/topo.%d.txt", dir, np)
@@ -231,4 +257,93 @@ func main() {
 	if n > 0 {
 		fmt.Printf("hindsight total %d/%d (%.0f%%)\n", total, n, 100*float64(total)/float64(n))
 	}
+}
+
+// readReports reads the gorun --tune-json reports in path: one, or several
+// one after another (as a script that appends them writes them).
+func readReports(path string) ([]prims.TuneReport, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var rs []prims.TuneReport
+	dec := json.NewDecoder(f)
+	for {
+		var r prims.TuneReport
+		if err := dec.Decode(&r); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: report %d: %w", path, len(rs)+1, err)
+		}
+		if err := r.Check(); err != nil {
+			return nil, fmt.Errorf("%s: report %d: %w", path, len(rs)+1, err)
+		}
+		rs = append(rs, r)
+	}
+	if len(rs) == 0 {
+		return nil, fmt.Errorf("%s: no report in it", path)
+	}
+	return rs, nil
+}
+
+// replayReports scores the model as built against the reports in path,
+// a line per report and collective, and returns the sizes it judged and
+// how many of them the model got within the tolerance of the fastest.
+// The judge is the sweep's times, except where the report has a longer
+// run of the model's choice against the sweep's pick and the model
+// chooses one of the two again: those times are the better measured.
+func replayReports(w io.Writer, path string) (total, n int, err error) {
+	rs, err := readReports(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	for i, r := range rs {
+		lay := r.Layout()
+		p := lay.Size()
+		byColl := map[string][]prims.TuneReportPoint{}
+		var order []string
+		for _, pt := range r.Points {
+			if byColl[pt.Collective] == nil {
+				order = append(order, pt.Collective)
+			}
+			byColl[pt.Collective] = append(byColl[pt.Collective], pt)
+		}
+		for _, name := range order {
+			coll, _ := topo.ParseCollective(name)
+			good, judged, changed := 0, 0, 0
+			var bad, unjudged []string
+			for _, pt := range byColl[name] {
+				c := string(prims.Cheapest(r.Model, coll, p, pt.Bytes, lay))
+				if c != pt.Model {
+					changed++
+				}
+				times := pt.Seconds
+				if _, ok := pt.LongerRun[c]; ok {
+					times = pt.LongerRun
+				}
+				t, ok := times[c]
+				if !ok {
+					unjudged = append(unjudged, fmt.Sprintf("%d:%s", pt.Bytes, c))
+					continue
+				}
+				if _, best := fastest(times); t <= tolerance*best {
+					good++
+				} else {
+					bad = append(bad, fmt.Sprintf("%d:%s", pt.Bytes, c))
+				}
+				judged++
+			}
+			line := fmt.Sprintf("%s#%d np %d %-13s %2d/%d  %s", path, i+1, p, name, good, judged, strings.Join(bad, " "))
+			if changed > 0 {
+				line += fmt.Sprintf("  (%d choices differ from the report's model)", changed)
+			}
+			if len(unjudged) > 0 {
+				line += fmt.Sprintf("  (%d not timed: %s)", len(unjudged), strings.Join(unjudged, " "))
+			}
+			fmt.Fprintln(w, line)
+			total, n = total+good, n+judged
+		}
+	}
+	return total, n, nil
 }
