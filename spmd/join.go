@@ -53,7 +53,7 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 		Secret:   secret,
 		BindAddr: bind,
 		Seeds:    env.Seeds,
-		Crowd:    (env.LocalSize + runtime.NumCPU() - 1) / runtime.NumCPU(),
+		Crowd:    (env.LocalSize + contract.HostCPUs() - 1) / contract.HostCPUs(),
 		Logger:   verboseOnly(env, o),
 		OnLost: func(rank int, reason string) {
 			o.logger.Printf("gossip: rank %d %s", rank, reason)
@@ -104,7 +104,7 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 		return nil, err
 	}
 	w.env = env
-	w.core.engine.crowded = env.LocalSize > runtime.NumCPU()
+	w.core.engine.crowded = env.LocalSize > contract.HostCPUs()
 	w.closers = append(w.closers, closeGossip)
 
 	if err := w.Barrier(ictx); err != nil {

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"runtime"
 	"slices"
 	"time"
 
 	"github.com/gorun-hpc/gorun/prims/kernel"
 	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/contract"
 )
 
 // The collective-context tags topo sends on. prims and other libraries
@@ -86,7 +86,7 @@ func Cached(c *spmd.Comm) (Model, bool) {
 // 2-core host it takes 25-50 ms.
 func Probe(ctx context.Context, c *spmd.Comm) (Model, error) {
 	m := DefaultModel()
-	m.Cores = runtime.NumCPU()
+	m.Cores = contract.HostCPUs()
 	cc := c.Collective()
 	if cc.Size() == 1 {
 		return m, nil

@@ -862,19 +862,25 @@ func TestAllowRunAsRoot(t *testing.T) {
 }
 
 // TestBindTo runs 2 ranks bound to a core each: each must be allowed one
-// CPU, not the same one, and --report-bindings must say which.
+// CPU, not the same one, and --report-bindings must say which; each reads
+// the host's CPUs, all of them, in GORUN_HOST_CPUS.
 func TestBindTo(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skipf("binding 2 ranks to cores needs 2 CPUs, this machine has %d", runtime.NumCPU())
 	}
 	r := gorun(t, "", "-np", "2", "--bind-to", "hwthread", "--report-bindings", "--tag-output",
-		"sh", "-c", `echo "$GORUN_BIND_TO $(grep Cpus_allowed_list /proc/self/status | cut -f2)"`)
+		"sh", "-c", `echo "$GORUN_BIND_TO $(grep Cpus_allowed_list /proc/self/status | cut -f2) $GORUN_HOST_CPUS"`)
 	if r.code != 0 {
 		t.Fatalf("status %d\n%v", r.code, r)
 	}
 	got := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
 		rank, rest, _ := strings.Cut(line, " ")
+		i := strings.LastIndex(rest, " ")
+		rest, cpus := rest[:max(i, 0)], rest[i+1:]
+		if cpus != strconv.Itoa(runtime.NumCPU()) {
+			t.Errorf("rank %s: GORUN_HOST_CPUS=%q, want the %d CPUs gorun may use", rank, cpus, runtime.NumCPU())
+		}
 		got[rank] = rest
 	}
 	if len(got) != 2 || got["[0]"] == got["[1]"] || !regexpMatch(`^hwthread \d+$`, got["[0]"]) || !regexpMatch(`^hwthread \d+$`, got["[1]"]) {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -19,6 +21,20 @@ func TestTopo(t *testing.T) {
 	}
 	if n := strings.Count(r.stdout, "# model"); n != 1 {
 		t.Errorf("report printed %d times, want once (by rank 0):\n%s", n, r)
+	}
+}
+
+// TestTopoBound: ranks bound to a CPU each still count the host's CPUs
+// as its cores, where they used to count their own one and take the host
+// for a crowded one.
+func TestTopoBound(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skipf("binding 2 ranks to CPUs of their own needs 2 CPUs, this machine has %d", runtime.NumCPU())
+	}
+	r := gorun(t, "", "--topo", "-np", "2", "--bind-to", "hwthread")
+	want := fmt.Sprintf("cores       %d per host", runtime.NumCPU())
+	if r.code != 0 || !strings.Contains(r.stdout, want) {
+		t.Fatalf("gorun --topo of 2 bound ranks: want %q in\n%s", want, r)
 	}
 }
 

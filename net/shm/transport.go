@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/gorun-hpc/gorun/spmd/contract"
 	"github.com/gorun-hpc/gorun/spmd/transport"
 )
 
@@ -148,7 +148,7 @@ type Transport struct {
 func New(jobID string, rank int, local []int, size int, secret []byte, opts ...Option) (*Transport, error) {
 	cfg := config{ringSize: DefaultRingSize, attachTimeout: DefaultAttachTimeout, spin: DefaultSpin,
 		singleCopy: DefaultSingleCopy, hugePages: true, dir: Dir}
-	if len(local) > runtime.NumCPU() {
+	if len(local) > contract.HostCPUs() {
 		cfg.spin = OversubscribedSpin
 	}
 	for _, o := range opts {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,6 +39,7 @@ const (
 	EnvHugePages      = "GORUN_SHM_HUGEPAGES"   // 0: do not collapse memory sent from by single copy into huge pages
 	EnvBindTo         = "GORUN_BIND_TO"         // how the rank was bound to CPUs: none, hwthread, core or socket (--bind-to); to a starter, unset is auto
 	EnvReportBindings = "GORUN_REPORT_BINDINGS" // "1": the starter reports each rank's binding (--report-bindings)
+	EnvHostCPUs       = "GORUN_HOST_CPUS"       // the CPUs the ranks of this host share: those its starter may run on, even where each rank is bound to some
 	EnvRestartCount   = "GORUN_RESTART_COUNT"   // which start of the job this is: 0, then 1, 2, ... after failures (--max-restarts)
 	EnvMaxRestarts    = "GORUN_MAX_RESTARTS"    // how many times gorun starts the job again after a failure (--max-restarts)
 
@@ -170,4 +172,18 @@ func RankList(rs []int) string {
 		b.WriteString(strconv.Itoa(r))
 	}
 	return b.String()
+}
+
+// HostCPUs returns how many CPUs the ranks of this host share:
+// GORUN_HOST_CPUS, which the starter of the host's ranks sets to the CPUs
+// it may run on, or, for a rank started otherwise, those this process may
+// run on. A rank bound to one CPU (--bind-to core) sees one CPU of its
+// own: counting that, 16 ranks bound to the 16 cores of a host took the
+// host for one with 16 ranks on one core, and polled and chose their
+// algorithms as such a host asks.
+func HostCPUs() int {
+	if n, err := strconv.Atoi(os.Getenv(EnvHostCPUs)); err == nil && n > 0 {
+		return n
+	}
+	return runtime.NumCPU()
 }

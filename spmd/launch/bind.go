@@ -217,9 +217,15 @@ func autoBinds(size string, hostCPUs func() ([]cpuInfo, error)) bool {
 	return err == nil && len(bindUnits(cpus, "core")) == n
 }
 
-// boundEnv is env with GORUN_BIND_TO=core for a rank that auto bound (b),
-// so that the rank reads how it was bound; others keep theirs.
-func boundEnv(env []string, b binding) []string {
+// boundEnv is env with what a rank reads about the CPUs it runs on:
+// GORUN_HOST_CPUS, the hostCPUs its host's ranks share (unless the user
+// set it), whatever its binding lets it see itself; and GORUN_BIND_TO=core
+// for a rank that auto bound (b), so that it reads how it was bound, where
+// others keep theirs.
+func boundEnv(env []string, b binding, hostCPUs int) []string {
+	if v, _ := envValue(env, contract.EnvHostCPUs); v == "" {
+		env = append(slices.Clip(env), contract.EnvHostCPUs+"="+strconv.Itoa(hostCPUs))
+	}
 	if !b.auto {
 		return env
 	}

@@ -179,7 +179,7 @@ func TestAutoBinds(t *testing.T) {
 		if b.auto != tc.want || (b.cpus != nil) != tc.want {
 			t.Errorf("%s: bound %v (%s), want %v", tc.name, b.auto, b.what, tc.want)
 		}
-		got, _ := envValue(boundEnv(env, b), contract.EnvBindTo)
+		got, _ := envValue(boundEnv(env, b, 16), contract.EnvBindTo)
 		if got != tc.wantEnvUnit {
 			t.Errorf("%s: the rank's %s=%q, want %q", tc.name, contract.EnvBindTo, got, tc.wantEnvUnit)
 		}
@@ -187,6 +187,20 @@ func TestAutoBinds(t *testing.T) {
 }
 
 var errNoCPUs = errors.New("no CPUs")
+
+// TestBoundEnvHostCPUs: every rank reads the CPUs its host's ranks share,
+// bound or not, unless the user set them.
+func TestBoundEnvHostCPUs(t *testing.T) {
+	for _, b := range []binding{{}, {auto: true, unit: "core", cpus: []int{3}}} {
+		if got, _ := envValue(boundEnv([]string{"A=1"}, b, 16), contract.EnvHostCPUs); got != "16" {
+			t.Errorf("binding %+v: %s=%q, want 16", b, contract.EnvHostCPUs, got)
+		}
+	}
+	env := boundEnv([]string{contract.EnvHostCPUs + "=4"}, binding{}, 16)
+	if got, _ := envValue(env, contract.EnvHostCPUs); got != "4" || len(env) != 1 {
+		t.Errorf("the user's %s=4 became %v", contract.EnvHostCPUs, env)
+	}
+}
 
 // TestStartBound starts a rank bound to the second CPU this process may
 // use: the kernel must show the rank's allowed CPUs as that one, and the

@@ -135,7 +135,8 @@ func (local) Start(spec *spec) (proc, error) {
 	start := func(inCgroup bool) (*exec.Cmd, error) {
 		cmd := exec.Command(spec.Path, spec.Args...)
 		cmd.Dir = spec.Dir
-		cmd.Env = boundEnv(procsEnv(spec.Env, spec.Rank, bind, runtime.NumCPU()), bind)
+		cpus := runtime.NumCPU() // the starter's: the CPUs the host's ranks share
+		cmd.Env = boundEnv(procsEnv(spec.Env, spec.Rank, bind, cpus), bind, cpus)
 		if spec.Stdin != nil {
 			cmd.Stdin = spec.Stdin
 		}
