@@ -14,13 +14,17 @@ import (
 // it; bench/replay scores changes to the model against the reports of
 // other machines without running there again.
 type TuneReport struct {
-	Key          TuneKey           `json:"key"`
-	MeasuredOn   string            `json:"measured_on"`
-	MeasuredAt   time.Time         `json:"measured_at"`
-	RankHosts    []string          `json:"rank_hosts"`    // the host of each rank, as the key names it
-	SharedMemory bool              `json:"shared_memory"` // whether the ranks shared memory (the Shared algorithms ran)
-	Model        topo.Model        `json:"model"`
-	Points       []TuneReportPoint `json:"points"`
+	Key          TuneKey    `json:"key"`
+	MeasuredOn   string     `json:"measured_on"`
+	MeasuredAt   time.Time  `json:"measured_at"`
+	RankHosts    []string   `json:"rank_hosts"`    // the host of each rank, as the key names it
+	SharedMemory bool       `json:"shared_memory"` // whether the ranks shared memory (the Shared algorithms ran)
+	Model        topo.Model `json:"model"`
+	// OthersCPUShare is the largest share of a host's CPU time that was
+	// not the ranks' while they tuned (other processes, the hypervisor's
+	// steal), or -1 where the hosts could not say.
+	OthersCPUShare float64           `json:"others_cpu_share"`
+	Points         []TuneReportPoint `json:"points"`
 }
 
 // TuneReportPoint is one collective at one size.
@@ -50,7 +54,7 @@ func (tn Tuning) Report() TuneReport {
 		}
 	}
 	r := TuneReport{Key: tn.Table.TuneKey, MeasuredOn: tn.Table.MeasuredOn, MeasuredAt: tn.Table.MeasuredAt,
-		RankHosts: ids, SharedMemory: tn.Layout.Shared, Model: tn.Model}
+		RankHosts: ids, SharedMemory: tn.Layout.Shared, Model: tn.Model, OthersCPUShare: -1}
 	for _, pt := range tn.Points {
 		rp := TuneReportPoint{Collective: pt.Coll.String(), Bytes: pt.Bytes, Seconds: map[string]float64{},
 			Model: string(pt.Model), Kept: string(pt.Kept)}

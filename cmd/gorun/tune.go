@@ -91,11 +91,33 @@ func runTuneRank(ctx context.Context, sizes, jsonPath string) error {
 	}
 	defer w.Close()
 	start := time.Now()
+	busy0, total0, known0 := hostCPU()
+	own0 := ownCPU()
 	tn, err := prims.Tune(ctx, w.Comm, cfg)
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", w.Rank(), err)
 	}
+	// How much of each host the rest of it took while the ranks tuned.
+	busy1, total1, known1 := hostCPU()
+	mine := loadSample{busy1 - busy0, total1 - total0, ownCPU() - own0, 0}
+	if known0 && known1 {
+		mine.known = 1
+	}
+	all := make([]float64, 4*w.Size())
+	// Linear, forced: a choice would look for the table, which rank 0 writes only next.
+	if err := prims.Gather(ctx, w.Comm, []float64{mine.busy, mine.total, mine.own, mine.known}, all, 0, prims.WithAlgo(topo.Linear)); err != nil {
+		return fmt.Errorf("rank %d: gathering the hosts' load: %w", w.Rank(), err)
+	}
 	if w.Rank() == 0 {
+		samples := make([]loadSample, w.Size())
+		for r := range samples {
+			samples[r] = loadSample{all[4*r], all[4*r+1], all[4*r+2], all[4*r+3]}
+		}
+		others, host := othersShare(samples, tn.Layout)
+		hostName := ""
+		if host >= 0 && host < len(tn.Table.Hosts) {
+			hostName = tn.Table.Hosts[host]
+		}
 		path := prims.TuneFilePath()
 		if path == "" {
 			return fmt.Errorf("no place for the decision tables: set %s to a file (not none), or HOME or XDG_CACHE_HOME", contract.EnvTuneFile)
@@ -103,11 +125,13 @@ func runTuneRank(ctx context.Context, sizes, jsonPath string) error {
 		if err := prims.SaveTuneTable(path, tn.Table); err != nil {
 			return err
 		}
-		if err := summary(os.Stdout, tn, path, time.Since(start)); err != nil {
+		if err := summary(os.Stdout, tn, path, time.Since(start), others, hostName); err != nil {
 			return err
 		}
 		if jsonPath != "" {
-			if err := writeReport(jsonPath, tn.Report()); err != nil {
+			rep := tn.Report()
+			rep.OthersCPUShare = others
+			if err := writeReport(jsonPath, rep); err != nil {
 				return err
 			}
 			fmt.Printf("measurements written to %s\n", jsonPath)
@@ -140,11 +164,26 @@ func writeReport(path string, r prims.TuneReport) error {
 // the model's choice and how much slower that measured, and the longer
 // run's ratio where there was one; then how often the model was right
 // (within prims.Agreement of the fastest) and how often a longer run
-// kept it.
-func summary(out io.Writer, tn prims.Tuning, path string, took time.Duration) error {
+// kept it. others is the largest share of a host's CPU time that was not
+// the ranks' while they tuned (host), -1 if unknown: past quietShare the
+// summary says the table is suspect, first and last.
+func summary(out io.Writer, tn prims.Tuning, path string, took time.Duration, others float64, host string) error {
 	var b strings.Builder
 	k := tn.Table.TuneKey
-	fmt.Fprintf(&b, "# gorun --tune: %d ranks (%s), %d points in %.1f s\n", k.Ranks(), k, len(tn.Points), took.Seconds())
+	where := "the host"
+	if host != "" && len(k.Hosts) > 1 {
+		where = "host " + host
+	}
+	load, warning := "", ""
+	if others >= 0 {
+		load = fmt.Sprintf("; the rest of %s took %.0f%% of its CPU time", where, 100*others)
+	}
+	if others > quietShare {
+		warning = fmt.Sprintf("warning: other work took %.0f%% of the CPU time of %s while gorun tuned: these times, and the table, may be its as much as gorun's; run gorun --tune again when the host is quiet (or set %s=none to follow the model)\n",
+			100*others, where, contract.EnvTuneFile)
+	}
+	b.WriteString(warning)
+	fmt.Fprintf(&b, "# gorun --tune: %d ranks (%s), %d points in %.1f s%s\n", k.Ranks(), k, len(tn.Points), took.Seconds(), load)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "collective\tbytes\tfastest\ttime_us\tkept\tmodel\tmodel/fastest\tlonger run\t")
 	agree, agreeLong, confirmed, reverted := 0, 0, 0, 0
@@ -189,6 +228,7 @@ func summary(out io.Writer, tn prims.Tuning, path string, took time.Duration) er
 			reverted, confirmed, 100*(prims.TuneTie-1), agreeLong, n, 100*float64(agreeLong)/float64(n))
 	}
 	fmt.Fprintf(&b, "decision table written to %s\n", path)
+	b.WriteString(warning)
 	_, err := io.WriteString(out, b.String())
 	return err
 }

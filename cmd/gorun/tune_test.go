@@ -28,8 +28,11 @@ func TestTune(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "model agreement:") || !strings.Contains(r.stdout, "written to "+path) {
 		t.Fatalf("gorun --tune:\n%s", r)
 	}
+	if strings.Contains(r.stderr, "not using the decision tables") {
+		t.Errorf("gorun --tune looked for the table it was about to write:\n%s", r.stderr)
+	}
 	rep := readTuneReport(t, filepath.Join(dir, "tune.json"))
-	if len(rep.RankHosts) != 2 || rep.RankHosts[0] != rep.RankHosts[1] || !rep.SharedMemory || rep.Key.Transport != "shm" || !rep.Model.LocalProbed {
+	if len(rep.RankHosts) != 2 || rep.RankHosts[0] != rep.RankHosts[1] || !rep.SharedMemory || rep.Key.Transport != "shm" || !rep.Model.LocalProbed || rep.OthersCPUShare < 0 {
 		t.Errorf("report of 2 ranks on this host: %+v", rep)
 	}
 	if !strings.Contains(r.stdout, fmt.Sprintf("%d points", len(rep.Points))) {
@@ -109,11 +112,15 @@ func TestTuneSummary(t *testing.T) {
 		{Coll: topo.Gather, Bytes: 1 << 20, Algos: []topo.Algo{topo.Tree, topo.Linear}, Seconds: []float64{300 * us, 100 * us}, Model: topo.Tree, Kept: topo.Linear, Confirm: []float64{290 * us, 100 * us}},
 	}
 	var b strings.Builder
-	if err := summary(&b, prims.Tuning{Points: points}, "t.toml", time.Second); err != nil {
+	if err := summary(&b, prims.Tuning{Points: points}, "t.toml", time.Second, 0.03, ""); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
+	if strings.Contains(out, "warning") {
+		t.Errorf("a warning for a quiet host:\n%s", out)
+	}
 	for _, want := range []string{
+		"the rest of the host took 3% of its CPU time",
 		"model agreement: 1 of 3 sizes (33%)",
 		"longer runs: 1 of 2 picks that beat the model by more than 5% kept the model after all (it measured within that); with their times, model agreement 2 of 3 (67%)",
 		"model/ring 1.01",
@@ -125,5 +132,38 @@ func TestTuneSummary(t *testing.T) {
 	}
 	if row := strings.Join(strings.Fields(strings.Split(out, "\n")[3]), " "); !strings.HasPrefix(row, "1 MiB ring 100.00 shared shared") {
 		t.Errorf("the 1 MiB all-reduce row %q does not keep the model:\n%s", row, out)
+	}
+	// A busy host: the warning comes first and last, naming the host.
+	b.Reset()
+	key := prims.TuneKey{Hosts: []string{"n1", "n2"}, PerHost: []int{1, 1}, Transport: "tcp"}
+	if err := summary(&b, prims.Tuning{Table: prims.TuneTable{TuneKey: key}, Points: points}, "t.toml", time.Second, 0.47, "n2"); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	want := "warning: other work took 47% of the CPU time of host n2 while gorun tuned"
+	if !strings.HasPrefix(lines[0], want) || !strings.HasPrefix(lines[len(lines)-1], want) {
+		t.Errorf("want %q first and last:\n%s", want, b.String())
+	}
+}
+
+// TestOthersShare: the rest of the busiest host, the ranks' own CPU time
+// taken from its busy time; hosts that could not say are left out.
+func TestOthersShare(t *testing.T) {
+	lay := topo.FromHostIDs([]string{"a", "a", "b", "b", "c"})
+	samples := []loadSample{
+		{busy: 2.0, total: 4, own: 0.9, known: 1}, // host a: 2.0 busy, 1.8 the ranks'
+		{busy: 2.0, total: 4, own: 0.9, known: 1},
+		{busy: 3.0, total: 4, own: 0.5, known: 1}, // host b: 3.0 busy, 1.0 the ranks': 50%
+		{busy: 3.0, total: 4, own: 0.5, known: 1},
+		{known: 0}, // host c: no /proc/stat
+	}
+	if share, host := othersShare(samples, lay); host != 1 || share < 0.499 || share > 0.501 {
+		t.Errorf("others' share %.3f on host %d, want 0.5 on host 1", share, host)
+	}
+	if share, host := othersShare(samples[4:], topo.FromHostIDs([]string{"c"})); share != -1 || host != -1 {
+		t.Errorf("no host could say: got %.2f on host %d", share, host)
+	}
+	if busy, total, ok := hostCPU(); ok && (busy <= 0 || total < busy) {
+		t.Errorf("this host: %.1f s busy of %.1f", busy, total)
 	}
 }
