@@ -59,7 +59,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: flagMapBy, Value: "slot", Usage: "place ranks by `POLICY`: slot fills each host's slots in turn, node deals ranks round-robin over hosts"},
 		&cli.IntFlag{Name: flagNPerNode, Usage: "place exactly `N` ranks on each host"},
 		&cli.BoolFlag{Name: flagOversubscribe, Usage: "allow more ranks than slots on a host (up to its max_slots)"},
-		&cli.StringFlag{Name: flagBindTo, Value: "auto", Usage: "bind each rank to a `UNIT` of its host's CPUs, in local rank order: none, hwthread, core or socket (:overload-allowed lets ranks share one); auto binds to cores where a host's ranks are as many as its cores, 4 or more, and else not at all"},
+		&cli.StringFlag{Name: flagBindTo, Value: "auto", Usage: "bind each rank to a `UNIT` of its host's CPUs, in local rank order: none, hwthread, core or socket (:overload-allowed lets ranks share one); auto binds to cores where a host's ranks are as many as its cores, 2 or more, and else not at all"},
 		&cli.BoolFlag{Name: flagReportBindings, Usage: "print each rank's binding to standard error as it starts"},
 		&cli.StringFlag{Name: flagSSHArgs, Usage: "pass `ARGS` to ssh, split like a shell would, as in \"-F cfg -p 2222\""},
 		&cli.StringFlag{Name: flagLaunchAgent, Usage: "start agents with `CMD` HOST COMMAND instead of ssh (an rsh-like command)"},

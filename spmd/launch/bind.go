@@ -24,7 +24,7 @@ import (
 // By default (auto) a starter binds its ranks to cores when they are as
 // many as the cores it may use, and those are at least autoBindMinCores:
 // one rank per core. Otherwise it binds nothing, where mpirun binds to
-// cores (up to 2 ranks) or sockets: two jobs bound on one host take the
+// sockets beyond 2 ranks: two jobs bound on one host take the
 // same first cores and leave the rest idle, and binding 4 ranks to 2
 // cores (2 each) did not change an 8-byte to 4 KiB all-reduce over TCP
 // for either gorun or Open MPI (medians of 4 alternating runs: 51-65 us
@@ -40,21 +40,23 @@ import (
 // against 8 us bound (p90 9-10 us, 2 sleeps); 1 KiB all-gathers 6.7-8.3
 // against 2.2-3.2 us; a step of examples/zero's MLP 33-38 ms (DDP) and
 // 34-35 ms (ZeRO-3) against 28-34 and 23 ms. Bound, a sleeping rank's own
-// core is free when it is woken. On 2 cores of the same machine (taskset),
-// np 2 bound was slower (8-byte all-reduce 0.75-1.16 against 0.61-0.64
-// us), as on the 2-core development VM (1.6-2.2 against 0.8-1.2 us): with
-// a core per rank there is no core to spare for anything else the host
-// runs, so a rank's own core takes it. At 4 and 8 cores bound was as fast
-// or faster. With a core to spare the trouble is gone: 12 and 15 ranks on
-// the 16 cores unbound ran those all-reduces in 8 us a call, as bound (at
-// 12: 8.0-8.3 against 9.1-13.1), so auto binds only a host its ranks fill.
+// core is free when it is woken. With a core to spare the trouble is
+// gone: 12 and 15 ranks on the 16 cores unbound ran those all-reduces in
+// 8 us a call, as bound (at 12: 8.0-8.3 against 9.1-13.1), so auto binds
+// only a host its ranks fill. On 2 cores np 2 bound once measured slower
+// (8-byte all-reduce 1.6-2.2 against 0.8-1.2 us on the 2-core development
+// VM), but that was bound ranks taking their host for a crowded one
+// (contract.HostCPUs); since, bound was as fast or faster there (medians
+// of 8 alternating collbench runs, 8 B: all-reduce 0.24 against 0.42 us,
+// all-gather 0.20 against 0.28, broadcast 0.21 against 0.23), so auto
+// binds from 2 cores, as mpirun binds up to 2 ranks to cores.
 
 // A unit holds as many ranks as it has cores (one for a core or a hardware
 // thread), as Open MPI counts overload; more need :overload-allowed.
 
 // autoBindMinCores is the fewest cores on which auto binds one rank to
 // each (see above).
-const autoBindMinCores = 4
+const autoBindMinCores = 2
 
 // bindPolicy is what --bind-to asks for.
 type bindPolicy struct {
@@ -174,7 +176,7 @@ func bindingFor(env []string, hostCPUs func() ([]cpuInfo, error), host string) (
 	}
 	if p.Unit == "auto" {
 		if !autoBinds(get(contract.EnvLocalSize), hostCPUs) {
-			b.what = fmt.Sprintf("not bound (auto binds a rank to each core only where the ranks fill %d or more)", autoBindMinCores)
+			b.what = fmt.Sprintf("not bound (auto binds a rank to each core only where the host's ranks are as many as its cores, %d or more)", autoBindMinCores)
 			return b, nil
 		}
 		p, b.auto = bindPolicy{Unit: "core"}, true

@@ -104,8 +104,8 @@ func TestBindingFor(t *testing.T) {
 		{"none", 3, 4, nil, "not bound", ""},
 		{"", 3, 4, []int{3, 7}, "core 3 (cpus 3,7)", ""}, // auto: 4 ranks, 4 cores
 		{"auto", 1, 4, []int{1, 5}, "core 1 (cpus 1,5)", ""},
-		{"auto", 2, 3, nil, "not bound (auto binds a rank to each core only where the ranks fill 4 or more)", ""}, // fewer ranks than cores
-		{"auto", 2, 8, nil, "not bound (auto binds a rank to each core only where the ranks fill 4 or more)", ""}, // more ranks than cores
+		{"auto", 2, 3, nil, "not bound (auto binds a rank to each core only where the host's ranks are as many as its cores, 2 or more)", ""}, // fewer ranks than cores
+		{"auto", 2, 8, nil, "not bound (auto binds a rank to each core only where the host's ranks are as many as its cores, 2 or more)", ""}, // more ranks than cores
 		{"core", 0, 4, []int{0, 4}, "core 0 (cpus 0,4)", ""},
 		{"core", 3, 4, []int{3, 7}, "core 3 (cpus 3,7)", ""},
 		{"hwthread", 5, 8, []int{5}, "hwthread 5 (cpu 5)", ""},
@@ -163,7 +163,8 @@ func TestAutoBinds(t *testing.T) {
 	}{
 		{"16 ranks on 16 cores", flatCPUs(16), 16, true, "core"},
 		{"4 ranks on 4 cores", flatCPUs(4), 4, true, "core"},
-		{"2 ranks on 2 cores: too few to bind", flatCPUs(2), 2, false, ""},
+		{"2 ranks on 2 cores", flatCPUs(2), 2, true, "core"},
+		{"1 rank on 1 core: nothing to bind", flatCPUs(1), 1, false, ""},
 		{"15 ranks on 16 cores", flatCPUs(16), 15, false, ""},
 		{"17 ranks on 16 cores", flatCPUs(16), 17, false, ""},
 		{"4 ranks on 4 cores of 2 threads", twoSockets, 4, true, "core"},
