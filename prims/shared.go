@@ -325,21 +325,6 @@ func (g castRing) prefetch(a *area, s uint32, b int) {
 	}
 }
 
-// free reports whether every rank but the root me was done with the
-// piece that used the buffer of piece s before it, by the counts the root
-// last read (seen): a root that runs the whole ring ahead of a rank is
-// about to write the buffers that rank reads next, and taking their lines
-// ahead would take them from under its reads.
-func (g castRing) free(me int, s uint32) bool {
-	old := s - g.n
-	for r, seen := range g.seen {
-		if r != me && int32(seen-old) < 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // doneBy returns the signal of rank r that counts the pieces of ring g it
 // is done with.
 func (g castRing) doneBy(a *area, r int) *signal {

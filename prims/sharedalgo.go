@@ -290,20 +290,29 @@ func castPiece[T spmd.Number](k *call, a *area, g castRing, s uint32, buf []T, r
 	if me == root {
 		// Before the first g.n pieces the count wraps below zero, which
 		// every rank has reached.
-		free := s - g.n
+		// The same pass says whether every rank was done, by those
+		// counts, with the buffer g.ahead pieces on (the one before it
+		// there, next - g.n): a root that runs the whole ring ahead of a
+		// rank is about to write the buffers that rank reads next, and
+		// taking their lines ahead would take them from under its reads.
+		free, b, next := s-g.n, len(buf)*sizeOf[T](), s+g.ahead
+		ahead := g.ahead > 0 && b <= castLines
 		for r := range a.p {
-			if r == me || int32(g.seen[r]-free) >= 0 {
+			if r == me {
 				continue
 			}
-			done := g.doneBy(a, r)
-			if err := done.wait(k, r, free); err != nil {
-				return err
+			if int32(g.seen[r]-free) < 0 {
+				done := g.doneBy(a, r)
+				if err := done.wait(k, r, free); err != nil {
+					return err
+				}
+				g.seen[r] = done.round.Load()
 			}
-			g.seen[r] = done.round.Load()
+			ahead = ahead && int32(g.seen[r]-(next-g.n)) >= 0
 		}
 		toSlot(&a.in, castData[T](a, g, s, len(buf)), buf)
 		g.head(a, s).part.store(s)
-		if b, next := len(buf)*sizeOf[T](), s+g.ahead; g.ahead > 0 && b <= castLines && g.free(me, next) {
+		if ahead {
 			g.prefetch(a, next, b)
 		}
 	} else {

@@ -2,6 +2,7 @@ package prims
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -255,13 +256,37 @@ func SaveTuneTable(path string, t TuneTable) error {
 	if err != nil {
 		return fmt.Errorf("encoding the decision tables: %w", err)
 	}
+	if err := writeAtomic(path, ".tune-*.toml", data); err != nil {
+		return fmt.Errorf("writing the decision tables to %s: %w", path, err)
+	}
+	return nil
+}
+
+// SaveTuneReport writes r to path as JSON (gorun --tune-json), atomically
+// as SaveTuneTable writes the tables.
+func SaveTuneReport(path string, r TuneReport) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding the tuning report: %w", err)
+	}
+	if err := writeAtomic(path, ".tune-*.json", append(data, '\n')); err != nil {
+		return fmt.Errorf("writing the tuning report to %s: %w", path, err)
+	}
+	return nil
+}
+
+// writeAtomic writes data to path through a temporary file (named by
+// pattern, as os.CreateTemp takes it) in its directory, made if need be,
+// and renamed over it: a reader finds the old file or the whole new one,
+// and a failed write leaves neither half of one nor the temporary file.
+func writeAtomic(path, pattern string, data []byte) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("writing the decision tables: %w", err)
+		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".tune-*.toml")
+	tmp, err := os.CreateTemp(dir, pattern)
 	if err != nil {
-		return fmt.Errorf("writing the decision tables: %w", err)
+		return err
 	}
 	_, err = tmp.Write(data)
 	if cerr := tmp.Close(); err == nil {
@@ -275,7 +300,6 @@ func SaveTuneTable(path string, t TuneTable) error {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("writing the decision tables to %s: %w", path, err)
 	}
-	return nil
+	return err
 }

@@ -45,6 +45,7 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 	ictx, cancel := context.WithTimeout(ctx, env.InitTimeout)
 	defer cancel()
 
+	cpus := contract.HostCPUs() // the CPUs this host's ranks share
 	// The gossip reports lost ranks from the moment Join returns; the
 	// transport that acts on them exists only after, so the callback looks it up.
 	var tr atomic.Pointer[watcher]
@@ -53,7 +54,7 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 		Secret:   secret,
 		BindAddr: bind,
 		Seeds:    env.Seeds,
-		Crowd:    (env.LocalSize + contract.HostCPUs() - 1) / contract.HostCPUs(),
+		Crowd:    (env.LocalSize + cpus - 1) / cpus,
 		Logger:   verboseOnly(env, o),
 		OnLost: func(rank int, reason string) {
 			o.logger.Printf("gossip: rank %d %s", rank, reason)
@@ -104,7 +105,7 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 		return nil, err
 	}
 	w.env = env
-	w.core.engine.crowded = env.LocalSize > contract.HostCPUs()
+	w.core.engine.crowded = env.LocalSize > cpus
 	w.closers = append(w.closers, closeGossip)
 
 	if err := w.Barrier(ictx); err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -131,31 +130,13 @@ func runTuneRank(ctx context.Context, sizes, jsonPath string) error {
 		if jsonPath != "" {
 			rep := tn.Report()
 			rep.OthersCPUShare = others
-			if err := writeReport(jsonPath, rep); err != nil {
-				return err
+			if err := prims.SaveTuneReport(jsonPath, rep); err != nil {
+				return fmt.Errorf("%s: %w", dashed(flagTuneJSON), err)
 			}
 			fmt.Printf("measurements written to %s\n", jsonPath)
 		}
 	}
 	return w.Barrier(ctx)
-}
-
-// writeReport writes r to path as JSON, through a temporary file beside
-// it, so that a failed write leaves no half of a report.
-func writeReport(path string, r prims.TuneReport) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("%s: %w", dashed(flagTuneJSON), err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("%s: %w", dashed(flagTuneJSON), err)
-	}
-	return nil
 }
 
 // summary writes what --tune measured: per collective and size the
