@@ -79,9 +79,14 @@ var callPool = sync.Pool{New: func() any { return new(call) }}
 // in flight waits for them first: calls run in the order they are made.
 func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, trivial bool, opts []Option) (*call, error) {
 	o := apply(opts)
+	// A pooled call is zero but for its releases (reset), so the fields
+	// are set one by one: a composite literal assigned through k is built
+	// on the stack and copied in 16-byte moves that stalled on the 8-byte
+	// stores which built it (no store forwarding); those stalls waited for
+	// every older store, the previous broadcast's stores to lines the
+	// other ranks poll among them.
 	k := callPool.Get().(*call)
-	*k = call{ctx: ctx, user: ctx, c: c, cc: c.Collective(), coll: coll, algo: o.algo, releases: k.releases[:0]}
-	k.root = k
+	k.ctx, k.user, k.c, k.cc, k.coll, k.algo, k.root = ctx, ctx, c, c.Collective(), coll, o.algo, k
 	switch {
 	case o.algo != "" && !Applies(coll, o.algo):
 		return nil, k.wrap(algoError(coll, o.algo))
@@ -148,10 +153,16 @@ func (k *call) end(err *error) {
 	if *err != nil {
 		*err = k.wrap(*err)
 	}
-	releases := k.releases
-	clear(releases)
-	*k = call{releases: releases[:0]}
+	k.reset()
 	callPool.Put(k)
+}
+
+// reset zeroes k but keeps its releases' array, emptied, for the next call.
+// Field by field, as start sets them.
+func (k *call) reset() {
+	clear(k.releases)
+	k.ctx, k.c, k.cc, k.st, k.coll, k.algo = nil, nil, nil, nil, 0, ""
+	k.user, k.root, k.releases, k.tr = nil, nil, k.releases[:0], nil
 }
 
 func (k *call) wrap(err error) error {

@@ -258,12 +258,12 @@ func sharedBcast[T spmd.Number](k *call, buf []T, root int) error {
 	}
 	if len(buf)*sizeOf[T]() <= sharedCell {
 		a.casts++
-		return castPiece(k, a, a.cells, a.casts, buf, root)
+		return castPiece(k, a, &a.cells, a.casts, buf, root)
 	}
 	per := sharedChunk / sizeOf[T]()
 	for lo := 0; lo < len(buf); lo += per {
 		a.chunks++
-		if err := castPiece(k, a, a.streams, a.chunks, buf[lo:min(lo+per, len(buf))], root); err != nil {
+		if err := castPiece(k, a, &a.streams, a.chunks, buf[lo:min(lo+per, len(buf))], root); err != nil {
 			return err
 		}
 	}
@@ -285,7 +285,7 @@ func sharedBcast[T spmd.Number](k *call, buf []T, root int) error {
 // A root that knows the others done with the buffer castAhead pieces on
 // takes its lines now, for broadcasts of up to castLines bytes
 // (castRing.prefetch).
-func castPiece[T spmd.Number](k *call, a *area, g castRing, s uint32, buf []T, root int) error {
+func castPiece[T spmd.Number](k *call, a *area, g *castRing, s uint32, buf []T, root int) error {
 	me := k.cc.Rank()
 	if me == root {
 		// Before the first g.n pieces the count wraps below zero, which

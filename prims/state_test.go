@@ -3,7 +3,9 @@ package prims
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/gorun-hpc/gorun/net/mem"
 	"github.com/gorun-hpc/gorun/spmd"
@@ -68,4 +70,51 @@ func stateCached(w *spmd.World) error {
 		return fmt.Errorf("rank %d: got %v", w.Rank(), buf)
 	}
 	return nil
+}
+
+// TestCallReset checks that reset zeroes every field of a call but keeps
+// its releases' array, emptied: start sets a pooled call's fields one by
+// one and counts on the rest being zero, so a field added to call and
+// not to reset would carry one call's value into the next.
+func TestCallReset(t *testing.T) {
+	var k call
+	v := reflect.ValueOf(&k).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		f = reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
+		switch f.Kind() {
+		case reflect.Pointer:
+			f.Set(reflect.New(f.Type().Elem()))
+		case reflect.Interface:
+			f.Set(reflect.ValueOf(context.Background()))
+		case reflect.String:
+			f.SetString("x")
+		case reflect.Int:
+			f.SetInt(1)
+		case reflect.Slice:
+			f.Set(reflect.MakeSlice(f.Type(), 1, 4))
+		default:
+			t.Fatalf("call.%s: a %s, which this test cannot fill", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			t.Fatalf("call.%s was not filled", v.Type().Field(i).Name)
+		}
+	}
+	k.releases[0] = lease{sp: new(spare)}
+	releases := k.releases
+	k.reset()
+	if len(k.releases) != 0 || cap(k.releases) != cap(releases) {
+		t.Errorf("releases after reset: len %d cap %d, want len 0 cap %d", len(k.releases), cap(k.releases), cap(releases))
+	}
+	k.releases = nil
+	for i := range v.NumField() {
+		if !v.Field(i).IsZero() {
+			t.Errorf("call.%s is not zero after reset", v.Type().Field(i).Name)
+		}
+	}
+	if releases[0] != (lease{}) {
+		t.Errorf("reset left the release it held: %+v", releases[0])
+	}
 }
