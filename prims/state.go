@@ -111,6 +111,12 @@ func (st *state) choose(ctx context.Context, c *spmd.Comm, coll topo.Collective,
 	if ch := slot.Load(); ch != nil && ch.key == k {
 		return *ch, nil
 	}
+	return st.chooseNew(ctx, c, k, slot)
+}
+
+// chooseNew is choose for a key not among the recent ones.
+func (st *state) chooseNew(ctx context.Context, c *spmd.Comm, k choiceKey, slot *atomic.Pointer[choice]) (choice, error) {
+	coll, bytes := k.coll, k.bytes
 	st.mu.Lock()
 	ch, ok := st.choices[k]
 	st.mu.Unlock()
@@ -157,6 +163,12 @@ func (st *state) join(ctx context.Context) context.Context {
 	if m := st.merged.Load(); m != nil && m.user == ctx && m.ctx.Err() == nil {
 		return m.ctx
 	}
+	return st.rejoin(ctx)
+}
+
+// rejoin is join for a context other than the last one's, apart so that
+// join's common case sets up no frame for the lock and its defer.
+func (st *state) rejoin(ctx context.Context) context.Context {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	m := st.merged.Load()
@@ -207,6 +219,11 @@ func stateOf(cc *spmd.Comm) *state {
 	if st, ok := cc.Value(stateKey{}).(*state); ok && st.owner == cc.ID() {
 		return st
 	}
+	return newState(cc)
+}
+
+// newState makes cc's state, on its first call.
+func newState(cc *spmd.Comm) *state {
 	st := &state{owner: cc.ID()}
 	if cc.Size() > 1 {
 		st.broken, st.breaks = context.WithCancelCause(context.Background())

@@ -27,7 +27,7 @@ import (
 // registered process's pending stores visible. Where the kernel refuses
 // membarrier, the stores stay sequentially consistent.
 func PublishShared(word, sleepers *atomic.Uint32, v uint32) {
-	if asymmetric() {
+	if a := asymmetricKnown.Load(); a == asymmetricYes || a == 0 && asymmetric() {
 		storeRelease(word, v)
 	} else {
 		word.Store(v)
@@ -49,12 +49,28 @@ const (
 // registers the first time; under the race detector, which does not see
 // release stores made in assembly, it always says no.
 var asymmetric = sync.OnceValue(func() bool {
-	if raceEnabled {
-		return false
+	ok := false
+	if !raceEnabled {
+		_, _, errno := unix.Syscall(unix.SYS_MEMBARRIER, membarrierRegisterGlobalExpedited, 0, 0)
+		ok = errno == 0
 	}
-	_, _, errno := unix.Syscall(unix.SYS_MEMBARRIER, membarrierRegisterGlobalExpedited, 0, 0)
-	return errno == 0
+	if ok {
+		asymmetricKnown.Store(asymmetricYes)
+	} else {
+		asymmetricKnown.Store(asymmetricNo)
+	}
+	return ok
 })
+
+// asymmetricKnown is asymmetric's answer once it has one (0 before), which
+// PublishShared reads inline instead of calling the OnceValue's function
+// at every store.
+var asymmetricKnown atomic.Uint32
+
+const (
+	asymmetricYes = 1 + iota
+	asymmetricNo
+)
 
 // fence makes the stores that the threads of every registered process
 // have made visible before it returns: WaitShared calls it after counting
