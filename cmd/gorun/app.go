@@ -119,6 +119,9 @@ func selfProgram(cliCtx *cli.Context, args []string) (string, []string, error) {
 	case cliCtx.Bool(flagTopo) && cliCtx.Bool(flagTune):
 		return "", nil, usageError{fmt.Errorf("--topo and --tune are two jobs: run gorun --tune -np N first, then gorun --topo -np N shows what it chose")}
 	case cliCtx.Bool(flagTune):
+		if cliCtx.Int(flagNP) == 1 {
+			return "", nil, usageError{fmt.Errorf("--tune -np 1: tuning needs 2 ranks or more (with one, every collective is a copy): use gorun --tune -np N, N the ranks of the jobs to tune for")}
+		}
 		return tuneProgram(args, sizes, cliCtx.String(flagTuneJSON))
 	}
 	return topoProgram(args)

@@ -88,6 +88,7 @@ func TestTuneUsage(t *testing.T) {
 		{"--tune", "-np", "2", "--tune-json", "/no/such/dir/x.json"},
 		{"--tune", "-np", "2", "--tune-json", ""},
 		{"--tune", "-np", "2", "hostname"},
+		{"--tune", "-np", "1"},
 		{"--tune", "--topo", "-np", "2"},
 		{"--tune", "-np", "2", "--tune-sizes", "1K-8"},
 		{"--tune", "-np", "2", "--tune-sizes", "big"},
