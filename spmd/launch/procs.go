@@ -37,12 +37,34 @@ import (
 // (Go's own choice there), a ZeRO-3 step took 22.7-22.9 ms against
 // 23.0-24.2, a 1 MiB all-gather 162 us against 213, and the slowest of
 // 20,000 8-byte all-reduces 0.1-0.5 ms against 3.8-4.8.
-func shareProcs(cpus, ranks int) int {
-	n := max(2, cpus/max(1, ranks))
+//
+// Ranks that reach each other over TCP alone (GORUN_TRANSPORT=tcp) get
+// cpus/ranks and at least 1, the rule spmd.shareCores applies under other
+// launchers: there every message wakes Go's netpoller, and a processor to
+// spare runs a reader goroutine for it, a thread switch on the rank's
+// cores. 2 ranks bound to the 2 cores of the development VM, 8-64 B
+// all-reduces over TCP took 7.7-8.8 us with GOMAXPROCS=1 against 11-12
+// with 2 (Open MPI over TCP 9.2-9.6, collbench, 2 alternating rounds), and
+// examples/ddp over TCP ran 6,300-7,100 samples/s with 1 against
+// 6,400-6,600 with 2, with 37-40% of its all-reduce hidden behind the
+// backward pass against 13-17% (3 alternating runs).
+func shareProcs(cpus, ranks int, tcp bool) int {
+	least := 2
+	if tcp {
+		least = 1
+	}
+	n := max(least, cpus/max(1, ranks))
 	if n == cpus {
 		return 0
 	}
 	return n
+}
+
+// tcpOnly reports whether env makes a rank reach the others over TCP
+// alone.
+func tcpOnly(env []string) bool {
+	v, _ := envValue(env, contract.EnvTransport)
+	return v == "tcp"
 }
 
 // procsShare is a rank's share: procs Go processors (0: GOMAXPROCS left
@@ -56,12 +78,13 @@ type procsShare struct {
 // GORUN_LOCAL_SIZE) and binding b, on a host whose starter may run on
 // hostCPUs CPUs.
 func rankShare(env []string, b binding, hostCPUs int) procsShare {
+	tcp := tcpOnly(env)
 	if b.cpus != nil {
-		return procsShare{shareProcs(len(b.cpus), b.ranks), len(b.cpus), b.ranks, true}
+		return procsShare{shareProcs(len(b.cpus), b.ranks, tcp), len(b.cpus), b.ranks, true}
 	}
 	v, _ := envValue(env, contract.EnvLocalSize)
 	ranks, _ := strconv.Atoi(v)
-	return procsShare{shareProcs(hostCPUs, ranks), hostCPUs, ranks, false}
+	return procsShare{shareProcs(hostCPUs, ranks, tcp), hostCPUs, ranks, false}
 }
 
 // procsEnv is the environment a starter gives a rank: env, with
@@ -120,6 +143,7 @@ func foreseeShares(p *jobPlan, policy bindPolicy, cpusOf func(host string) (int,
 		n, here := cpusOf(h)
 		hosts[h], cpus[h] = &hostShares{host: h, here: here}, n
 	}
+	var inherited []string
 	for _, rp := range p.Ranks {
 		hs := hosts[rp.Host]
 		if !rp.ShareProcs || cpus[rp.Host] == 0 {
@@ -142,7 +166,16 @@ func foreseeShares(p *jobPlan, policy bindPolicy, cpusOf func(host string) (int,
 				continue // the start fails, and says why
 			}
 		}
-		if s := rankShare(rp.Env, b, cpus[rp.Host]); s.procs > 0 {
+		env := rp.Env
+		if hs.here {
+			// A rank started here has gorun's environment too, where
+			// GORUN_TRANSPORT may be (agents pass on only the plan's).
+			if inherited == nil {
+				inherited = inheritedEnv()
+			}
+			env = append(slices.Clip(inherited), rp.Env...)
+		}
+		if s := rankShare(env, b, cpus[rp.Host]); s.procs > 0 {
 			hs.shares = append(hs.shares, s)
 		}
 	}

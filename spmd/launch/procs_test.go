@@ -30,8 +30,25 @@ func TestShareProcs(t *testing.T) {
 		{"bound to a core of 2 threads", 2, 1, 0},
 		{"no local size", 16, 0, 0},
 	} {
-		if got := shareProcs(tc.cpus, tc.ranks); got != tc.want {
+		if got := shareProcs(tc.cpus, tc.ranks, false); got != tc.want {
 			t.Errorf("%s: shareProcs(%d cpus, %d ranks) = %d, want %d", tc.name, tc.cpus, tc.ranks, got, tc.want)
+		}
+	}
+	// Over TCP alone, at least 1.
+	for _, tc := range []struct {
+		name        string
+		cpus, ranks int
+		want        int
+	}{
+		{"a rank per core", 16, 16, 1},
+		{"two cores each", 16, 8, 2},
+		{"2 ranks on 2 cpus", 2, 2, 1},
+		{"more ranks than cpus", 4, 8, 1},
+		{"bound to a core: Go's own 1", 1, 1, 0},
+		{"one rank", 16, 1, 0},
+	} {
+		if got := shareProcs(tc.cpus, tc.ranks, true); got != tc.want {
+			t.Errorf("tcp, %s: shareProcs(%d cpus, %d ranks) = %d, want %d", tc.name, tc.cpus, tc.ranks, got, tc.want)
 		}
 	}
 }
@@ -68,6 +85,10 @@ func TestProcsEnv(t *testing.T) {
 		{"8 ranks bound to a socket of 8 cpus", size(16), share, bound(8, 8), 16, "2"},
 		{"2 ranks bound to a socket of 8 cpus", size(4), share, bound(8, 2), 16, "4"},
 		{"bound to a core of its own", size(16), share, bound(2, 1), 32, ""},
+		{"16 ranks on 16 cpus over tcp", append(size(16), "GORUN_TRANSPORT=tcp"), share, binding{}, 16, "1"},
+		{"2 ranks on 2 cpus over tcp", append(size(2), "GORUN_TRANSPORT=tcp"), share, binding{}, 2, "1"},
+		{"bound to a cpu of its own over tcp", append(size(2), "GORUN_TRANSPORT=tcp"), share, bound(1, 1), 2, ""},
+		{"bound to a cpu of its own over shm", append(size(2), "GORUN_TRANSPORT=shm"), share, bound(1, 1), 2, "2"},
 	} {
 		env := procsEnv(tc.env, tc.rp, tc.b, tc.hostCPUs)
 		if got, _ := envValue(env, contract.EnvGoMaxProcs); got != tc.want {
@@ -188,6 +209,30 @@ func TestProcsNotice(t *testing.T) {
 	}
 }
 
+// TestProcsNoticeTCP: over TCP alone a rank's share is at least 1, and
+// the launcher foresees it from its own environment for the ranks it
+// starts here; an agent elsewhere passes on only the plan's variables.
+func TestProcsNoticeTCP(t *testing.T) {
+	t.Setenv(contract.EnvTransport, "tcp")
+	const tail = "; set GOMAXPROCS to choose another"
+	a16 := make([]string, 16)
+	for i := range a16 {
+		a16[i] = "a"
+	}
+	cpus := func(h string) (int, bool) { return 16, h == "a" }
+	none, _ := parseBindPolicy("none")
+	if got, want := procsNotice(foreseeShares(planOn(t, a16...), none, cpus)), "GOMAXPROCS=1 for each of 16 ranks on 16 CPUs of this host"+tail; got != want {
+		t.Errorf("here:\ngot  %q\nwant %q", got, want)
+	}
+	b16 := make([]string, 16)
+	for i := range b16 {
+		b16[i] = "b"
+	}
+	if got, want := procsNotice(foreseeShares(planOn(t, b16...), none, cpus)), "GOMAXPROCS=2 for each of 16 ranks on 16 CPUs of host b"+tail; got != want {
+		t.Errorf("elsewhere:\ngot  %q\nwant %q", got, want)
+	}
+}
+
 // TestAgentShareProcs: an agent says how many CPUs it has, and gives the
 // ranks it starts their share of them unless the plan says the user chose.
 func TestAgentShareProcs(t *testing.T) {
@@ -221,7 +266,7 @@ func TestAgentShareProcs(t *testing.T) {
 			}
 		}
 		want := "GOMAXPROCS=\n"
-		if procs := shareProcs(n, 2*n); share && procs > 0 {
+		if procs := shareProcs(n, 2*n, false); share && procs > 0 {
 			want = fmt.Sprintf("GOMAXPROCS=%d\n", procs)
 		}
 		if out.String() != want {
