@@ -11,44 +11,34 @@ import (
 )
 
 // TestShareProcs: each rank gets the CPUs divided by the ranks that share
-// them, at least 2, and GOMAXPROCS is left alone (0) where that is all of
-// them.
+// them, at least 2 (1 over TCP alone), and GOMAXPROCS is left alone (0)
+// where that is all of them.
 func TestShareProcs(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		cpus, ranks int
+		tcp         bool // over TCP alone: at least 1
 		want        int
 	}{
-		{"a rank per core", 16, 16, 2},
-		{"two cores each", 16, 8, 2},
-		{"rounded down", 16, 3, 5},
-		{"more ranks than cpus", 4, 8, 2},
-		{"two cpus", 2, 4, 0},
-		{"one rank", 16, 1, 0},
-		{"one cpu: 2 all the same", 1, 4, 2},
-		{"bound to a core", 1, 1, 2},
-		{"bound to a core of 2 threads", 2, 1, 0},
-		{"no local size", 16, 0, 0},
+		{"a rank per core", 16, 16, false, 2},
+		{"two cores each", 16, 8, false, 2},
+		{"rounded down", 16, 3, false, 5},
+		{"more ranks than cpus", 4, 8, false, 2},
+		{"two cpus", 2, 4, false, 0},
+		{"one rank", 16, 1, false, 0},
+		{"one cpu: 2 all the same", 1, 4, false, 2},
+		{"bound to a core", 1, 1, false, 2},
+		{"bound to a core of 2 threads", 2, 1, false, 0},
+		{"no local size", 16, 0, false, 0},
+		{"tcp: a rank per core", 16, 16, true, 1},
+		{"tcp: two cores each", 16, 8, true, 2},
+		{"tcp: 2 ranks on 2 cpus", 2, 2, true, 1},
+		{"tcp: more ranks than cpus", 4, 8, true, 1},
+		{"tcp: bound to a core, Go's own 1", 1, 1, true, 0},
+		{"tcp: one rank", 16, 1, true, 0},
 	} {
-		if got := shareProcs(tc.cpus, tc.ranks, false); got != tc.want {
-			t.Errorf("%s: shareProcs(%d cpus, %d ranks) = %d, want %d", tc.name, tc.cpus, tc.ranks, got, tc.want)
-		}
-	}
-	// Over TCP alone, at least 1.
-	for _, tc := range []struct {
-		name        string
-		cpus, ranks int
-		want        int
-	}{
-		{"a rank per core", 16, 16, 1},
-		{"two cores each", 16, 8, 2},
-		{"2 ranks on 2 cpus", 2, 2, 1},
-		{"more ranks than cpus", 4, 8, 1},
-		{"bound to a core: Go's own 1", 1, 1, 0},
-		{"one rank", 16, 1, 0},
-	} {
-		if got := shareProcs(tc.cpus, tc.ranks, true); got != tc.want {
-			t.Errorf("tcp, %s: shareProcs(%d cpus, %d ranks) = %d, want %d", tc.name, tc.cpus, tc.ranks, got, tc.want)
+		if got := shareProcs(tc.cpus, tc.ranks, tc.tcp); got != tc.want {
+			t.Errorf("%s: shareProcs(%d cpus, %d ranks, tcp %v) = %d, want %d", tc.name, tc.cpus, tc.ranks, tc.tcp, got, tc.want)
 		}
 	}
 }
