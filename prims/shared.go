@@ -75,7 +75,7 @@ func (g *signal) reached(round uint32) bool { return int32(g.round.Load()-round)
 
 // wait waits until rank r, g's owner, has stored round (or a later one).
 func (g *signal) wait(k *call, r int, round uint32) error {
-	if int32(g.round.Load()-round) >= 0 {
+	if g.reached(round) {
 		return nil // there already: no call, no frame for the poll
 	}
 	return k.cc.WaitShared(k.ctx, r, &g.round, &g.sleepers, round)
@@ -251,8 +251,8 @@ func (st *state) sharedArea(cc *spmd.Comm) (*area, error) {
 }
 
 // mapArea is sharedArea's first call on the communicator: apart, so that
-// every later call, which finds the area, is inlined and sets up no
-// frame for the lock and its defer.
+// every later call, which finds the area, sets up no frame for the lock
+// and its defer.
 func (st *state) mapArea(cc *spmd.Comm) (*area, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()

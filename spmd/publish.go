@@ -27,7 +27,7 @@ import (
 // registered process's pending stores visible. Where the kernel refuses
 // membarrier, the stores stay sequentially consistent.
 func PublishShared(word, sleepers *atomic.Uint32, v uint32) {
-	if a := asymmetricKnown.Load(); a == asymmetricYes || a == 0 && asymmetric() {
+	if asymmetric() {
 		storeRelease(word, v)
 	} else {
 		word.Store(v)
@@ -47,8 +47,27 @@ const (
 // expedited global membarrier: then a sleeper's fence (fence) reaches
 // this process's threads, and PublishShared may use release stores. It
 // registers the first time; under the race detector, which does not see
-// release stores made in assembly, it always says no.
-var asymmetric = sync.OnceValue(func() bool {
+// release stores made in assembly, it always says no. After the first
+// time it reads the answer from a word, inline, as PublishShared calls it
+// at every store.
+func asymmetric() bool {
+	if a := asymmetricKnown.Load(); a != 0 {
+		return a == asymmetricYes
+	}
+	return registerAsymmetric()
+}
+
+// asymmetricKnown is asymmetric's answer once it has one (0 before).
+var asymmetricKnown atomic.Uint32
+
+const (
+	asymmetricYes = 1 + iota
+	asymmetricNo
+)
+
+// registerAsymmetric registers this process for the expedited global
+// membarrier, once, and keeps the answer in asymmetricKnown.
+var registerAsymmetric = sync.OnceValue(func() bool {
 	ok := false
 	if !raceEnabled {
 		_, _, errno := unix.Syscall(unix.SYS_MEMBARRIER, membarrierRegisterGlobalExpedited, 0, 0)
@@ -61,16 +80,6 @@ var asymmetric = sync.OnceValue(func() bool {
 	}
 	return ok
 })
-
-// asymmetricKnown is asymmetric's answer once it has one (0 before), which
-// PublishShared reads inline instead of calling the OnceValue's function
-// at every store.
-var asymmetricKnown atomic.Uint32
-
-const (
-	asymmetricYes = 1 + iota
-	asymmetricNo
-)
 
 // fence makes the stores that the threads of every registered process
 // have made visible before it returns: WaitShared calls it after counting
