@@ -165,11 +165,11 @@ func Cheapest(m topo.Model, coll topo.Collective, p, bytes int, lay topo.Layout)
 	return best
 }
 
-// cost returns the modelled seconds of one call of coll by algo under m
+// Cost returns the modelled seconds of one call of coll by algo under m
 // on p ranks laid out as lay (as Cheapest takes them), moving bytes bytes:
 // +Inf for an algorithm that does not implement coll, or does not apply
 // to the ranks (Hierarchical on one host, say).
-func cost(m topo.Model, coll topo.Collective, algo topo.Algo, p, bytes int, lay topo.Layout) float64 {
+func Cost(m topo.Model, coll topo.Collective, algo topo.Algo, p, bytes int, lay topo.Layout) float64 {
 	if !Applies(coll, algo) {
 		return math.Inf(1)
 	}
@@ -245,7 +245,7 @@ func predicted(c *spmd.Comm, coll topo.Collective, algo topo.Algo, bytes int) ti
 	if !ok || algo == "" {
 		return 0
 	}
-	s := cost(m, coll, algo, c.Size(), bytes, topo.LayoutOf(c))
+	s := Cost(m, coll, algo, c.Size(), bytes, topo.LayoutOf(c))
 	if math.IsInf(s, 0) || math.IsNaN(s) || s <= 0 {
 		return 0
 	}

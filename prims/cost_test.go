@@ -71,7 +71,7 @@ func TestCostClosedForms(t *testing.T) {
 			{topo.Barrier, topo.RecursiveDoubling, lgp * a},
 		}
 		for _, tt := range tests {
-			got := cost(m, tt.coll, tt.algo, p, n, topo.Uniform(1, p))
+			got := Cost(m, tt.coll, tt.algo, p, n, topo.Uniform(1, p))
 			if math.Abs(got-tt.want) > 1e-9*tt.want {
 				t.Errorf("p=%d %s %s: cost %g, want %g", p, tt.coll, tt.algo, got, tt.want)
 			}
@@ -89,7 +89,7 @@ func TestCostUnsegmented(t *testing.T) {
 	for _, p := range []int{2, 4, 8} {
 		lgp := float64(lg(p))
 		want := lgp*(a+n*b+n*g) + lgp*(n-topo.Overlap)*b
-		if got := cost(m, topo.AllReduce, topo.RecursiveDoubling, p, n, topo.Uniform(1, p)); math.Abs(got-want) > 1e-9*want {
+		if got := Cost(m, topo.AllReduce, topo.RecursiveDoubling, p, n, topo.Uniform(1, p)); math.Abs(got-want) > 1e-9*want {
 			t.Errorf("p=%d recdbl all-reduce of %d bytes: cost %g, want %g", p, n, got, want)
 		}
 	}
@@ -125,7 +125,7 @@ func TestCostCrowded(t *testing.T) {
 		{"pulled", pulling(), 4 << 20, 0},
 	} {
 		want := tree(tt.m, tt.n) + tt.extra
-		if got := cost(tt.m, topo.AllReduce, topo.Tree, p, int(tt.n), lay); math.Abs(got-want) > 1e-9*want {
+		if got := Cost(tt.m, topo.AllReduce, topo.Tree, p, int(tt.n), lay); math.Abs(got-want) > 1e-9*want {
 			t.Errorf("%s: tree all-reduce costs %g, want %g", tt.name, got, want)
 		}
 	}
@@ -133,10 +133,10 @@ func TestCostCrowded(t *testing.T) {
 	n := float64(4 << 20)
 	s := topo.ShapeOf(p, lay)
 	whole := func(int) float64 { return n }
-	if got, want := cost(m, topo.Reduce, topo.Tree, p, int(n), lay), binomialCost(m, s, whole, true); got != want {
+	if got, want := Cost(m, topo.Reduce, topo.Tree, p, int(n), lay), binomialCost(m, s, whole, true); got != want {
 		t.Errorf("crowded tree reduce costs %g, want %g", got, want)
 	}
-	if got, want := cost(m, topo.Broadcast, topo.Tree, p, int(n), lay), binomialCost(m, s, whole, false); got != want {
+	if got, want := Cost(m, topo.Broadcast, topo.Tree, p, int(n), lay), binomialCost(m, s, whole, false); got != want {
 		t.Errorf("crowded tree broadcast costs %g, want %g", got, want)
 	}
 	// topo.Linear broadcast: p-1 messages one after another, and one wake-up of
@@ -148,7 +148,7 @@ func TestCostCrowded(t *testing.T) {
 			beta *= topo.CrowdedCopy
 		}
 		want := float64(p-1)*(a+n*beta) + mm.Wake*float64(max(0, p-mm.Cores))
-		if got := cost(mm, topo.Broadcast, topo.Linear, p, int(n), lay); math.Abs(got-want) > 1e-9*want {
+		if got := Cost(mm, topo.Broadcast, topo.Linear, p, int(n), lay); math.Abs(got-want) > 1e-9*want {
 			t.Errorf("cores %d: linear broadcast costs %g, want %g", mm.Cores, got, want)
 		}
 	}
@@ -188,7 +188,7 @@ func TestCostCrowdedWork(t *testing.T) {
 		}
 		rounds := e.rounds
 		want := max(rounds, floor(tt.msgs))
-		if got := cost(m, tt.coll, tt.algo, tt.p, 8, lay); math.Abs(got-want) > 1e-9*want {
+		if got := Cost(m, tt.coll, tt.algo, tt.p, 8, lay); math.Abs(got-want) > 1e-9*want {
 			t.Errorf("%s %s p=%d, 8 B: cost %g, want %g (rounds %g)", tt.coll, tt.algo, tt.p, got, want, rounds)
 		}
 	}
@@ -200,7 +200,7 @@ func TestCostCrowdedWork(t *testing.T) {
 	// The bound decides where the rounds price a burst too low: 56
 	// messages of the linear all-gather at np 8 against 24 of doubling.
 	lay := topo.Uniform(1, 8)
-	if lin, dbl := cost(m, topo.AllGather, topo.Linear, 8, 64, lay), cost(m, topo.AllGather, topo.RecursiveDoubling, 8, 64, lay); lin < floor(56) || lin <= dbl {
+	if lin, dbl := Cost(m, topo.AllGather, topo.Linear, 8, 64, lay), Cost(m, topo.AllGather, topo.RecursiveDoubling, 8, 64, lay); lin < floor(56) || lin <= dbl {
 		t.Errorf("crowded all-gather of 64 B at np 8: linear %g, doubling %g; want linear >= %g and above doubling", lin, dbl, floor(56))
 	}
 	// Nowhere else.
@@ -215,7 +215,7 @@ func TestCostCrowdedWork(t *testing.T) {
 		{"shared", m, sharedLayout(topo.Uniform(1, 8)), topo.Shared},
 	} {
 		p := len(tt.lay.Hosts) * len(tt.lay.Hosts[0])
-		if got, want := cost(tt.m, topo.AllGather, tt.algo, p, 64, tt.lay), estimateOf(tt.m, topo.AllGather, tt.algo, topo.ShapeOf(p, tt.lay), 64).rounds; got != want {
+		if got, want := Cost(tt.m, topo.AllGather, tt.algo, p, 64, tt.lay), estimateOf(tt.m, topo.AllGather, tt.algo, topo.ShapeOf(p, tt.lay), 64).rounds; got != want {
 			t.Errorf("%s: all-gather of 64 B costs %g, want its rounds' %g", tt.name, got, want)
 		}
 	}
@@ -228,26 +228,26 @@ func sharedLayout(l topo.Layout) topo.Layout {
 
 func TestCostRules(t *testing.T) {
 	m := goldenModel
-	if c := cost(m, topo.AllReduce, topo.Hierarchical, 8, 1<<20, topo.Uniform(1, 8)); !math.IsInf(c, 1) {
+	if c := Cost(m, topo.AllReduce, topo.Hierarchical, 8, 1<<20, topo.Uniform(1, 8)); !math.IsInf(c, 1) {
 		t.Errorf("hierarchical on one host costs %g, want +Inf", c)
 	}
-	if c := cost(m, topo.AllReduce, topo.Hierarchical, 8, 1<<20, topo.Uniform(2, 4)); math.IsInf(c, 0) || c <= 0 {
+	if c := Cost(m, topo.AllReduce, topo.Hierarchical, 8, 1<<20, topo.Uniform(2, 4)); math.IsInf(c, 0) || c <= 0 {
 		t.Errorf("hierarchical on 2 hosts of 4 costs %g", c)
 	}
-	if c := cost(m, topo.AllToAll, topo.Tree, 8, 1<<20, topo.Uniform(1, 8)); !math.IsInf(c, 1) {
+	if c := Cost(m, topo.AllToAll, topo.Tree, 8, 1<<20, topo.Uniform(1, 8)); !math.IsInf(c, 1) {
 		t.Errorf("a tree all-to-all costs %g, want +Inf", c)
 	}
 	// Folding: 5 ranks pay more than 4 for recursive doubling.
-	if c4, c5 := cost(m, topo.AllReduce, topo.RecursiveDoubling, 4, 1<<10, topo.Layout{}), cost(m, topo.AllReduce, topo.RecursiveDoubling, 5, 1<<10, topo.Layout{}); c5 <= c4 {
+	if c4, c5 := Cost(m, topo.AllReduce, topo.RecursiveDoubling, 4, 1<<10, topo.Layout{}), Cost(m, topo.AllReduce, topo.RecursiveDoubling, 5, 1<<10, topo.Layout{}); c5 <= c4 {
 		t.Errorf("recursive doubling on 5 ranks %g, not above 4 ranks %g", c5, c4)
 	}
 	// Crossing hosts costs the remote link.
-	one, two := cost(m, topo.AllReduce, topo.Ring, 8, 1<<20, topo.Uniform(1, 8)), cost(m, topo.AllReduce, topo.Ring, 8, 1<<20, topo.Uniform(2, 4))
+	one, two := Cost(m, topo.AllReduce, topo.Ring, 8, 1<<20, topo.Uniform(1, 8)), Cost(m, topo.AllReduce, topo.Ring, 8, 1<<20, topo.Uniform(2, 4))
 	if two <= one {
 		t.Errorf("ring on 2 hosts %g, not above one host %g", two, one)
 	}
 	// Sharing two cores among 8 busy ranks slows the ring down.
-	if over := cost(oversubscribed(), topo.AllReduce, topo.Ring, 8, 1<<20, topo.Uniform(1, 8)); over <= one {
+	if over := Cost(oversubscribed(), topo.AllReduce, topo.Ring, 8, 1<<20, topo.Uniform(1, 8)); over <= one {
 		t.Errorf("ring on 2 cores %g, not above 8 cores %g", over, one)
 	}
 	// A root whose receivers copy out of its memory sends to all at once:
@@ -255,11 +255,11 @@ func TestCostRules(t *testing.T) {
 	// size, and is priced as before below it and across hosts.
 	pm := pulling()
 	for _, n := range []int{1 << 20, 64 << 20} {
-		lin, tree := cost(pm, topo.Broadcast, topo.Linear, 4, n, topo.Uniform(1, 4)), cost(pm, topo.Broadcast, topo.Tree, 4, n, topo.Uniform(1, 4))
+		lin, tree := Cost(pm, topo.Broadcast, topo.Linear, 4, n, topo.Uniform(1, 4)), Cost(pm, topo.Broadcast, topo.Tree, 4, n, topo.Uniform(1, 4))
 		if lin >= tree {
 			t.Errorf("pulled linear broadcast of %d bytes at np 4 costs %g, not below the tree's %g", n, lin, tree)
 		}
-		if old := cost(oversubscribed(), topo.Broadcast, topo.Linear, 4, n, topo.Uniform(1, 4)); lin >= old {
+		if old := Cost(oversubscribed(), topo.Broadcast, topo.Linear, 4, n, topo.Uniform(1, 4)); lin >= old {
 			t.Errorf("pulled linear broadcast %g, not below pushed %g", lin, old)
 		}
 	}
@@ -267,12 +267,12 @@ func TestCostRules(t *testing.T) {
 		n   int
 		lay topo.Layout
 	}{{64 << 10, topo.Uniform(1, 4)}, {1 << 20, topo.Uniform(2, 2)}} {
-		if a, b := cost(pm, topo.Broadcast, topo.Linear, 4, c.n, c.lay), cost(oversubscribed(), topo.Broadcast, topo.Linear, 4, c.n, c.lay); a != b {
+		if a, b := Cost(pm, topo.Broadcast, topo.Linear, 4, c.n, c.lay), Cost(oversubscribed(), topo.Broadcast, topo.Linear, 4, c.n, c.lay); a != b {
 			t.Errorf("linear broadcast of %d bytes on %v: %g with single copy, %g without", c.n, c.lay.Hosts, a, b)
 		}
 	}
 	for _, coll := range topo.Collectives {
-		if c := cost(m, coll, Algos(coll)[0], 1, 1<<20, topo.Layout{}); c != 0 {
+		if c := Cost(m, coll, Algos(coll)[0], 1, 1<<20, topo.Layout{}); c != 0 {
 			t.Errorf("%s on one rank costs %g", coll, c)
 		}
 	}
@@ -289,11 +289,11 @@ func TestCostSharedCells(t *testing.T) {
 	lay := topo.Uniform(1, 8)
 	lay.Shared = true
 	for _, n := range []int{8, 2 << 10, sharedCell} {
-		if sh, lin := cost(m, topo.Broadcast, topo.Shared, 8, n, lay), cost(m, topo.Broadcast, topo.Linear, 8, n, lay); sh >= lin {
+		if sh, lin := Cost(m, topo.Broadcast, topo.Shared, 8, n, lay), Cost(m, topo.Broadcast, topo.Linear, 8, n, lay); sh >= lin {
 			t.Errorf("shared broadcast of %d bytes at np 8 on 2 cores costs %g, not below linear's %g", n, sh, lin)
 		}
 	}
-	chunk, more := cost(m, topo.Broadcast, topo.Shared, 8, sharedChunk, lay), cost(m, topo.Broadcast, topo.Shared, 8, sharedChunk+8, lay)
+	chunk, more := Cost(m, topo.Broadcast, topo.Shared, 8, sharedChunk, lay), Cost(m, topo.Broadcast, topo.Shared, 8, sharedChunk+8, lay)
 	if more-chunk >= sharedLatency*m.Wake {
 		t.Errorf("a shared broadcast's second chunk costs %g, a crowded round's wait (one chunk: %g)", more-chunk, chunk)
 	}
@@ -328,7 +328,7 @@ func TestCostLinearAllReduce(t *testing.T) {
 		}{{8, topo.Linear}, {4 << 10, topo.Linear}, {256 << 10, topo.Linear}, {2 << 20, topo.Ring}, {8 << 20, topo.Ring}} {
 			if got := Cheapest(m, topo.AllReduce, p, tt.bytes, lay); got != tt.want {
 				t.Errorf("np %d, %d B: chose %s, want %s (linear %.0f us, ring %.0f us)", p, tt.bytes, got, tt.want,
-					1e6*cost(m, topo.AllReduce, topo.Linear, p, tt.bytes, lay), 1e6*cost(m, topo.AllReduce, topo.Ring, p, tt.bytes, lay))
+					1e6*Cost(m, topo.AllReduce, topo.Linear, p, tt.bytes, lay), 1e6*Cost(m, topo.AllReduce, topo.Ring, p, tt.bytes, lay))
 			}
 		}
 	}

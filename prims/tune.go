@@ -158,7 +158,7 @@ func Tune(ctx context.Context, c *spmd.Comm, cfg TuneConfig) (Tuning, error) {
 			last = bytes
 			var algos []topo.Algo
 			for _, a := range Algos(coll) {
-				if !math.IsInf(cost(m, coll, a, p, bytes, lay), 0) && (a != topo.Shared || shares) {
+				if !math.IsInf(Cost(m, coll, a, p, bytes, lay), 0) && (a != topo.Shared || shares) {
 					algos = append(algos, a)
 				}
 			}

@@ -26,12 +26,20 @@
 //
 //	gorun --tune -np 8 --tune-json /tmp/np8.json
 //	go run ./bench/replay /tmp/np8.json
+//
+// With -v it also prints, for every size of the choice runs, each
+// algorithm's measured and modelled microseconds, marking the model's
+// choice (<) and the fastest (*): where a cost formula is off, and by how
+// much, rather than only that a choice missed.
+//
+//	go run ./bench/replay -v /tmp/run1
 package main
 
 import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -164,9 +172,11 @@ var (
 )
 
 func main() {
+	verbose := flag.Bool("v", false, "print every size's measured and modelled time of each algorithm")
+	flag.Parse()
 	var dirs []string
 	total, n := 0, 0
-	for _, arg := range os.Args[1:] {
+	for _, arg := range flag.Args() {
 		if st, err := os.Stat(arg); err == nil && !st.IsDir() {
 			good, judged, err := replayReports(os.Stdout, arg)
 			if err != nil {
@@ -208,6 +218,9 @@ func main() {
 				for _, b := range sizesOf(run) {
 					_, best := fastest(run[b])
 					c := prims.Cheapest(m, coll, np, b, lay)
+					if *verbose {
+						detail(os.Stdout, m, coll, np, b, lay, run[b], c)
+					}
 					t, ok := run[b][string(c)]
 					switch {
 					case !ok: // the run did not time it: no judgement
@@ -257,6 +270,32 @@ func main() {
 	if n > 0 {
 		fmt.Printf("hindsight total %d/%d (%.0f%%)\n", total, n, 100*float64(total)/float64(n))
 	}
+}
+
+// detail prints one size of a choice run: each algorithm the run timed,
+// its median microseconds and the model's, the model's choice marked <
+// and the fastest *.
+func detail(w io.Writer, m topo.Model, coll topo.Collective, np, b int, lay topo.Layout, times map[string]float64, chose topo.Algo) {
+	var algos []string
+	for a := range times {
+		algos = append(algos, a)
+	}
+	sort.Strings(algos)
+	fast, _ := fastest(times)
+	fmt.Fprintf(w, "  %-13s np %d %9d", coll, np, b)
+	for _, a := range algos {
+		mark := " "
+		switch {
+		case a == string(chose) && a == fast:
+			mark = "<*"
+		case a == string(chose):
+			mark = "<"
+		case a == fast:
+			mark = "*"
+		}
+		fmt.Fprintf(w, "  %s %.1f/%.1f%-2s", a, times[a], 1e6*prims.Cost(m, coll, topo.Algo(a), np, b, lay), mark)
+	}
+	fmt.Fprintln(w)
 }
 
 // readReports reads the gorun --tune-json reports in path: one, or several
