@@ -47,9 +47,11 @@ func TestCollectivesOverTransports(t *testing.T) {
 // segments straight out of the sender's memory, the ring reduce-scatter
 // and Rabenseifner's halving post only a few segments ahead and reuse
 // their slots; blocks and halves of more segments than that must still add
-// up, for every collective built on them, with and without a fold.
+// up, for every collective built on them, with and without a fold. The
+// ring all-gather forwards blocks of several segments, and with two ranks
+// sends each whole, after posting its receives.
 func TestSegmentWindowsOverSHM(t *testing.T) {
-	for _, p := range []int{3, 4} {
+	for _, p := range []int{2, 3, 4} {
 		t.Run(fmt.Sprintf("p=%d", p), func(t *testing.T) {
 			seg := prims.SegmentBytes / 4 // float32 elements
 			n := p*(3*seg+seg/3) + 7      // blocks of 3 1/3 segments and a ragged end
@@ -62,6 +64,8 @@ func TestSegmentWindowsOverSHM(t *testing.T) {
 					{topo.AllReduce, topo.Rabenseifner, n, false},
 					{topo.ReduceScatter, topo.Rabenseifner, n, false},
 					{topo.Reduce, topo.Rabenseifner, n, false},
+					{topo.AllGather, topo.Ring, n, false},
+					{topo.AllGather, topo.Ring, n, true},
 				} {
 					if err := run[float32](ctx, w.Comm, k); err != nil {
 						return err
