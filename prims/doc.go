@@ -112,7 +112,6 @@
 //
 // The first hierarchical call on a communicator splits it (spmd.Comm.Split)
 // into one communicator per host and one of the host leaders, and caches
-// them. spmd runs one Split at a time per rank, so make that first call
-// before running collectives on several communicators concurrently,
-// from several goroutines or from the queues of non-blocking collectives.
+// them. Those splits may run while other communicators split theirs, from
+// other goroutines or from the queues of non-blocking collectives.
 package prims

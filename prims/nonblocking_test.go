@@ -319,14 +319,6 @@ func TestNonBlockingDup(t *testing.T) {
 		if prims.SameState(w.Comm, d) {
 			return fmt.Errorf("the duplicate shares its parent's state")
 		}
-		// A communicator's first hierarchical call splits it, and a rank
-		// runs one Split at a time: make those before the two queues run
-		// at once, as the package says.
-		for _, c := range []*spmd.Comm{w.Comm, d} {
-			if err := prims.AllReduce(ctx, c, make([]float32, 10), prims.Sum[float32](), prims.WithAlgo(topo.Hierarchical)); err != nil {
-				return err
-			}
-		}
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
 		for i, c := range []*spmd.Comm{w.Comm, d} {

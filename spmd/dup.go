@@ -7,8 +7,9 @@ import "context"
 // (MPI_Comm_dup): a library that talks on its own duplicate cannot take a
 // message meant for the program, nor the program one of the library's.
 // Every rank of c must call Dup, in the same order as its other collective
-// calls on c; the duplicates and splits that one rank makes must not run
-// concurrently from several goroutines (Dup is a Split with one color).
+// calls on c; a rank must not duplicate or split one communicator from
+// several goroutines at once, while those of different communicators may
+// run at once (Dup is a Split with one color).
 //
 // The duplicate inherits c's values, as Split's communicators do (topo's
 // fitted model holds for the same ranks). What is kept per communicator

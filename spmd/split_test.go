@@ -2,9 +2,11 @@ package spmd_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gorun-hpc/gorun/spmd"
 )
@@ -64,33 +66,107 @@ func TestSplitTrafficIsolated(t *testing.T) {
 		if a.ID() == w.ID() || a.ID() == b.ID() {
 			return fmt.Errorf("ids not distinct: world %d a %d b %d", w.ID(), a.ID(), b.ID())
 		}
-		var wg sync.WaitGroup
-		errs := make([]error, 3)
-		for i, c := range []*spmd.Comm{w.Comm, a, b} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				next, prev := (c.Rank()+1)%c.Size(), (c.Rank()-1+c.Size())%c.Size()
-				for round := 0; round < 50; round++ {
-					out := []int64{int64(i), int64(round)}
-					in := make([]int64, 2)
-					if _, err := c.Sendrecv(ctx, spmd.Bytes(out), next, 0, spmd.Bytes(in), prev, 0); err != nil {
-						errs[i] = err
-						return
-					}
-					if in[0] != int64(i) || in[1] != int64(round) {
-						errs[i] = fmt.Errorf("comm %d round %d got %v", i, round, in)
-						return
+		return ringTraffic(ctx, []*spmd.Comm{w.Comm, a, b}, 50)
+	})
+}
+
+// ringTraffic sends, on every communicator of comms at once, rounds
+// messages with tag 0 around its ring, each carrying the communicator's
+// index in comms and the round: a message that lands on another
+// communicator, or out of order, is an error.
+func ringTraffic(ctx context.Context, comms []*spmd.Comm, rounds int) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(comms))
+	for i, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			next, prev := (c.Rank()+1)%c.Size(), (c.Rank()-1+c.Size())%c.Size()
+			for r := range rounds {
+				out := []int64{int64(i), int64(r)}
+				in := make([]int64, 2)
+				if _, err := c.Sendrecv(ctx, spmd.Bytes(out), next, 0, spmd.Bytes(in), prev, 0); err != nil {
+					errs[i] = err
+					return
+				}
+				if in[0] != int64(i) || in[1] != int64(r) {
+					errs[i] = fmt.Errorf("comm %d (id %d) round %d got %v", i, c.ID(), r, in)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// TestConcurrentSplits: splits of two communicators run at once from two
+// goroutines of every rank, which start them in opposite orders on
+// neighbouring ranks, as two goroutines making the first hierarchical call
+// on two communicators do, and some ranks split them one after the other.
+// None may wait for the other (a lock held across the exchange deadlocked
+// here), every member of a new communicator must
+// agree on its id, and no rank may hold two communicators with one id:
+// traffic with the same tags on all of them at once never mixes.
+func TestConcurrentSplits(t *testing.T) {
+	each(t, 3, func(ctx context.Context, w *spmd.World) error {
+		x, err := w.Dup(ctx)
+		if err != nil {
+			return err
+		}
+		y, err := w.Dup(ctx)
+		if err != nil {
+			return err
+		}
+		live := []*spmd.Comm{w.Comm, x, y}
+		for round := range 12 {
+			parents, order := []*spmd.Comm{x, y}, []int{0, 1}
+			if (w.Rank()+round)%2 == 1 {
+				order = []int{1, 0}
+			}
+			made := make([]*spmd.Comm, 2) // made[0] of x, made[1] of y
+			errs := make([]error, 2)
+			var wg sync.WaitGroup
+			// In every fourth round the odd ranks split one communicator
+			// after the other, as MPI lets them: the others' concurrent
+			// splits must not wait for the split they make second.
+			inTurn := round%4 == 3 && w.Rank()%2 == 1
+			for _, i := range order {
+				parent := parents[i]
+				split := func() {
+					if round%3 == 0 {
+						made[i], errs[i] = parent.Dup(ctx)
+					} else {
+						made[i], errs[i] = parent.Split(ctx, parent.Rank()%2, 0)
 					}
 				}
-			}()
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				return err
+				if inTurn {
+					split()
+					continue
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					split()
+				}()
+				// The first goroutine starts its exchange before the second.
+				time.Sleep(time.Duration(round%4) * time.Millisecond)
 			}
+			wg.Wait()
+			for _, err := range errs {
+				if err != nil {
+					return fmt.Errorf("round %d: %w", round, err)
+				}
+			}
+			live = append(live, made...)
 		}
-		return nil
+		ids := map[uint32]int{}
+		for i, c := range live {
+			if j, ok := ids[c.ID()]; ok {
+				return fmt.Errorf("communicators %d and %d both have id %d", j, i, c.ID())
+			}
+			ids[c.ID()] = i
+		}
+		return ringTraffic(ctx, live, 20)
 	})
 }

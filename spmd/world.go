@@ -33,13 +33,15 @@ type core struct {
 	log    *log.Logger
 	peers  []Peer // by world rank
 
-	splitMu sync.Mutex // one Split at a time on this rank
-
 	mu sync.Mutex
 	// protects following
-	nextID uint32                // lowest communicator id this rank has not used
-	values map[valueKey]any      // values attached to communicators
-	shared map[uint32]sharedArea // memory Comm.Shared mapped, by communicator
+	nextID uint32 // lowest communicator id this rank has not used
+	// splits are the Splits under way on this rank; splitChanged is
+	// closed (and replaced) when one ends an attempt.
+	splits       map[*splitOp]bool
+	splitChanged chan struct{}
+	values       map[valueKey]any      // values attached to communicators
+	shared       map[uint32]sharedArea // memory Comm.Shared mapped, by communicator
 
 	// valuesGen counts the changes to values, so that a Comm's cache of
 	// the values it was asked for knows when it is stale. Written under mu.
