@@ -1,15 +1,16 @@
 /*
  * coll: Open MPI's side of gorun's side-by-side benchmarks. It times
- * MPI_Allreduce (float32 sum, in place), MPI_Bcast (root 0),
- * MPI_Allgather or MPI_Alltoall (float32) over a range of sizes and prints them in the
+ * MPI_Allreduce (float32 sum, in place), MPI_Bcast (root 0), MPI_Reduce
+ * (float32 sum to root 0), MPI_Allgather or MPI_Alltoall (float32) over a
+ * range of sizes and prints them in the
  * columns of gorun's examples/collbench, with algo "ompi", so that
  * bench/compare can put the two side by side.
  *
  *   mpicc -O2 -o coll coll.c
  *   mpirun -np 4 ./coll -op allreduce -b 8 -e 64M -n 20 -w 5
  *
- * Sizes count bytes as nccl-tests does: the whole buffer of all-reduce and
- * broadcast, the gathered result (all ranks' blocks) of all-gather, one
+ * Sizes count bytes as nccl-tests does: the whole buffer of all-reduce,
+ * reduce and broadcast, the gathered result (all ranks' blocks) of all-gather, one
  * rank's send buffer (a block for every rank) of all-to-all. The
  * time of one size is the mean over the iterations of the slowest rank.
  */
@@ -29,7 +30,7 @@ static long parse_size(const char *s) {
 	return n;
 }
 
-enum op { ALLREDUCE, BROADCAST, ALLGATHER, ALLTOALL };
+enum op { ALLREDUCE, BROADCAST, REDUCE, ALLGATHER, ALLTOALL };
 
 /* run calls the collective once on count float32 elements (per rank for
  * all-gather, per block for all-to-all). */
@@ -40,6 +41,9 @@ static void run(enum op op, float *buf, float *out, long count) {
 		break;
 	case BROADCAST:
 		MPI_Bcast(buf, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+		break;
+	case REDUCE:
+		MPI_Reduce(buf, out, (int)count, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
 		break;
 	case ALLGATHER:
 		MPI_Allgather(buf, (int)count, MPI_FLOAT, out, (int)count, MPI_FLOAT, MPI_COMM_WORLD);
@@ -66,10 +70,11 @@ int main(int argc, char **argv) {
 	enum op op;
 	if (!strcmp(opname, "allreduce")) op = ALLREDUCE;
 	else if (!strcmp(opname, "broadcast")) op = BROADCAST;
+	else if (!strcmp(opname, "reduce")) op = REDUCE;
 	else if (!strcmp(opname, "allgather")) op = ALLGATHER;
 	else if (!strcmp(opname, "alltoall")) op = ALLTOALL;
 	else {
-		fprintf(stderr, "coll: -op %s: want allreduce, broadcast, allgather or alltoall\n", opname);
+		fprintf(stderr, "coll: -op %s: want allreduce, broadcast, reduce, allgather or alltoall\n", opname);
 		MPI_Abort(MPI_COMM_WORLD, 2);
 		return 2;
 	}
@@ -78,7 +83,7 @@ int main(int argc, char **argv) {
 	MPI_Comm_size(MPI_COMM_WORLD, &np);
 	float *buf = malloc(maxb > 4 ? maxb : 4);
 	int blocked = op == ALLGATHER || op == ALLTOALL; /* the buffer is a block per rank */
-	float *out = blocked ? malloc(maxb > 4 ? maxb : 4) : NULL;
+	float *out = blocked || op == REDUCE ? malloc(maxb > 4 ? maxb : 4) : NULL;
 	if (rank == 0) {
 		printf("# %s (Open MPI): %d ranks, %d iterations after %d warm-up\n", opname, np, iters, warm);
 		printf("# op            np        bytes        count    type  redop          algo      time_us  algbw_GBps  busbw_GBps   wrong\n");
@@ -100,7 +105,7 @@ int main(int argc, char **argv) {
 			long bytes = count * 4;
 			double algbw = bytes / slowest / 1e9;
 			printf("%-15s %4d %12ld %12ld %7s %6s %13s %12.2f %11.3f %11.3f %7s\n", opname, np, bytes, count,
-			       "float32", op == ALLREDUCE ? "sum" : "none", "ompi", slowest * 1e6, algbw, algbw * factor_bus, "N/A");
+			       "float32", op == ALLREDUCE || op == REDUCE ? "sum" : "none", "ompi", slowest * 1e6, algbw, algbw * factor_bus, "N/A");
 			fflush(stdout);
 		}
 	}
