@@ -47,7 +47,7 @@ algos() {
 	allreduce) echo ring tree recdbl rabenseifner linear shared ;;
 	broadcast) echo tree ring linear shared ;;
 	allgather) echo ring recdbl linear shared ;;
-	reduce) echo tree ring rabenseifner linear ;;
+	reduce) echo tree ring rabenseifner linear shared ;;
 	reducescatter) echo ring rabenseifner linear shared ;;
 	alltoall) echo linear shared ;;
 	esac

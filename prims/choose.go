@@ -27,7 +27,7 @@ import (
 // in cost go to the one listed first.
 var applicable = [...][]topo.Algo{
 	topo.Broadcast:     {topo.Tree, topo.Ring, topo.Linear, topo.Hierarchical, topo.Shared},
-	topo.Reduce:        {topo.Tree, topo.Ring, topo.Rabenseifner, topo.Linear, topo.Hierarchical},
+	topo.Reduce:        {topo.Tree, topo.Ring, topo.Rabenseifner, topo.Linear, topo.Hierarchical, topo.Shared},
 	topo.AllReduce:     {topo.Ring, topo.Tree, topo.RecursiveDoubling, topo.Rabenseifner, topo.Linear, topo.Hierarchical, topo.Shared},
 	topo.Gather:        {topo.Linear, topo.Tree},
 	topo.Scatter:       {topo.Linear, topo.Tree},

@@ -17,7 +17,7 @@ func SameState(a, b *spmd.Comm) bool {
 	return stateOf(a.Collective()) == stateOf(b.Collective())
 }
 
-// SharedRounds returns how many rounds, and pieces of broadcasts, this
+// SharedRounds returns how many rounds, and pieces of broadcasts and reduces, this
 // rank has run through c's shared memory: a Shared call that ran there
 // adds to it, one that ran message algorithms instead does not. Call it
 // between c's calls, from the goroutine that makes them.
@@ -26,7 +26,7 @@ func SharedRounds(c *spmd.Comm) int {
 	if a == nil {
 		return 0
 	}
-	return int(a.rounds + a.casts + a.chunks)
+	return int(a.rounds + a.casts + a.chunks + a.foldings)
 }
 
 // LoseSharedMemory makes the Shared algorithms on c run message algorithms
@@ -44,8 +44,10 @@ var Forced = forced
 
 // The Shared algorithms' layout constants.
 const (
-	SharedChunk   = sharedChunk
-	SharedCell    = sharedCell
-	SharedCells   = sharedCells
-	SharedStreams = sharedStreams
+	SharedChunk      = sharedChunk
+	SharedCell       = sharedCell
+	SharedCells      = sharedCells
+	SharedStreams    = sharedStreams
+	SharedFolds      = sharedFolds
+	SharedScatterMin = sharedScatterMin
 )

@@ -51,6 +51,8 @@ func reduce[T spmd.Number](k *call, src, dst []T, root int, op Op[T]) error {
 		return rabenseifnerReduce(k, src, dst, root, op)
 	case topo.Hierarchical:
 		return hierReduce(k, src, dst, root, op)
+	case topo.Shared:
+		return sharedReduce(k, src, dst, root, op)
 	}
 	return algoError(k.coll, k.algo)
 }
@@ -70,6 +72,8 @@ func reduceCost(m topo.Model, algo topo.Algo, s topo.Shape, n float64) estimate 
 		return rabenseifnerReduceCost(m, s, n)
 	case topo.Hierarchical:
 		return hierReduceCost(m, s, n)
+	case topo.Shared:
+		return sharedReduceCost(m, s, n)
 	}
 	return never
 }

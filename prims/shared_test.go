@@ -17,7 +17,8 @@ import (
 // from every root among them, on ranks that dawdle at random: a rank that
 // has finished a broadcast's round goes on while another still copies out
 // of the root's slot, so whoever writes that slot next must wait for it
-// (the loose rounds). Buffers span several rounds; every result is checked.
+// (the loose rounds), and a reduce's ranks other than the root read nothing
+// in the round. Buffers span several rounds; every result is checked.
 func TestSharedRounds(t *testing.T) {
 	const p = 4
 	all := prims.WithAlgo(topo.Shared)
@@ -48,6 +49,29 @@ func TestSharedRounds(t *testing.T) {
 				return err
 			}
 			if err := expect(fmt.Sprintf("all-reduce %d", it), s, 3000, func(i int) int32 { return int32(p*(p-1)/2*i + p*it) }); err != nil {
+				return err
+			}
+			dawdle()
+			// A reduce of a full round (each rank reduces a block) and a
+			// short one (the root folds them all), in place every other
+			// time; the others' send is left alone.
+			mine64 := func(i int) float64 { return float64(w.Rank()*i + it) }
+			rs := fill(big, mine64)
+			var rr []float64
+			if w.Rank() == root {
+				rr = make([]float64, big)
+				if it%2 == 1 {
+					rr = rs
+				}
+			}
+			if err := prims.Reduce(ctx, w.Comm, rs, rr, prims.Sum[float64](), root, all); err != nil {
+				return err
+			}
+			if w.Rank() != root {
+				if err := expect(fmt.Sprintf("reduce %d to %d: send", it, root), rs, big, mine64); err != nil {
+					return err
+				}
+			} else if err := expect(fmt.Sprintf("reduce %d to %d", it, root), rr, big, func(i int) float64 { return float64(p*(p-1)/2*i + p*it) }); err != nil {
 				return err
 			}
 			dawdle()
@@ -123,5 +147,66 @@ func TestSharedCastRings(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// TestSharedFolds runs small shared reduces through the folds' ring in
+// runs of 40 from one root, the next run from the next rank, in place
+// every third time, while ranks dawdle at random and each root early in
+// its run long enough for the others to run on through the whole ring: a
+// rank runs ahead of the roots until it would write a cell whose piece's
+// root, the last run's at first, has not folded it, as many pieces back
+// as the ring holds, and must wait there. Slot rounds (an all-reduce, and a
+// reduce that ends in a short slot round) come between; every result is
+// checked, and the others' parts are left alone.
+func TestSharedFolds(t *testing.T) {
+	for _, p := range []int{2, 3, 4} {
+		t.Run(fmt.Sprint(p), func(t *testing.T) {
+			all := prims.WithAlgo(topo.Shared)
+			spmdtest.Run(t, p, func(ctx context.Context, w *spmd.World) error {
+				rng := rand.New(rand.NewPCG(uint64(w.Rank()), 2))
+				for it := range 5 * prims.SharedFolds {
+					root := it / 40 % p
+					if it%40 == 0 {
+						s := fill(prims.SharedScatterMin/8+100, func(i int) int64 { return int64(w.Rank() + i) })
+						if err := prims.Reduce(ctx, w.Comm, s, s, prims.Sum[int64](), root, all); err != nil {
+							return err
+						}
+						if err := prims.AllReduce(ctx, w.Comm, s[:100], prims.Sum[int64](), all); err != nil {
+							return err
+						}
+					}
+					switch {
+					case it%40 == 3 && w.Rank() == root:
+						// The others run on, up to 37 pieces, more than
+						// the ring holds.
+						time.Sleep(3 * time.Millisecond)
+					case rng.IntN(4) == 0:
+						time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+					}
+					n := 1 + it*7919%(prims.SharedScatterMin/8-1)
+					mine := func(i int) float64 { return float64(w.Rank()*i + it) }
+					send := fill(n, mine)
+					var recv []float64
+					if w.Rank() == root {
+						recv = make([]float64, n)
+						if it%3 == 0 {
+							recv = send
+						}
+					}
+					if err := prims.Reduce(ctx, w.Comm, send, recv, prims.Sum[float64](), root, all); err != nil {
+						return err
+					}
+					if w.Rank() != root {
+						if err := expect(fmt.Sprintf("reduce %d to %d: send", it, root), send, n, mine); err != nil {
+							return err
+						}
+					} else if err := expect(fmt.Sprintf("reduce %d to %d", it, root), recv, n, func(i int) float64 { return float64(p*(p-1)/2*i + p*it) }); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		})
 	}
 }

@@ -2,6 +2,7 @@ package prims
 
 import (
 	"math"
+	"unsafe"
 
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/topo"
@@ -190,29 +191,45 @@ func reduceOthers[T spmd.Number](k *call, a *area, round uint32, n, lo int, op O
 // rank in all. Each block is reduced by one rank only, so every rank gets
 // the same bits whatever the order of the fold.
 func sharedScatter[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
-	p, me := k.cc.Size(), k.cc.Rank()
-	n := len(out)
-	lo, hi := Block(n, p, me)
-	round := a.next()
-	if err := a.claim(k, round, readAfter, true, true); err != nil {
+	round, slot, lo, hi, err := scatterIn(k, a, out)
+	if err != nil {
 		return err
 	}
-	slot := data[T](a, me, round, n)
-	toSlot(&a.in, slot[:lo], out[:lo])
-	toSlot(&a.in, slot[hi:], out[hi:])
-	a.publish(me, round)
 	acc := out[lo:hi]
-	if err := reduceOthers(k, a, round, n, lo, op, acc); err != nil {
+	if err := reduceOthers(k, a, round, len(out), lo, op, acc); err != nil {
 		return err
 	}
 	toSlot(&a.in, slot[lo:hi], acc)
-	a.head(me, round).reduced.store(round)
+	a.head(k.cc.Rank(), round).reduced.store(round)
+	return reducedOut(k, a, round, out)
+}
+
+// reducedOut copies the other ranks' reduced blocks of round into out, as
+// each comes.
+func reducedOut[T spmd.Number](k *call, a *area, round uint32, out []T) error {
+	p, n := k.cc.Size(), len(out)
 	return a.asReady(k, round,
 		func(r int) *signal { return &a.head(r, round).reduced },
 		func(r int) {
 			rlo, rhi := Block(n, p, r)
 			copy(out[rlo:rhi], data[T](a, r, round, n)[rlo:rhi])
 		})
+}
+
+// scatterIn starts a round in which every rank reduces its own block of
+// the parts, [lo, hi) of part by Block's cut: it writes the other blocks
+// of part into this rank's slot and says so.
+func scatterIn[T spmd.Number](k *call, a *area, part []T) (round uint32, slot []T, lo, hi int, err error) {
+	lo, hi = Block(len(part), k.cc.Size(), k.cc.Rank())
+	round = a.next()
+	if err := a.claim(k, round, readAfter, true, true); err != nil {
+		return 0, nil, 0, 0, err
+	}
+	slot = data[T](a, k.cc.Rank(), round, len(part))
+	toSlot(&a.in, slot[:lo], part[:lo])
+	toSlot(&a.in, slot[hi:], part[hi:])
+	a.publish(k.cc.Rank(), round)
+	return round, slot, lo, hi, nil
 }
 
 // sharedBarrier is one round without data.
@@ -383,6 +400,186 @@ func sharedAllGatherCost(m topo.Model, s topo.Shape, n float64) estimate {
 	p, copyIn := float64(s.P), sharedCopy(m, s)
 	return sharedCost(m, s, n, func(wait float64) float64 {
 		return sharedRounds(n/p, func(c float64) float64 { return wait + p*c*copyIn })
+	})
+}
+
+// sharedReduce reduces src into dst at root. Below sharedScatterMin bytes
+// it is a piece of the folds' ring (foldPiece); larger ones go in rounds of
+// up to sharedChunk bytes, as sharedAllReduce's, except that only the root
+// takes the result: each rank reduces its own block of every part and the
+// root copies the others' reduced blocks out (reduceToRoot), which the
+// others skip, and a last round below sharedScatterMin bytes folds at the
+// root (reduceFold). src is never modified, except at the root when
+// reducing in place; dst is the result at the root and not used elsewhere.
+func sharedReduce[T spmd.Number](k *call, src, dst []T, root int, op Op[T]) error {
+	a, err := areaOf(k)
+	if a == nil {
+		if err == nil {
+			k.fellBack(topo.Tree)
+			err = treeReduce(k, src, dst, root, op)
+		}
+		return err
+	}
+	if len(src)*sizeOf[T]() < sharedScatterMin {
+		a.foldings++
+		return foldPiece(k, a, a.foldings, src, dst, root, op)
+	}
+	per, me := sharedChunk/sizeOf[T](), k.cc.Rank()
+	var work []T // a block's reduction at a rank other than the root
+	for lo := 0; lo < len(src); lo += per {
+		hi := min(lo+per, len(src))
+		out := work
+		if me == root {
+			out = dst[lo:hi]
+		} else if out == nil {
+			out = borrow[T](k, min(per, len(src))/k.cc.Size()+1)
+			work = out
+		}
+		if (hi-lo)*sizeOf[T]() < sharedScatterMin {
+			err = reduceFold(k, a, src[lo:hi], out, root, op)
+		} else {
+			err = reduceToRoot(k, a, src[lo:hi], out, root, op)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// foldPiece reduces a small part, piece s of the folds' ring, at root:
+// every rank waits until the root of the piece that last used its cell is
+// done with it (at once unless that root lags the whole ring behind),
+// writes its part there and goes on; the root, which writes its own part
+// too (dst may be src, and the fold starts from rank 0's), folds the parts
+// in rank order into dst and says it is done with the piece. The count of
+// a rank that was last a root is read only when the one read before
+// (g.seen) is too old, as castPiece reads them.
+func foldPiece[T spmd.Number](k *call, a *area, s uint32, src, dst []T, root int, op Op[T]) error {
+	g, me := &a.folds, k.cc.Rank()
+	// Before the first g.n pieces free wraps below zero, which every
+	// count has reached (the cells' roots are rank 0 then).
+	slot, free := s&(g.n-1), s-g.n
+	if r := a.foldRoots[slot]; r != me && int32(g.seen[r]-free) < 0 {
+		done := g.doneBy(a, r)
+		if err := done.wait(k, r, free); err != nil {
+			return err
+		}
+		g.seen[r] = done.round.Load()
+	}
+	a.foldRoots[slot] = root
+	off := g.bufOff(s)
+	toSlot(&a.in, at[T](a, off+me*foldStride, len(src)), src)
+	(*slotHead)(unsafe.Pointer(&a.mem[off+me*foldStride])).part.store(s)
+	if me != root {
+		return nil
+	}
+	for r := range a.p {
+		h := (*slotHead)(unsafe.Pointer(&a.mem[off+r*foldStride]))
+		if r != me {
+			if err := h.part.wait(k, r, s); err != nil {
+				return err
+			}
+		}
+		if theirs := at[T](a, off+r*foldStride, len(dst)); r == 0 {
+			copy(dst, theirs)
+		} else {
+			op.reduce(dst, theirs)
+		}
+	}
+	g.doneBy(a, me).store(s)
+	return nil
+}
+
+// reduceFold is a round of sharedReduce in which every rank puts its part
+// and the root folds the parts, in rank order, into out: one wait, for the
+// root alone. The others do not see every rank store the round, and before
+// they next write the slot they wait for the root only, its one reader
+// (rootReads): not for each other, which on a host with more ranks than
+// cores made every rank run once per round.
+func reduceFold[T spmd.Number](k *call, a *area, part, out []T, root int, op Op[T]) error {
+	me := k.cc.Rank()
+	round := a.next()
+	if err := a.claimRead(k, round, rootReads, root, me == root, true); err != nil {
+		return err
+	}
+	// The root puts its part too: out may be part (in place), and the
+	// fold starts from rank 0's.
+	toSlot(&a.in, data[T](a, me, round, len(part)), part)
+	a.publish(me, round)
+	if me != root {
+		return nil
+	}
+	for r := range k.cc.Size() {
+		if r != me {
+			if err := a.await(k, r, round); err != nil {
+				return err
+			}
+		}
+		if theirs := data[T](a, r, round, len(part)); r == 0 {
+			copy(out, theirs)
+		} else {
+			op.reduce(out, theirs)
+		}
+	}
+	return nil
+}
+
+// reduceToRoot is a round of sharedReduce in which rank r reduces only
+// block r (Block's cut), as in sharedScatter: every rank writes the other
+// blocks of its part into its slot and reduces theirs into its own block;
+// the root reduces into out and copies the others' reduced blocks from
+// their slots, where the others leave them, reduced in out (their work
+// buffer) and then written by toSlot: reduced in the slot itself, with
+// plain stores to lines the root had read, 2-4 MiB took 1.4-1.6x the
+// Shared all-reduce's time at np 2. Two waits for the root, one for the
+// others.
+func reduceToRoot[T spmd.Number](k *call, a *area, part, out []T, root int, op Op[T]) error {
+	round, slot, lo, hi, err := scatterIn(k, a, part)
+	if err != nil {
+		return err
+	}
+	acc := out[:hi-lo]
+	if k.cc.Rank() == root {
+		acc = out[lo:hi]
+	}
+	copy(acc, part[lo:hi]) // nothing to copy at a root in place
+	if err := reduceOthers(k, a, round, len(part), lo, op, acc); err != nil {
+		return err
+	}
+	if k.cc.Rank() != root {
+		toSlot(&a.in, slot[lo:hi], acc)
+		a.head(k.cc.Rank(), round).reduced.store(round)
+		return nil
+	}
+	return reducedOut(k, a, round, out)
+}
+
+// sharedReduceCost is sharedReduce's. A small one is a piece of the
+// folds' ring, through which the others run ahead of the root as through
+// a message algorithm's queues: the wait is a pair's, as a broadcast's
+// piece's, and the root copies its part in and folds the p-1 others.
+// Larger ones go round by round: the root's rounds are a Shared
+// all-reduce's; on a host with more ranks than cores, where all the ranks'
+// copies share the cores, the copies out that only the root makes cost
+// (p-1)/p of a part among p ranks, not at every rank.
+func sharedReduceCost(m topo.Model, s topo.Shape, n float64) estimate {
+	if n > 0 && n < sharedScatterMin {
+		return sharedCost(m, s, n, func(float64) float64 {
+			return sharedLatency*m.AlphaBusy(s, false, 2) + n*sharedCopy(m, s) + float64(s.P-1)*n*m.GammaBusy(s.PerHost)
+		})
+	}
+	if s.PerHost <= m.Cores {
+		return sharedAllReduceCost(m, s, n)
+	}
+	return sharedCost(m, s, n, func(wait float64) float64 {
+		b, g, p := sharedCopy(m, s), m.GammaBusy(s.PerHost), float64(s.P)
+		return sharedRounds(n, func(c float64) float64 {
+			if c < sharedScatterMin {
+				return wait + c*b + (p-1)*c*g
+			}
+			return 2*wait + (1+(p-1)/(p*p))*c*b + (p-1)/p*c*g
+		})
 	})
 }
 

@@ -298,6 +298,7 @@ func TestSharedFallbackTraced(t *testing.T) {
 		{"transport maps none", func(t transport.Transport) transport.Transport { return opaque{t} }, map[string]string{
 			"allreduce":     string(topo.RecursiveDoubling),
 			"broadcast":     string(topo.Tree),
+			"reduce":        string(topo.Tree),
 			"allgather":     string(topo.RecursiveDoubling),
 			"reducescatter": string(topo.Ring),
 			"alltoall":      string(topo.Linear),
