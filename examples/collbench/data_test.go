@@ -120,16 +120,16 @@ func TestBusFactor(t *testing.T) {
 // TestForOp: with several ops, the algorithms an op lacks are skipped for
 // it and listed; with one op they stay, for its error to name them.
 func TestForOp(t *testing.T) {
-	cfg := config{ops: []string{"allreduce", "reduce"}, algos: []string{"shared", "ring", ""}}
-	got, skipped := cfg.forOp("reduce")
-	if strings.Join(got.algos, ",") != "ring," || strings.Join(skipped, ",") != "shared" {
-		t.Errorf("reduce: algos %q skipped %q, want ring and auto, shared skipped", got.algos, skipped)
+	cfg := config{ops: []string{"allreduce", "broadcast"}, algos: []string{"rabenseifner", "ring", ""}}
+	got, skipped := cfg.forOp("broadcast")
+	if strings.Join(got.algos, ",") != "ring," || strings.Join(skipped, ",") != "rabenseifner" {
+		t.Errorf("broadcast: algos %q skipped %q, want ring and auto, rabenseifner skipped", got.algos, skipped)
 	}
 	if got, skipped := cfg.forOp("allreduce"); len(got.algos) != 3 || skipped != nil {
 		t.Errorf("allreduce: algos %q skipped %q, want all three", got.algos, skipped)
 	}
-	one := config{ops: []string{"reduce"}, algos: []string{"shared"}}
-	if got, skipped := one.forOp("reduce"); len(got.algos) != 1 || skipped != nil {
-		t.Errorf("one op: algos %q skipped %q, want shared kept", got.algos, skipped)
+	one := config{ops: []string{"broadcast"}, algos: []string{"rabenseifner"}}
+	if got, skipped := one.forOp("broadcast"); len(got.algos) != 1 || skipped != nil {
+		t.Errorf("one op: algos %q skipped %q, want rabenseifner kept", got.algos, skipped)
 	}
 }
