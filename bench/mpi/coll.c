@@ -1,8 +1,9 @@
 /*
  * coll: Open MPI's side of gorun's side-by-side benchmarks. It times
  * MPI_Allreduce (float32 sum, in place), MPI_Bcast (root 0), MPI_Reduce
- * (float32 sum to root 0), MPI_Allgather or MPI_Alltoall (float32) over a
- * range of sizes and prints them in the
+ * (float32 sum to root 0), MPI_Gather or MPI_Scatter (root 0),
+ * MPI_Allgather or MPI_Alltoall (float32) over a range of sizes and
+ * prints them in the
  * columns of gorun's examples/collbench, with algo "ompi", so that
  * bench/compare can put the two side by side.
  *
@@ -10,7 +11,8 @@
  *   mpirun -np 4 ./coll -op allreduce -b 8 -e 64M -n 20 -w 5
  *
  * Sizes count bytes as nccl-tests does: the whole buffer of all-reduce,
- * reduce and broadcast, the gathered result (all ranks' blocks) of all-gather, one
+ * reduce and broadcast, the gathered result (all ranks' blocks) of all-gather
+ * and gather, the scattered buffer of scatter, one
  * rank's send buffer (a block for every rank) of all-to-all. The
  * time of one size is the mean over the iterations of the slowest rank.
  */
@@ -30,10 +32,10 @@ static long parse_size(const char *s) {
 	return n;
 }
 
-enum op { ALLREDUCE, BROADCAST, REDUCE, ALLGATHER, ALLTOALL };
+enum op { ALLREDUCE, BROADCAST, REDUCE, GATHER, SCATTER, ALLGATHER, ALLTOALL };
 
 /* run calls the collective once on count float32 elements (per rank for
- * all-gather, per block for all-to-all). */
+ * all-gather and gather, per block for all-to-all and scatter). */
 static void run(enum op op, float *buf, float *out, long count) {
 	switch (op) {
 	case ALLREDUCE:
@@ -44,6 +46,12 @@ static void run(enum op op, float *buf, float *out, long count) {
 		break;
 	case REDUCE:
 		MPI_Reduce(buf, out, (int)count, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+		break;
+	case GATHER:
+		MPI_Gather(buf, (int)count, MPI_FLOAT, out, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+		break;
+	case SCATTER:
+		MPI_Scatter(buf, (int)count, MPI_FLOAT, out, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
 		break;
 	case ALLGATHER:
 		MPI_Allgather(buf, (int)count, MPI_FLOAT, out, (int)count, MPI_FLOAT, MPI_COMM_WORLD);
@@ -71,10 +79,12 @@ int main(int argc, char **argv) {
 	if (!strcmp(opname, "allreduce")) op = ALLREDUCE;
 	else if (!strcmp(opname, "broadcast")) op = BROADCAST;
 	else if (!strcmp(opname, "reduce")) op = REDUCE;
+	else if (!strcmp(opname, "gather")) op = GATHER;
+	else if (!strcmp(opname, "scatter")) op = SCATTER;
 	else if (!strcmp(opname, "allgather")) op = ALLGATHER;
 	else if (!strcmp(opname, "alltoall")) op = ALLTOALL;
 	else {
-		fprintf(stderr, "coll: -op %s: want allreduce, broadcast, reduce, allgather or alltoall\n", opname);
+		fprintf(stderr, "coll: -op %s: want allreduce, broadcast, reduce, gather, scatter, allgather or alltoall\n", opname);
 		MPI_Abort(MPI_COMM_WORLD, 2);
 		return 2;
 	}
@@ -82,7 +92,7 @@ int main(int argc, char **argv) {
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &np);
 	float *buf = malloc(maxb > 4 ? maxb : 4);
-	int blocked = op == ALLGATHER || op == ALLTOALL; /* the buffer is a block per rank */
+	int blocked = op == ALLGATHER || op == ALLTOALL || op == GATHER || op == SCATTER; /* the buffer is a block per rank */
 	float *out = blocked || op == REDUCE ? malloc(maxb > 4 ? maxb : 4) : NULL;
 	if (rank == 0) {
 		printf("# %s (Open MPI): %d ranks, %d iterations after %d warm-up\n", opname, np, iters, warm);
@@ -94,7 +104,7 @@ int main(int argc, char **argv) {
 		long each = blocked ? count / np : count;
 		if (each < 1) continue;
 		count = blocked ? each * np : count;
-		for (long i = 0; i < (op == ALLTOALL ? count : each); i++) buf[i] = (float)((rank * 131 + i * 7) % 13 + 1);
+		for (long i = 0; i < (op == ALLTOALL || op == SCATTER ? count : each); i++) buf[i] = (float)((rank * 131 + i * 7) % 13 + 1);
 		for (int i = 0; i < warm; i++) run(op, buf, out, each);
 		MPI_Barrier(MPI_COMM_WORLD);
 		double start = MPI_Wtime();
