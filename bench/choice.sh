@@ -50,6 +50,7 @@ algos() {
 	reduce) echo tree ring rabenseifner linear shared ;;
 	reducescatter) echo ring rabenseifner linear shared ;;
 	alltoall) echo linear shared ;;
+	gather | scatter) echo linear tree shared ;;
 	esac
 }
 

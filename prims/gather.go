@@ -35,6 +35,8 @@ func Gather[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T, ro
 		return linearGather(k, send, recv, root)
 	case topo.Tree:
 		return treeGather(k, send, recv, root)
+	case topo.Shared:
+		return sharedGather(k, send, recv, root)
 	}
 	return algoError(k.coll, k.algo)
 }
@@ -66,6 +68,8 @@ func Scatter[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T, r
 		return linearScatter(k, send, recv, root)
 	case topo.Tree:
 		return treeScatter(k, send, recv, root)
+	case topo.Shared:
+		return sharedScatterBlocks(k, send, recv, root)
 	}
 	return algoError(k.coll, k.algo)
 }
@@ -78,6 +82,8 @@ func gatherCost(m topo.Model, algo topo.Algo, s topo.Shape, n float64) estimate 
 		return linearGatherCost(m, s, n)
 	case topo.Tree:
 		return treeGatherCost(m, s, n)
+	case topo.Shared:
+		return sharedGatherCost(m, s, n)
 	}
 	return never
 }

@@ -75,6 +75,51 @@ func TestSharedRounds(t *testing.T) {
 				return err
 			}
 			dawdle()
+			// A gather and a scatter of blocks of two rounds (the
+			// scatter's buffer five pieces of the streams, blocks across
+			// their edges), and a scatter that fits a cell, from the
+			// same root, in place every other time.
+			blockOf := func(r int) func(i int) float64 { return func(i int) float64 { return float64(r*big + i + it) } }
+			gs := fill(big, blockOf(w.Rank()))
+			var gr, ss []float64
+			if w.Rank() == root {
+				gr, ss = make([]float64, p*big), fill(p*big, func(i int) float64 { return float64(i + it) })
+				if it%2 == 1 {
+					copy(gr[root*big:], gs)
+					gs = gr[root*big : (root+1)*big]
+				}
+			}
+			if err := prims.Gather(ctx, w.Comm, gs, gr, root, all); err != nil {
+				return err
+			}
+			if w.Rank() == root {
+				if err := expect(fmt.Sprintf("gather %d to %d", it, root), gr, p*big, func(i int) float64 { return float64(i + it) }); err != nil {
+					return err
+				}
+			}
+			sr := make([]float64, big)
+			if w.Rank() == root && it%2 == 1 {
+				sr = ss[root*big : (root+1)*big]
+			}
+			if err := prims.Scatter(ctx, w.Comm, ss, sr, root, all); err != nil {
+				return err
+			}
+			if err := expect(fmt.Sprintf("scatter %d from %d", it, root), sr, big, blockOf(w.Rank())); err != nil {
+				return err
+			}
+			small := prims.SharedCell / 8 / p
+			var ssmall []float64
+			if w.Rank() == root {
+				ssmall = fill(p*small, func(i int) float64 { return float64(i - it) })
+			}
+			rsmall := make([]float64, small)
+			if err := prims.Scatter(ctx, w.Comm, ssmall, rsmall, root, all); err != nil {
+				return err
+			}
+			if err := expect(fmt.Sprintf("small scatter %d from %d", it, root), rsmall, small, func(i int) float64 { return float64(w.Rank()*small + i - it) }); err != nil {
+				return err
+			}
+			dawdle()
 			g := make([]uint8, p*big)
 			mine := fill(big, func(i int) uint8 { return uint8(w.Rank() + i + it) })
 			if err := prims.AllGather(ctx, w.Comm, mine, g, all); err != nil {
@@ -150,7 +195,7 @@ func TestSharedCastRings(t *testing.T) {
 	}
 }
 
-// TestSharedFolds runs small shared reduces through the folds' ring in
+// TestSharedFolds runs small shared reduces, and gathers, through the folds' ring in
 // runs of 40 from one root, the next run from the next rank, in place
 // every third time, while ranks dawdle at random and each root early in
 // its run long enough for the others to run on through the whole ring: a
@@ -193,6 +238,22 @@ func TestSharedFolds(t *testing.T) {
 						if it%3 == 0 {
 							recv = send
 						}
+					}
+					if it%5 == 4 {
+						// A gather takes the same ring.
+						var all64 []float64
+						if w.Rank() == root {
+							all64 = make([]float64, p*n)
+						}
+						if err := prims.Gather(ctx, w.Comm, send, all64, root, all); err != nil {
+							return err
+						}
+						if w.Rank() == root {
+							if err := expect(fmt.Sprintf("gather %d to %d", it, root), all64, p*n, func(i int) float64 { return float64(i/n*(i%n) + it) }); err != nil {
+								return err
+							}
+						}
+						continue
 					}
 					if err := prims.Reduce(ctx, w.Comm, send, recv, prims.Sum[float64](), root, all); err != nil {
 						return err

@@ -275,22 +275,26 @@ func sharedBcast[T spmd.Number](k *call, buf []T, root int) error {
 	}
 	if len(buf)*sizeOf[T]() <= sharedCell {
 		a.casts++
-		return castPiece(k, a, &a.cells, a.casts, buf, root)
+		return castPiece(k, a, &a.cells, a.casts, len(buf), buf, buf, 0, root)
 	}
 	per := sharedChunk / sizeOf[T]()
 	for lo := 0; lo < len(buf); lo += per {
 		a.chunks++
-		if err := castPiece(k, a, &a.streams, a.chunks, buf[lo:min(lo+per, len(buf))], root); err != nil {
+		piece := buf[lo:min(lo+per, len(buf))]
+		if err := castPiece(k, a, &a.streams, a.chunks, len(piece), piece, piece, 0, root); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// castPiece broadcasts piece s of ring g, buf: the root waits until every
-// rank is done with the piece that last used the buffer (at once unless
-// one lags g.n pieces behind), writes it and goes on; the others copy it
-// out. Every rank then counts the piece done.
+// castPiece broadcasts piece s of ring g, n elements, the root's src: the
+// root waits until every rank is done with the piece that last used the
+// buffer (at once unless one lags g.n pieces behind), writes it and goes
+// on; the others copy dst's elements of it out, from element lo on (a
+// broadcast copies all of it, a scatter a rank's block); a rank that
+// copies nothing does not wait for the piece. Every rank then counts the
+// piece done.
 //
 // The root reads a rank's count only when the one it read last (g.seen)
 // is too old, once in up to g.n pieces: a count read at every piece
@@ -302,7 +306,7 @@ func sharedBcast[T spmd.Number](k *call, buf []T, root int) error {
 // A root that knows the others done with the buffer castAhead pieces on
 // takes its lines now, for broadcasts of up to castLines bytes
 // (castRing.prefetch).
-func castPiece[T spmd.Number](k *call, a *area, g *castRing, s uint32, buf []T, root int) error {
+func castPiece[T spmd.Number](k *call, a *area, g *castRing, s uint32, n int, src, dst []T, lo, root int) error {
 	me := k.cc.Rank()
 	if me == root {
 		// Before the first g.n pieces the count wraps below zero, which
@@ -312,7 +316,7 @@ func castPiece[T spmd.Number](k *call, a *area, g *castRing, s uint32, buf []T, 
 		// there, next - g.n): a root that runs the whole ring ahead of a
 		// rank is about to write the buffers that rank reads next, and
 		// taking their lines ahead would take them from under its reads.
-		free, b, next := s-g.n, len(buf)*sizeOf[T](), s+g.ahead
+		free, b, next := s-g.n, n*sizeOf[T](), s+g.ahead
 		ahead := g.ahead > 0 && b <= castLines
 		for r := range a.p {
 			if r == me {
@@ -327,16 +331,16 @@ func castPiece[T spmd.Number](k *call, a *area, g *castRing, s uint32, buf []T, 
 			}
 			ahead = ahead && int32(g.seen[r]-(next-g.n)) >= 0
 		}
-		toSlot(&a.in, castData[T](a, g, s, len(buf)), buf)
+		toSlot(&a.in, castData[T](a, g, s, n), src)
 		g.head(a, s).part.store(s)
 		if ahead {
 			g.prefetch(a, next, b)
 		}
-	} else {
+	} else if len(dst) > 0 {
 		if err := g.head(a, s).part.wait(k, root, s); err != nil {
 			return err
 		}
-		copy(buf, castData[T](a, g, s, len(buf)))
+		copy(dst, castData[T](a, g, s, n)[lo:])
 	}
 	g.doneBy(a, me).store(s)
 	return nil
@@ -404,7 +408,7 @@ func sharedAllGatherCost(m topo.Model, s topo.Shape, n float64) estimate {
 }
 
 // sharedReduce reduces src into dst at root. Below sharedScatterMin bytes
-// it is a piece of the folds' ring (foldPiece); larger ones go in rounds of
+// it is a piece of the folds' ring (collectPiece); larger ones go in rounds of
 // up to sharedChunk bytes, as sharedAllReduce's, except that only the root
 // takes the result: each rank reduces its own block of every part and the
 // root copies the others' reduced blocks out (reduceToRoot), which the
@@ -422,7 +426,7 @@ func sharedReduce[T spmd.Number](k *call, src, dst []T, root int, op Op[T]) erro
 	}
 	if len(src)*sizeOf[T]() < sharedScatterMin {
 		a.foldings++
-		return foldPiece(k, a, a.foldings, src, dst, root, op)
+		return collectPiece(k, a, a.foldings, src, dst, root, op)
 	}
 	per, me := sharedChunk/sizeOf[T](), k.cc.Rank()
 	var work []T // a block's reduction at a rank other than the root
@@ -447,15 +451,16 @@ func sharedReduce[T spmd.Number](k *call, src, dst []T, root int, op Op[T]) erro
 	return nil
 }
 
-// foldPiece reduces a small part, piece s of the folds' ring, at root:
-// every rank waits until the root of the piece that last used its cell is
-// done with it (at once unless that root lags the whole ring behind),
-// writes its part there and goes on; the root, which writes its own part
-// too (dst may be src, and the fold starts from rank 0's), folds the parts
-// in rank order into dst and says it is done with the piece. The count of
-// a rank that was last a root is read only when the one read before
-// (g.seen) is too old, as castPiece reads them.
-func foldPiece[T spmd.Number](k *call, a *area, s uint32, src, dst []T, root int, op Op[T]) error {
+// collectPiece collects a small part of every rank at root, piece s of the
+// folds' ring: every rank waits until the root of the piece that last used
+// its cell is done with it (at once unless that root lags the whole ring
+// behind), writes its part there and goes on; the root, which writes its
+// own part too (dst may be src), then takes the parts in rank order and
+// says it is done with the piece. A Reduce (op.reduce set) folds them
+// into dst, from rank 0's on; a Gather (the zero Op) copies rank r's into
+// dst's block r. The count of a rank that was last a root is read only
+// when the one read before (g.seen) is too old, as castPiece reads them.
+func collectPiece[T spmd.Number](k *call, a *area, s uint32, src, dst []T, root int, op Op[T]) error {
 	g, me := &a.folds, k.cc.Rank()
 	// Before the first g.n pieces free wraps below zero, which every
 	// count has reached (the cells' roots are rank 0 then).
@@ -481,9 +486,13 @@ func foldPiece[T spmd.Number](k *call, a *area, s uint32, src, dst []T, root int
 				return err
 			}
 		}
-		if theirs := at[T](a, off+r*foldStride, len(dst)); r == 0 {
+		theirs := at[T](a, off+r*foldStride, len(src))
+		switch {
+		case op.reduce == nil:
+			copy(dst[r*len(src):(r+1)*len(src)], theirs)
+		case r == 0:
 			copy(dst, theirs)
-		} else {
+		default:
 			op.reduce(dst, theirs)
 		}
 	}
@@ -581,6 +590,109 @@ func sharedReduceCost(m topo.Model, s topo.Shape, n float64) estimate {
 			return 2*wait + (1+(p-1)/(p*p))*c*b + (p-1)/p*c*g
 		})
 	})
+}
+
+// sharedGather collects every rank's send into recv at root: blocks below
+// sharedScatterMin bytes as a piece of the folds' ring (collectPiece), as
+// a small Reduce; larger ones in rounds of up to sharedChunk bytes of
+// every block, which every rank but the root writes into its slot and the
+// root copies out as they come, the others waiting before they next write
+// the slot for the root only (rootReads).
+func sharedGather[T spmd.Number](k *call, send, recv []T, root int) error {
+	a, err := areaOf(k)
+	if a == nil {
+		if err == nil {
+			k.fellBack(topo.Linear)
+			err = linearGather(k, send, recv, root)
+		}
+		return err
+	}
+	if len(send)*sizeOf[T]() < sharedScatterMin {
+		a.foldings++
+		return collectPiece(k, a, a.foldings, send, recv, root, Op[T]{})
+	}
+	me, kk, per := k.cc.Rank(), len(send), sharedChunk/sizeOf[T]()
+	for lo := 0; lo < kk; lo += per {
+		n := min(per, kk-lo)
+		round := a.next()
+		if err := a.claimRead(k, round, rootReads, root, me == root, me != root); err != nil {
+			return err
+		}
+		if me != root {
+			toSlot(&a.in, data[T](a, me, round, n), send[lo:lo+n])
+			a.publish(me, round)
+			continue
+		}
+		a.publish(me, round) // done with the round before: the others may write
+		copyIn(recv[me*kk+lo:me*kk+lo+n], send[lo:lo+n])
+		err := a.asReady(k, round,
+			func(r int) *signal { return &a.head(r, round).part },
+			func(r int) { copy(recv[r*kk+lo:r*kk+lo+n], data[T](a, r, round, n)) })
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sharedGatherCost is sharedGather's, and sharedScatterBlocks': the root
+// copies all n bytes, in or out, while the others copy their blocks at
+// the same time; a small one is a piece of a ring, whose wait is a pair's
+// (the others run ahead), a larger one rounds of up to sharedChunk bytes
+// of every block, a wait each.
+func sharedGatherCost(m topo.Model, s topo.Shape, n float64) estimate {
+	p, b := float64(s.P), sharedCopy(m, s)
+	return sharedCost(m, s, n, func(wait float64) float64 {
+		if n/p < sharedScatterMin {
+			return sharedLatency*m.AlphaBusy(s, false, 2) + (n+n/p)*b
+		}
+		return sharedRounds(n/p, func(c float64) float64 { return wait + p*c*b })
+	})
+}
+
+// sharedScatterBlocks hands every rank its block of root's send: through
+// the cells, as a broadcast of the whole buffer of which every rank copies
+// its block, when it fits one; else through the streams, sharedChunk
+// bytes of the buffer a piece, a rank copying the part of its block in
+// each piece and counting the others done without waiting for them.
+func sharedScatterBlocks[T spmd.Number](k *call, send, recv []T, root int) error {
+	a, err := areaOf(k)
+	if a == nil {
+		if err == nil {
+			k.fellBack(topo.Linear)
+			err = linearScatter(k, send, recv, root)
+		}
+		return err
+	}
+	me, kk := k.cc.Rank(), len(recv)
+	mine, total := me*kk, k.cc.Size()*kk
+	if me == root {
+		defer copyIn(recv, send[mine:mine+kk])
+	}
+	if total*sizeOf[T]() <= sharedCell {
+		a.casts++
+		var dst []T
+		if me != root {
+			dst = recv
+		}
+		return castPiece(k, a, &a.cells, a.casts, total, send, dst, mine, root)
+	}
+	per := sharedChunk / sizeOf[T]()
+	for lo := 0; lo < total; lo += per {
+		hi := min(lo+per, total)
+		a.chunks++
+		var src, dst []T
+		wlo, whi := max(lo, mine), min(hi, mine+kk)
+		if me == root {
+			src = send[lo:hi]
+		} else if wlo < whi {
+			dst = recv[wlo-mine : whi-mine]
+		}
+		if err := castPiece(k, a, &a.streams, a.chunks, hi-lo, src, dst, max(0, wlo-lo), root); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sharedReduceScatter reduces send into every rank's block of b, a piece

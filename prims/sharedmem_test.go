@@ -299,6 +299,8 @@ func TestSharedFallbackTraced(t *testing.T) {
 			"allreduce":     string(topo.RecursiveDoubling),
 			"broadcast":     string(topo.Tree),
 			"reduce":        string(topo.Tree),
+			"gather":        string(topo.Linear),
+			"scatter":       string(topo.Linear),
 			"allgather":     string(topo.RecursiveDoubling),
 			"reducescatter": string(topo.Ring),
 			"alltoall":      string(topo.Linear),

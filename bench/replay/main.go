@@ -2,7 +2,7 @@
 // functions under topo's constants), against runs that
 // bench/choice.sh kept (OUT=dir): for each directory, rank count (2, 4,
 // 8) and collective that the run measured (all-reduce, broadcast,
-// all-gather, reduce-scatter, reduce, all-to-all) it reads the constants
+// all-gather, reduce-scatter, reduce, all-to-all, gather, scatter) it reads the constants
 // the run's gorun --topo printed
 // (topo.NP.txt), asks the model for its choice at every measured size, and
 // counts the sizes at which that choice's median time is within 15% of the
@@ -167,7 +167,7 @@ func hindsight(a, b map[int]map[string]float64) (good, n int) {
 }
 
 var (
-	ops = []string{"allreduce", "broadcast", "allgather", "reducescatter", "reduce", "alltoall"}
+	ops = []string{"allreduce", "broadcast", "allgather", "reducescatter", "reduce", "alltoall", "gather", "scatter"}
 	nps = []int{2, 4, 8}
 )
 
