@@ -7,7 +7,7 @@
 #   bench/mpi.sh                         # make bench-mpi: default transports
 #   MODE=tcp bench/mpi.sh                # make bench-tcp: both over TCP only
 #   OPS="allreduce" NPS="2 4" MAX=16M ITERS=10 bench/mpi.sh
-#   OPS=alltoall bench/mpi.sh            # also: allreduce broadcast allgather reduce
+#   OPS=alltoall bench/mpi.sh            # also: allreduce broadcast allgather reduce gather scatter
 #
 # Sizes below SPLIT (64K) run ITERS_SMALL iterations (10000) after
 # WARM_SMALL warm-up ones (1000), as the OSU micro-benchmarks run small

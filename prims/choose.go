@@ -222,8 +222,10 @@ func estimateOf(m topo.Model, coll topo.Collective, algo topo.Algo, s topo.Shape
 		return broadcastCost(m, algo, s, n)
 	case topo.Reduce:
 		return reduceCost(m, algo, s, n)
-	case topo.Gather, topo.Scatter:
+	case topo.Gather:
 		return gatherCost(m, algo, s, n)
+	case topo.Scatter:
+		return scatterCost(m, algo, s, n)
 	case topo.AllGather:
 		return allGatherCost(m, algo, s, n)
 	case topo.ReduceScatter:

@@ -62,7 +62,8 @@ func TestCostClosedForms(t *testing.T) {
 			{topo.AllGather, topo.RecursiveDoubling, lgp*a + n*(P-1)/P*b},
 			// Reducing into a copy of the vector: n g more.
 			{topo.ReduceScatter, topo.Rabenseifner, n*g + lgp*a + n*(P-1)/P*(b+g)},
-			{topo.Gather, topo.Tree, lgp*a + n*(P-1)/P*b},
+			{topo.Gather, topo.Tree, lgp*a + n*(P-1)/P*b + n/P*b}, // and the root's own block
+			{topo.Scatter, topo.Tree, lgp*a + n*(P-1)/P*b},
 			// Everything posted at once: one latency, a quarter of one
 			// for each further message, the bytes of p-1 blocks.
 			{topo.AllToAll, topo.Linear, a + (P-2)*topo.BurstGap*a + (P-1)*n/P*b},

@@ -74,11 +74,43 @@ func Scatter[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T, r
 	return algoError(k.coll, k.algo)
 }
 
-// gatherCost is the cost of a gather, or a scatter, of n bytes in p
-// blocks by algo on the ranks of s.
+// gatherCost is the cost of a gather of n bytes in p blocks by algo on
+// the ranks of s. The root of the linear and the tree gathers copies its
+// own block into place besides receiving the others', which it copies
+// itself (out of a transport's ring, or out of the senders' memory): on
+// one core, one after the other.
 func gatherCost(m topo.Model, algo topo.Algo, s topo.Shape, n float64) estimate {
+	own := n / float64(s.P) * m.Local.Beta
 	switch algo {
 	case topo.Linear:
+		e := linearGatherCost(m, s, n)
+		e.rounds += own
+		return e
+	case topo.Tree:
+		e := treeGatherCost(m, s, n)
+		e.rounds += own
+		return e
+	case topo.Shared:
+		return sharedGatherCost(m, s, n)
+	}
+	return never
+}
+
+// scatterCost is the cost of a scatter of n bytes in p blocks by algo on
+// the ranks of s: a gather's without the root's own block, which it
+// copies while the others copy theirs, except where the others copy
+// their blocks straight out of the root's memory (topo.Link.Pull): then
+// they do so at once, as a linear broadcast's receivers do (pulledCost).
+// Priced as p-1 blocks in turn there too, the linear scatter lost to the
+// Shared one, whose root writes the whole buffer, at 512 KiB-64 MiB at np
+// 4 on 2 cores, where it took 0.3-0.4x the Shared one's time
+// (bench/results/choice/shm-h).
+func scatterCost(m topo.Model, algo topo.Algo, s topo.Shape, n float64) estimate {
+	switch algo {
+	case topo.Linear:
+		if block := n / float64(s.P); s.Hosts == 1 && m.Pulls(false, block) {
+			return estimate{pulledCost(m, s, block), float64(s.P - 1)}
+		}
 		return linearGatherCost(m, s, n)
 	case topo.Tree:
 		return treeGatherCost(m, s, n)
@@ -89,7 +121,7 @@ func gatherCost(m topo.Model, algo topo.Algo, s topo.Shape, n float64) estimate 
 }
 
 // linearGatherCost is linearGather's, or linearScatter's: p-1 blocks
-// one after another.
+// one after another (gatherCost adds the root's own).
 func linearGatherCost(m topo.Model, s topo.Shape, n float64) estimate {
 	return estimate{float64(s.P-1) * m.Step(s, s.Hosts > 1, n/float64(s.P), 0, 2, 0), float64(s.P - 1)}
 }

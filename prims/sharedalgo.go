@@ -636,17 +636,19 @@ func sharedGather[T spmd.Number](k *call, send, recv []T, root int) error {
 }
 
 // sharedGatherCost is sharedGather's, and sharedScatterBlocks': the root
-// copies all n bytes, in or out, while the others copy their blocks at
-// the same time; a small one is a piece of a ring, whose wait is a pair's
-// (the others run ahead), a larger one rounds of up to sharedChunk bytes
-// of every block, a wait each.
+// copies all n bytes, in or out, one wait exposed (the others run a round,
+// or through the rings many pieces, ahead of it, so the later waits
+// overlap its copies), while the others copy their blocks at the same
+// time, on cores of their own, or sharing them: then the (2p-1)/p
+// copies of every byte take the host's cores, unless the root's own n
+// take longer. Priced with a wait per round and every copy sharing the
+// cores, as the other Shared algorithms are, it came out at 2-4x its
+// measured time on 2 cores and lost to the linear gather, which took 1.5-5x
+// the Shared one's time from 2 KiB at np 2 and 4 (bench/results/choice/shm-h).
 func sharedGatherCost(m topo.Model, s topo.Shape, n float64) estimate {
-	p, b := float64(s.P), sharedCopy(m, s)
-	return sharedCost(m, s, n, func(wait float64) float64 {
-		if n/p < sharedScatterMin {
-			return sharedLatency*m.AlphaBusy(s, false, 2) + (n+n/p)*b
-		}
-		return sharedRounds(n/p, func(c float64) float64 { return wait + p*c*b })
+	p, cores := float64(s.P), float64(max(1, min(s.PerHost, m.Cores)))
+	return sharedCost(m, s, n, func(float64) float64 {
+		return sharedLatency*m.AlphaBusy(s, false, 2) + n*m.Local.Beta*max(1, (2*p-1)/(p*cores))
 	})
 }
 
