@@ -454,9 +454,8 @@ func sharedReduce[T spmd.Number](k *call, src, dst []T, root int, op Op[T]) erro
 // collectPiece collects a small part of every rank at root, piece s of the
 // folds' ring: every rank waits until the root of the piece that last used
 // its cell is done with it (at once unless that root lags the whole ring
-// behind), writes its part there and goes on; the root, which writes its
-// own part too (dst may be src), then takes the parts in rank order and
-// says it is done with the piece. A Reduce (op.reduce set) folds them
+// behind), writes its part there and goes on; the root takes the parts,
+// its own where it is, in rank order and says it is done with the piece. A Reduce (op.reduce set) folds them
 // into dst, from rank 0's on; a Gather (the zero Op) copies rank r's into
 // dst's block r. The count of a rank that was last a root is read only
 // when the one read before (g.seen) is too old, as castPiece reads them.
@@ -474,19 +473,28 @@ func collectPiece[T spmd.Number](k *call, a *area, s uint32, src, dst []T, root 
 	}
 	a.foldRoots[slot] = root
 	off := g.bufOff(s)
-	toSlot(&a.in, at[T](a, off+me*foldStride, len(src)), src)
-	(*slotHead)(unsafe.Pointer(&a.mem[off+me*foldStride])).part.store(s)
 	if me != root {
+		toSlot(&a.in, at[T](a, off+me*foldStride, len(src)), src)
+		(*slotHead)(unsafe.Pointer(&a.mem[off+me*foldStride])).part.store(s)
 		return nil
 	}
+	// The root reads its own part where it is, unless a fold in place
+	// would overwrite it first (dst is src and the fold starts from
+	// another rank's): then it keeps a copy in its cell, which nobody
+	// else reads.
+	mine := src
+	if op.reduce != nil && root != 0 && len(src) > 0 && &src[0] == &dst[0] {
+		mine = at[T](a, off+me*foldStride, len(src))
+		copy(mine, src)
+	}
 	for r := range a.p {
-		h := (*slotHead)(unsafe.Pointer(&a.mem[off+r*foldStride]))
+		theirs := mine
 		if r != me {
-			if err := h.part.wait(k, r, s); err != nil {
+			if err := (*slotHead)(unsafe.Pointer(&a.mem[off+r*foldStride])).part.wait(k, r, s); err != nil {
 				return err
 			}
+			theirs = at[T](a, off+r*foldStride, len(src))
 		}
-		theirs := at[T](a, off+r*foldStride, len(src))
 		switch {
 		case op.reduce == nil:
 			copy(dst[r*len(src):(r+1)*len(src)], theirs)
