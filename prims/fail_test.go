@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorun-hpc/gorun/net/mem"
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/spmdtest"
+	"github.com/gorun-hpc/gorun/spmd/transport"
 	"github.com/gorun-hpc/gorun/topo"
 )
 
@@ -127,4 +129,58 @@ func TestCancelled(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// watchLog is a transport that records which peers it was asked to watch
+// (over TCP, to dial).
+type watchLog struct {
+	transport.Transport
+	mu      sync.Mutex
+	watched map[int]bool
+}
+
+func (l *watchLog) Watch(peer int) {
+	l.mu.Lock()
+	l.watched[peer] = true
+	l.mu.Unlock()
+	l.Transport.Watch(peer)
+}
+
+// TestNoticesReachNobody: the receives for a communicator's notices
+// (that a member gave up) ask the transport to reach no member, so that
+// over TCP they do not connect every pair of ranks: rank 0 of 6 in a tree
+// barrier reaches ranks 1, 2 and 4, and no others. Posted with Irecv, they
+// reached all five.
+func TestNoticesReachNobody(t *testing.T) {
+	const p = 6
+	nw := mem.NewNetwork(p)
+	logs := make([]*watchLog, p)
+	ws := make([]*spmd.World, p)
+	for i := range ws {
+		logs[i] = &watchLog{Transport: nw.Transport(i), watched: map[int]bool{}}
+		w, err := spmd.New(logs[i], i, spmdtest.Peers(p, "mem"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws[i] = w
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), spmdtest.Timeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, p)
+	for i, w := range ws {
+		wg.Go(func() { errs[i] = prims.Barrier(ctx, w.Comm, prims.WithAlgo(topo.Tree)) })
+	}
+	wg.Wait()
+	for _, w := range ws {
+		w.Close()
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []int{3, 5} {
+		if logs[0].watched[r] {
+			t.Errorf("rank 0 asked its transport to reach rank %d, which it never talks to (watched %v)", r, logs[0].watched)
+		}
+	}
 }

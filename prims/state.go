@@ -236,14 +236,16 @@ func newState(cc *spmd.Comm) *state {
 // listen posts a receive of a notice from every other member of cc. The
 // goroutines end when a notice arrives, or when the member or this world
 // is gone: a member that leaves is not by itself a failure (it may have
-// finished), only a rank that cannot finish says so.
+// finished), only a rank that cannot finish says so. The receives do not
+// reach out to the members (spmd.Comm.Listen): over TCP, Irecv's would
+// have connected every pair of ranks of every communicator.
 func listen(cc *spmd.Comm, st *state) {
 	for r := 0; r < cc.Size(); r++ {
 		if r == cc.Rank() {
 			continue
 		}
 		buf := make([]byte, noticeLen)
-		req := cc.Irecv(r, noticeTag, buf)
+		req := cc.Listen(r, noticeTag, buf)
 		go func() {
 			if n, err := req.Wait(context.Background()); err == nil && n == noticeLen {
 				st.breaks(decodeNotice(cc, r, buf))

@@ -216,6 +216,26 @@ func (c *Comm) irecv(src, tag int, buf []byte, nonBlocking bool) *Request {
 	return r
 }
 
+// Listen posts a receive, as Irecv does, for a message that may never
+// come, such as a library's word that a peer gave up: it does not ask the
+// transport to reach src (over TCP, Irecv dials src, so that its loss
+// fails the receive), so that listening to every rank connects no pair
+// that nothing else connects, and it is not traced. It completes when the
+// message comes, and fails when src is known lost by other means (the
+// gossip, other calls), or when c is freed or the world closes.
+func (c *Comm) Listen(src, tag int, buf []byte) *Request {
+	w, err := c.peer("recv", src)
+	if err == nil {
+		err = checkTag("recv", tag)
+	}
+	if err != nil {
+		r := newRequest(c.core.engine, recvReq, buf)
+		r.finish(0, err)
+		return r
+	}
+	return c.core.engine.irecvWatch(c.id, w, int32(tag), buf, false)
+}
+
 // Recv receives a message from rank src with tag into buf and returns its
 // length. A message longer than buf fails with ErrTruncated.
 func (c *Comm) Recv(ctx context.Context, src, tag int, buf []byte) (int, error) {

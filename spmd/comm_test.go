@@ -365,3 +365,34 @@ func TestValueSeesChanges(t *testing.T) {
 		return nil
 	})
 }
+
+// TestListen: a Listen receive completes when its message comes, fails
+// with ErrFreed when its communicator is freed before, and refuses a bad
+// tag at once, as Irecv does.
+func TestListen(t *testing.T) {
+	each(t, 2, func(ctx context.Context, w *spmd.World) error {
+		d, err := w.Dup(ctx)
+		if err != nil {
+			return err
+		}
+		if w.Rank() == 1 {
+			if err := w.Send(ctx, 0, 7, []byte("hi")); err != nil {
+				return err
+			}
+			return w.Barrier(ctx)
+		}
+		buf := make([]byte, 2)
+		if n, err := w.Listen(1, 7, buf).Wait(ctx); err != nil || string(buf[:n]) != "hi" {
+			return fmt.Errorf("listen: %q, %v; want hi", buf[:n], err)
+		}
+		if _, err := w.Listen(1, -1, buf).Wait(ctx); !errors.Is(err, spmd.ErrBadTag) {
+			return fmt.Errorf("listen with tag -1: %v, want ErrBadTag", err)
+		}
+		pending := d.Listen(1, 8, buf)
+		d.Free()
+		if _, err := pending.Wait(ctx); !errors.Is(err, spmd.ErrFreed) {
+			return fmt.Errorf("listen on a freed communicator: %v, want ErrFreed", err)
+		}
+		return w.Barrier(ctx)
+	})
+}

@@ -280,6 +280,13 @@ func (e *engine) Lost(peer int, err error) {
 
 // irecv posts a receive from world rank src.
 func (e *engine) irecv(comm uint32, src int, tag int32, buf []byte) *Request {
+	return e.irecvWatch(comm, src, tag, buf, true)
+}
+
+// irecvWatch is irecv; watch says whether to ask the transport to watch
+// src (Transport.Watch: over TCP, dial it), so that its loss fails the
+// receive even where nothing else reaches src.
+func (e *engine) irecvWatch(comm uint32, src int, tag int32, buf []byte, watch bool) *Request {
 	r := newRequest(e, recvReq, buf)
 	r.key = matchKey{comm, src, tag}
 	e.mu.Lock()
@@ -317,8 +324,10 @@ func (e *engine) irecv(comm uint32, src int, tag int32, buf []byte) *Request {
 	}
 	q := e.queue(r.key)
 	q.posted = append(q.posted, r)
-	watch := !e.watched[src] && src != e.self
-	e.watched[src] = true
+	watch = watch && !e.watched[src] && src != e.self
+	if watch {
+		e.watched[src] = true
+	}
 	e.mu.Unlock()
 	if watch {
 		e.tr.Watch(src)
