@@ -202,6 +202,17 @@ func (c *Comm) Irecv(src, tag int, buf []byte) *Request {
 }
 
 func (c *Comm) irecv(src, tag int, buf []byte, nonBlocking bool) *Request {
+	r, w := c.post(src, tag, buf, true)
+	if w >= 0 {
+		c.traceRequest(r, trace.RecvEvent, w, tag, nonBlocking)
+	}
+	return r
+}
+
+// post posts a receive from rank src with tag, asking the transport to
+// watch src when watch is set (engine.irecvWatch), and returns it and
+// src's world rank; a bad rank or tag is a request failed at once, and -1.
+func (c *Comm) post(src, tag int, buf []byte, watch bool) (*Request, int) {
 	w, err := c.peer("recv", src)
 	if err == nil {
 		err = checkTag("recv", tag)
@@ -209,11 +220,9 @@ func (c *Comm) irecv(src, tag int, buf []byte, nonBlocking bool) *Request {
 	if err != nil {
 		r := newRequest(c.core.engine, recvReq, buf)
 		r.finish(0, err)
-		return r
+		return r, -1
 	}
-	r := c.core.engine.irecv(c.id, w, int32(tag), buf)
-	c.traceRequest(r, trace.RecvEvent, w, tag, nonBlocking)
-	return r
+	return c.core.engine.irecvWatch(c.id, w, int32(tag), buf, watch), w
 }
 
 // Listen posts a receive, as Irecv does, for a message that may never
@@ -224,16 +233,8 @@ func (c *Comm) irecv(src, tag int, buf []byte, nonBlocking bool) *Request {
 // message comes, and fails when src is known lost by other means (the
 // gossip, other calls), or when c is freed or the world closes.
 func (c *Comm) Listen(src, tag int, buf []byte) *Request {
-	w, err := c.peer("recv", src)
-	if err == nil {
-		err = checkTag("recv", tag)
-	}
-	if err != nil {
-		r := newRequest(c.core.engine, recvReq, buf)
-		r.finish(0, err)
-		return r
-	}
-	return c.core.engine.irecvWatch(c.id, w, int32(tag), buf, false)
+	r, _ := c.post(src, tag, buf, false)
+	return r
 }
 
 // Recv receives a message from rank src with tag into buf and returns its

@@ -278,14 +278,9 @@ func (e *engine) Lost(peer int, err error) {
 	}
 }
 
-// irecv posts a receive from world rank src.
-func (e *engine) irecv(comm uint32, src int, tag int32, buf []byte) *Request {
-	return e.irecvWatch(comm, src, tag, buf, true)
-}
-
-// irecvWatch is irecv; watch says whether to ask the transport to watch
-// src (Transport.Watch: over TCP, dial it), so that its loss fails the
-// receive even where nothing else reaches src.
+// irecvWatch posts a receive from world rank src; watch says whether to
+// ask the transport to watch src (Transport.Watch: over TCP, dial it), so
+// that its loss fails the receive even where nothing else reaches src.
 func (e *engine) irecvWatch(comm uint32, src int, tag int32, buf []byte, watch bool) *Request {
 	r := newRequest(e, recvReq, buf)
 	r.key = matchKey{comm, src, tag}
