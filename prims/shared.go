@@ -222,7 +222,7 @@ type roundKind uint8
 const (
 	noData    roundKind = iota // a barrier
 	readAfter                  // the ranks store the number, then read: done at the next round's
-	rootReads                  // as readAfter, but one rank alone reads (a reduce's root)
+	rootReads                  // as readAfter, but one rank alone reads (a gather's root)
 )
 
 // areaOf returns the area of k's communicator, mapping it on first use,

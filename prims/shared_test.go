@@ -64,14 +64,7 @@ func TestSharedRounds(t *testing.T) {
 					rr = rs
 				}
 			}
-			if err := prims.Reduce(ctx, w.Comm, rs, rr, prims.Sum[float64](), root, all); err != nil {
-				return err
-			}
-			if w.Rank() != root {
-				if err := expect(fmt.Sprintf("reduce %d to %d: send", it, root), rs, big, mine64); err != nil {
-					return err
-				}
-			} else if err := expect(fmt.Sprintf("reduce %d to %d", it, root), rr, big, func(i int) float64 { return float64(p*(p-1)/2*i + p*it) }); err != nil {
+			if err := reduceChecked(ctx, w, rs, rr, mine64, root, it, all); err != nil {
 				return err
 			}
 			dawdle()
@@ -255,14 +248,7 @@ func TestSharedFolds(t *testing.T) {
 						}
 						continue
 					}
-					if err := prims.Reduce(ctx, w.Comm, send, recv, prims.Sum[float64](), root, all); err != nil {
-						return err
-					}
-					if w.Rank() != root {
-						if err := expect(fmt.Sprintf("reduce %d to %d: send", it, root), send, n, mine); err != nil {
-							return err
-						}
-					} else if err := expect(fmt.Sprintf("reduce %d to %d", it, root), recv, n, func(i int) float64 { return float64(p*(p-1)/2*i + p*it) }); err != nil {
+					if err := reduceChecked(ctx, w, send, recv, mine, root, it, all); err != nil {
 						return err
 					}
 				}
@@ -270,4 +256,18 @@ func TestSharedFolds(t *testing.T) {
 			})
 		})
 	}
+}
+
+// reduceChecked sums send, rank r's element i being mine(i) = r*i + it,
+// into recv at root, and checks the root's result and that the others'
+// send is left alone.
+func reduceChecked(ctx context.Context, w *spmd.World, send, recv []float64, mine func(int) float64, root, it int, opt prims.Option) error {
+	p, n := w.Size(), len(send)
+	if err := prims.Reduce(ctx, w.Comm, send, recv, prims.Sum[float64](), root, opt); err != nil {
+		return err
+	}
+	if w.Rank() != root {
+		return expect(fmt.Sprintf("reduce %d to %d: send", it, root), send, n, mine)
+	}
+	return expect(fmt.Sprintf("reduce %d to %d", it, root), recv, n, func(i int) float64 { return float64(p*(p-1)/2*i + p*it) })
 }
