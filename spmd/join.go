@@ -288,5 +288,6 @@ func dataPlane(ctx context.Context, env Env, secret []byte, far transport.Transp
 		return nil, fmt.Errorf("shared memory with the %d ranks of this host: %w (set %s=tcp to use TCP instead)", len(near), err, contract.EnvTransport)
 	}
 	o.logger.Printf("shared memory with ranks %v, TCP to the rest", near)
+	registerEarly()
 	return &router{near: t, far: far, local: local}, nil
 }

@@ -65,6 +65,15 @@ const (
 	asymmetricNo
 )
 
+// registerEarly starts the registration in the background: a rank that will
+// share memory calls it when it sets up its shared-memory transport, long
+// before its first PublishShared. The registration waits for an RCU grace
+// period in the kernel, 4-8 ms on the 2-core VM, which the first Shared
+// collective of a job paid (a 2-rank 8-byte all-reduce took 8-14 ms, then
+// 5 us; Open MPI's first took 15-27 us). A PublishShared that comes first
+// waits for it, as sync.OnceValue's callers do.
+func registerEarly() { go registerAsymmetric() }
+
 // registerAsymmetric registers this process for the expedited global
 // membarrier, once, and keeps the answer in asymmetricKnown.
 var registerAsymmetric = sync.OnceValue(func() bool {

@@ -11,6 +11,13 @@
 //	gorun -np 16 bench/percall --op allreduce --bytes 8 --calls 20000
 //	GORUN_ALGO=recdbl gorun -np 16 bench/percall --op allreduce --bytes 8 --calls 2000
 //	gorun -np 16 bench/percall --op allgather --bytes 1024 --barrier
+//	gorun -np 2 bench/percall --bytes 64K --first 30
+//
+// --first N times instead the job's first N calls, each after a barrier,
+// and prints each: the first carries what a job's first collective sets
+// up (the model's probe, the shared area), the next ones the first
+// touches of memory and the slot writer's start. bench/mpi/first.c does
+// the same with Open MPI.
 package main
 
 import (
@@ -32,14 +39,18 @@ func main() {
 	calls := flag.Int("calls", 20000, "timed calls")
 	warm := flag.Int("warmup", 2000, "calls before the timed ones")
 	barrier := flag.Bool("barrier", false, "a barrier before every call, outside its time")
+	first := flag.Int("first", 0, "time the job's first N calls one by one (each after a barrier), instead")
 	flag.Parse()
-	if err := run(*op, *size, *calls, *warm, *barrier); err != nil {
+	if *first > 0 {
+		*calls, *warm, *barrier = *first, 0, true
+	}
+	if err := run(*op, *size, *calls, *warm, *barrier, *first > 0); err != nil {
 		fmt.Fprintln(os.Stderr, "percall:", err)
 		os.Exit(1)
 	}
 }
 
-func run(op, size string, calls, warm int, barrier bool) error {
+func run(op, size string, calls, warm int, barrier, first bool) error {
 	ctx := context.Background()
 	nb, err := spmd.ParseSize(size)
 	if err != nil {
@@ -96,6 +107,14 @@ func run(op, size string, calls, warm int, barrier bool) error {
 	}
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	threads, wait1 := schedstat()
+	if first {
+		fmt.Printf("r%d %s %d B, the first %d calls (us):", w.Rank(), op, 4*len(out), calls)
+		for _, d := range ds {
+			fmt.Printf(" %.1f", d)
+		}
+		fmt.Println()
+		return nil
+	}
 	slices.Sort(ds)
 	med := ds[calls/2]
 	var sum, tail float64

@@ -9,8 +9,11 @@ import (
 // launcher), and refuses bad arguments before it joins a job.
 func TestRun(t *testing.T) {
 	for _, op := range []string{"allreduce", "allgather"} {
-		if err := run(op, "1K", 10, 2, true); err != nil {
+		if err := run(op, "1K", 10, 2, true, false); err != nil {
 			t.Errorf("%s: %v", op, err)
+		}
+		if err := run(op, "1K", 5, 0, true, true); err != nil {
+			t.Errorf("%s, the first calls: %v", op, err)
 		}
 	}
 	for _, tc := range []struct {
@@ -23,7 +26,7 @@ func TestRun(t *testing.T) {
 		{"allreduce", "8", 0, 0, "--calls 0"},
 		{"allreduce", "8", 10, -1, "--warmup -1"},
 	} {
-		err := run(tc.op, tc.size, tc.calls, tc.warm, false)
+		err := run(tc.op, tc.size, tc.calls, tc.warm, false, false)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("run(%q, %q, %d, %d): %v, want %q", tc.op, tc.size, tc.calls, tc.warm, err, tc.want)
 		}
