@@ -14,7 +14,8 @@
 //	gorun -np 2 bench/percall --bytes 64K --first 30
 //
 // --first N times instead the job's first N calls, each after a barrier,
-// and prints each: the first carries what a job's first collective sets
+// and prints each, with the page faults the process took in it (those of
+// its other threads too): the first carries what a job's first collective sets
 // up (the model's probe, the shared area), the next ones the first
 // touches of memory and the slot writer's start. bench/mpi/first.c does
 // the same with Open MPI.
@@ -90,12 +91,17 @@ func run(op, size string, calls, warm int, barrier, first bool) error {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	_, wait0 := schedstat()
 	ds := make([]float64, calls)
+	faults := make([]int64, calls) // page faults per call, with first
 	var busy time.Duration
 	for i := range ds {
 		if barrier {
 			if err := w.Barrier(ctx); err != nil {
 				return err
 			}
+		}
+		var f0, f1 syscall.Rusage
+		if first {
+			syscall.Getrusage(syscall.RUSAGE_SELF, &f0)
 		}
 		t := time.Now()
 		if err := call(); err != nil {
@@ -104,6 +110,10 @@ func run(op, size string, calls, warm int, barrier, first bool) error {
 		d := time.Since(t)
 		busy += d
 		ds[i] = d.Seconds() * 1e6
+		if first {
+			syscall.Getrusage(syscall.RUSAGE_SELF, &f1)
+			faults[i] = f1.Minflt - f0.Minflt + f1.Majflt - f0.Majflt
+		}
 	}
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	threads, wait1 := schedstat()
@@ -111,6 +121,10 @@ func run(op, size string, calls, warm int, barrier, first bool) error {
 		fmt.Printf("r%d %s %d B, the first %d calls (us):", w.Rank(), op, 4*len(out), calls)
 		for _, d := range ds {
 			fmt.Printf(" %.1f", d)
+		}
+		fmt.Printf("\nr%d page faults:", w.Rank())
+		for _, f := range faults {
+			fmt.Printf(" %d", f)
 		}
 		fmt.Println()
 		return nil
