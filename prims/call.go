@@ -59,6 +59,10 @@ type call struct {
 	st   *state
 	coll topo.Collective
 	algo topo.Algo
+	// bytes is the size of the call as Choose counts it (the whole
+	// buffer), the same on every rank when they pass matching lengths:
+	// the Shared algorithms check it (call.matches).
+	bytes int
 
 	user     context.Context // the caller's own context
 	root     *call           // the top-level call of a sub-call, else itself
@@ -86,7 +90,7 @@ func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, t
 	// every older store, the previous broadcast's stores to lines the
 	// other ranks poll among them.
 	k := callPool.Get().(*call)
-	k.ctx, k.user, k.c, k.cc, k.coll, k.algo, k.root = ctx, ctx, c, c.Collective(), coll, o.algo, k
+	k.ctx, k.user, k.c, k.cc, k.coll, k.algo, k.root, k.bytes = ctx, ctx, c, c.Collective(), coll, o.algo, k, bytes
 	switch {
 	case o.algo != "" && !Applies(coll, o.algo):
 		return nil, k.wrap(algoError(coll, o.algo))
@@ -161,7 +165,7 @@ func (k *call) end(err *error) {
 // Field by field, as start sets them.
 func (k *call) reset() {
 	clear(k.releases)
-	k.ctx, k.c, k.cc, k.st, k.coll, k.algo = nil, nil, nil, nil, 0, ""
+	k.ctx, k.c, k.cc, k.st, k.coll, k.algo, k.bytes = nil, nil, nil, nil, 0, "", 0
 	k.user, k.root, k.releases, k.tr = nil, nil, k.releases[:0], nil
 }
 
@@ -176,7 +180,7 @@ func (k *call) wrap(err error) error {
 // shares k's context, and picks its own algorithm, never a hierarchical
 // one (sc lies inside one host, or holds one rank per host).
 func (k *call) sub(sc *spmd.Comm, coll topo.Collective, bytes int, fallback topo.Algo) *call {
-	s := &call{ctx: k.ctx, user: k.user, c: sc, cc: sc.Collective(), coll: coll, algo: fallback, root: k.root}
+	s := &call{ctx: k.ctx, user: k.user, c: sc, cc: sc.Collective(), coll: coll, algo: fallback, root: k.root, bytes: bytes}
 	s.st = stateOf(s.cc)
 	if sc.Size() > 1 && bytes > 0 {
 		// A choice that fails (GORUN_ALGO naming an algorithm that does not

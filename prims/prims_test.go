@@ -78,7 +78,7 @@ func testMatrix(t *testing.T, coll topo.Collective, algo topo.Algo, p int) {
 	}
 }
 
-// TestSharedInline: the Shared algorithms keep a part of up to 48 bytes
+// TestSharedInline: the Shared algorithms keep a part of up to 44 bytes
 // in its slot's header; every count around that size, in and out of
 // place, on 2 and 3 ranks, equals the reference.
 func TestSharedInline(t *testing.T) {

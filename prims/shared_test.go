@@ -2,6 +2,7 @@ package prims_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -270,4 +271,80 @@ func reduceChecked(ctx context.Context, w *spmd.World, send, recv []float64, min
 		return expect(fmt.Sprintf("reduce %d to %d: send", it, root), send, n, mine)
 	}
 	return expect(fmt.Sprintf("reduce %d to %d", it, root), recv, n, func(i int) float64 { return float64(p*(p-1)/2*i + p*it) })
+}
+
+// TestSharedLengthsChecked: ranks that pass buffers of different lengths
+// to a Shared algorithm get an error that says so (ErrCount), where they
+// got wrong results, or a part another rank had written for an earlier
+// call, and returned nil. Rank 1 passes one element more than the others,
+// at sizes that take the same path on every rank: a part inline in its
+// header, a cell or a piece of the folds, a scatter round, two rounds. Every
+// rank that reads rank 1's part (or rank 1, reading root 0's) must fail,
+// and one at least with ErrCount; none may hang.
+func TestSharedLengthsChecked(t *testing.T) {
+	const p = 3
+	all := prims.WithAlgo(topo.Shared)
+	type run func(ctx context.Context, c *spmd.Comm, n int) error
+	calls := []struct {
+		name    string
+		call    run
+		readers []int // the ranks that read rank 1's part, or rank 1 reading the root's
+	}{
+		{"broadcast", func(ctx context.Context, c *spmd.Comm, n int) error {
+			return prims.Broadcast(ctx, c, make([]float64, n), 0, all)
+		}, []int{1}},
+		{"allreduce", func(ctx context.Context, c *spmd.Comm, n int) error {
+			return prims.AllReduce(ctx, c, make([]float64, n), prims.Sum[float64](), all)
+		}, []int{0, 1, 2}},
+		{"reduce", func(ctx context.Context, c *spmd.Comm, n int) error {
+			return prims.Reduce(ctx, c, make([]float64, n), make([]float64, n), prims.Sum[float64](), 0, all)
+		}, []int{0}},
+		{"allgather", func(ctx context.Context, c *spmd.Comm, n int) error {
+			return prims.AllGather(ctx, c, make([]float64, n), make([]float64, p*n), all)
+		}, []int{0, 1, 2}},
+		{"gather", func(ctx context.Context, c *spmd.Comm, n int) error {
+			return prims.Gather(ctx, c, make([]float64, n), make([]float64, p*n), 0, all)
+		}, []int{0}},
+		{"scatter", func(ctx context.Context, c *spmd.Comm, n int) error {
+			return prims.Scatter(ctx, c, make([]float64, p*n), make([]float64, n), 0, all)
+		}, []int{1}},
+		{"reducescatter", func(ctx context.Context, c *spmd.Comm, n int) error {
+			return prims.ReduceScatter(ctx, c, make([]float64, p*n), make([]float64, n), prims.Sum[float64](), all)
+		}, []int{0, 1, 2}},
+		{"alltoall", func(ctx context.Context, c *spmd.Comm, n int) error {
+			return prims.AllToAll(ctx, c, make([]float64, p*n), make([]float64, p*n), all)
+		}, []int{0, 1, 2}},
+	}
+	for _, cl := range calls {
+		for _, n := range []int{3, 100, 1500, prims.SharedChunk/8 + 1000} {
+			t.Run(fmt.Sprintf("%s/n=%d", cl.name, n), func(t *testing.T) {
+				errs := make([]error, p)
+				spmdtest.Run(t, p, func(ctx context.Context, w *spmd.World) error {
+					ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+					defer cancel()
+					mine := n
+					if w.Rank() == 1 {
+						mine++
+					}
+					errs[w.Rank()] = cl.call(ctx, w.Comm, mine)
+					return nil
+				})
+				counted := false
+				for r, err := range errs {
+					if errors.Is(err, context.DeadlineExceeded) {
+						t.Errorf("rank %d hung: %v", r, err)
+					}
+					counted = counted || errors.Is(err, prims.ErrCount)
+				}
+				for _, r := range cl.readers {
+					if errs[r] == nil {
+						t.Errorf("rank %d returned nil with rank 1's length one more than rank 0's", r)
+					}
+				}
+				if !counted {
+					t.Errorf("no rank failed with ErrCount: %v", errs)
+				}
+			})
+		}
+	}
 }

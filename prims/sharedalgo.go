@@ -135,7 +135,7 @@ func put[T spmd.Number](k *call, a *area, part []T) (uint32, error) {
 		return 0, err
 	}
 	toSlot(&a.in, data[T](a, me, round, len(part)), part)
-	a.publish(me, round)
+	a.publish(me, round, k.bytes)
 	return round, nil
 }
 
@@ -151,7 +151,7 @@ func sharedFold[T spmd.Number](k *call, a *area, out []T, op Op[T]) error {
 	me, n := k.cc.Rank(), len(out)
 	for r := range k.cc.Size() {
 		if r != me {
-			if err := a.await(k, r, round); err != nil {
+			if err := a.awaitPart(k, r, round); err != nil {
 				return err
 			}
 		}
@@ -174,7 +174,7 @@ func reduceOthers[T spmd.Number](k *call, a *area, round uint32, n, lo int, op O
 		if r == me {
 			continue
 		}
-		if err := a.await(k, r, round); err != nil {
+		if err := a.awaitPart(k, r, round); err != nil {
 			return err
 		}
 		op.reduce(acc, data[T](a, r, round, n)[lo:lo+len(acc)])
@@ -227,7 +227,7 @@ func scatterIn[T spmd.Number](k *call, a *area, part []T) (round uint32, slot []
 	slot = data[T](a, k.cc.Rank(), round, len(part))
 	toSlot(&a.in, slot[:lo], part[:lo])
 	toSlot(&a.in, slot[hi:], part[hi:])
-	a.publish(k.cc.Rank(), round)
+	a.publish(k.cc.Rank(), round, k.bytes)
 	return round, slot, lo, hi, nil
 }
 
@@ -244,7 +244,7 @@ func sharedBarrier(k *call) error {
 	me := k.cc.Rank()
 	round := a.next()
 	a.claim(k, round, noData, true, false) // writes nothing: no wait
-	a.publish(me, round)
+	a.publish(me, round, 0)
 	for r := range k.cc.Size() {
 		if r != me {
 			if err := a.await(k, r, round); err != nil {
@@ -331,12 +331,18 @@ func castPiece[T spmd.Number](k *call, a *area, g *castRing, s uint32, n int, sr
 			ahead = ahead && int32(g.seen[r]-(next-g.n)) >= 0
 		}
 		toSlot(&a.in, castData[T](a, g, s, n), src)
-		g.head(a, s).part.store(s)
+		h := g.head(a, s)
+		h.size = uint32(k.bytes)
+		h.part.store(s)
 		if ahead {
 			g.prefetch(a, next, b)
 		}
 	} else if len(dst) > 0 {
-		if err := g.head(a, s).part.wait(k, root, s); err != nil {
+		h := g.head(a, s)
+		if err := h.part.wait(k, root, s); err != nil {
+			return err
+		}
+		if err := k.matches(root, h); err != nil {
 			return err
 		}
 		copy(dst, castData[T](a, g, s, n)[lo:])
@@ -385,7 +391,7 @@ func sharedAllGather[T spmd.Number](k *call, buf []T, b []int, own []T) error {
 			return err
 		}
 		toSlot(&a.in, data[T](a, me, round, n), own[lo:lo+n])
-		a.publish(me, round)
+		a.publish(me, round, k.bytes)
 		copyIn(buf[b[me]+lo:b[me]+lo+n], own[lo:lo+n])
 		err := a.asReady(k, round,
 			func(r int) *signal { return &a.head(r, round).part },
@@ -438,7 +444,7 @@ func sharedReduceScatter[T spmd.Number](k *call, send, recv []T, b []int, op Op[
 				toSlot(&a.in, slot[q*m:q*m+c], send[b[q]+lo:b[q]+lo+c])
 			}
 		}
-		a.publish(me, round)
+		a.publish(me, round, k.bytes)
 		if n == 0 {
 			continue
 		}
@@ -490,7 +496,7 @@ func sharedAllToAll[T spmd.Number](k *call, send, recv []T, kk int) error {
 				toSlot(&a.in, slot[q*m:q*m+c], send[q*kk+lo:q*kk+lo+c])
 			}
 		}
-		a.publish(me, round)
+		a.publish(me, round, k.bytes)
 		err := a.asReady(k, round,
 			func(r int) *signal { return &a.head(r, round).part },
 			func(r int) { copy(recv[r*kk+lo:r*kk+lo+c], data[T](a, r, round, p*m)[me*m:me*m+c]) })

@@ -80,7 +80,9 @@ func collectPiece[T spmd.Number](k *call, a *area, s uint32, src, dst []T, root 
 	off := g.bufOff(s)
 	if me != root {
 		toSlot(&a.in, at[T](a, off+me*foldStride, len(src)), src)
-		(*slotHead)(unsafe.Pointer(&a.mem[off+me*foldStride])).part.store(s)
+		h := (*slotHead)(unsafe.Pointer(&a.mem[off+me*foldStride]))
+		h.size = uint32(k.bytes)
+		h.part.store(s)
 		return nil
 	}
 	// The root reads its own part where it is, unless a fold in place
@@ -95,7 +97,11 @@ func collectPiece[T spmd.Number](k *call, a *area, s uint32, src, dst []T, root 
 	for r := range a.p {
 		theirs := mine
 		if r != me {
-			if err := (*slotHead)(unsafe.Pointer(&a.mem[off+r*foldStride])).part.wait(k, r, s); err != nil {
+			h := (*slotHead)(unsafe.Pointer(&a.mem[off+r*foldStride]))
+			if err := h.part.wait(k, r, s); err != nil {
+				return err
+			}
+			if err := k.matches(r, h); err != nil {
 				return err
 			}
 			theirs = at[T](a, off+r*foldStride, len(src))
@@ -199,10 +205,10 @@ func sharedGather[T spmd.Number](k *call, send, recv []T, root int) error {
 		}
 		if me != root {
 			toSlot(&a.in, data[T](a, me, round, n), send[lo:lo+n])
-			a.publish(me, round)
+			a.publish(me, round, k.bytes)
 			continue
 		}
-		a.publish(me, round) // done with the round before: the others may write
+		a.publish(me, round, k.bytes) // done with the round before: the others may write
 		copyIn(recv[me*kk+lo:me*kk+lo+n], send[lo:lo+n])
 		err := a.asReady(k, round,
 			func(r int) *signal { return &a.head(r, round).part },
