@@ -18,6 +18,11 @@ var ErrAlgo = errors.New("algorithm does not implement the collective")
 // do not fit the collective or do not match another rank's.
 var ErrCount = errors.New("buffer length does not fit")
 
+// ErrMismatch is wrapped by the error of a call that found another rank
+// in a different collective call (where the algorithm can tell: the
+// Shared algorithms do).
+var ErrMismatch = errors.New("ranks in different collective calls")
+
 // ErrOp is wrapped by the error of a reduction given the zero Op.
 var ErrOp = errors.New("no reduction op")
 

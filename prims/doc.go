@@ -108,6 +108,14 @@
 // merely finishes and closes its world breaks nothing. After a failed call
 // the contents of the receive buffers are undefined.
 //
+// Calls whose arguments do not match fail where the algorithm can tell:
+// with ErrCount when a message, or a Shared algorithm's part, comes from
+// a rank that passed another length, and with ErrMismatch when a Shared
+// algorithm finds a rank in another collective. Where the ranks' lengths
+// lead them to different algorithms, or to different rings of a Shared
+// one, they wait for each other as mismatched calls do in MPI, until a
+// rank exits or the context ends.
+//
 // # Hierarchical algorithms
 //
 // The first hierarchical call on a communicator splits it (spmd.Comm.Split)

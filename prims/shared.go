@@ -40,11 +40,11 @@ import (
 // and the last whose reduced block is; a part of up to inlineMax bytes
 // sits in the header itself, so that a reader gets it with the cache line
 // of the signal it waited on: one line crosses between the cores instead
-// of two. size is the bytes of the whole call on the rank that wrote the
-// part (call.bytes, mod 2^32), which a reader checks against its own
-// (call.matches): ranks that passed buffers of different lengths got
-// wrong sums, or a reader took a stale part, and returned without an
-// error. On 2 ranks and 2 cores, collbench medians of 5 alternating
+// of two. size and coll are the bytes (call.bytes, mod 2^32) and the
+// collective of the call that wrote the part, which a reader checks
+// against its own (call.matches): ranks that passed buffers of different
+// lengths, or called different collectives, got wrong sums, or a reader
+// took a stale part, and returned without an error. On 2 ranks and 2 cores, collbench medians of 5 alternating
 // runs: all-reduce of 8 B 0.60 us against 1.04 (Open MPI 0.53 in the same
 // runs), all-gather of 8 B 0.49 against 0.87 (0.51), of 64 B 0.48 against
 // 0.81 (0.58); broadcast: see castPiece.
@@ -52,11 +52,14 @@ type slotHead struct {
 	part, reduced signal
 	inline        [inlineMax]byte
 	size          uint32
+	coll          uint8
+	_             [3]byte
 }
 
 // inlineMax is how many bytes of a part fit in its slot's header: a cache
-// line less the signals and the size. It was 48 before the size came.
-const inlineMax = 44
+// line less the signals, the size and the collective. It was 48 before
+// those came.
+const inlineMax = 40
 
 // at returns n elements at off of a's memory: the data of a slot or cell
 // whose header is at off, in the header itself when they fit there.
@@ -425,11 +428,10 @@ func (a *area) claimRead(k *call, round uint32, kind roundKind, reader int, sync
 	return nil
 }
 
-// publish says that this rank's part of round, of a call of size bytes
-// (call.bytes), is in its slot.
-func (a *area) publish(me int, round uint32, size int) {
+// publish says that this rank's part of round, of call k, is in its slot.
+func (a *area) publish(k *call, me int, round uint32) {
 	h := a.head(me, round)
-	h.size = uint32(size)
+	k.stamp(h)
 	h.part.store(round)
 }
 
@@ -448,22 +450,30 @@ func (a *area) awaitPart(k *call, r int, round uint32) error {
 	return k.matches(r, h)
 }
 
+// stamp writes k's size and collective into the header h of a part that
+// k is about to publish.
+func (k *call) stamp(h *slotHead) { h.size, h.coll = uint32(k.bytes), uint8(k.coll) }
+
 // matches checks that rank r wrote the part whose header is h for a call
-// of as many bytes as k (slotHead.size).
+// of k's collective and as many bytes (stamp).
 func (k *call) matches(r int, h *slotHead) error {
-	if h.size == uint32(k.bytes) {
+	if h.size == uint32(k.bytes) && h.coll == uint8(k.coll) {
 		return nil
 	}
-	return k.mismatch(r, h.size)
+	return k.mismatch(r, h)
 }
 
 // mismatch is matches' error, apart so that matches stays small enough to
 // inline into the readers' loops.
 //
 //go:noinline
-func (k *call) mismatch(r int, size uint32) error {
+func (k *call) mismatch(r int, h *slotHead) error {
+	if c := topo.Collective(h.coll); c != k.coll {
+		return fmt.Errorf("%w: rank %d called %s (%d bytes) where this rank called %s (%d bytes): do the ranks make the same collective calls in the same order?",
+			ErrMismatch, r, c, h.size, k.coll, uint32(k.bytes))
+	}
 	return countError("rank %d called %s with %d bytes, this rank with %d (do the ranks pass matching lengths?)",
-		r, k.coll, size, uint32(k.bytes))
+		r, k.coll, h.size, uint32(k.bytes))
 }
 
 // asReady runs do(r) for every other rank r once the signal sig(r) of r's

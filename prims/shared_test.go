@@ -348,3 +348,60 @@ func TestSharedLengthsChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedCollectivesChecked: a rank in another collective call than the
+// others, of the same size, fails with ErrMismatch where the Shared
+// algorithms read its part, instead of taking it for theirs: rank 1 makes
+// the second call of each pair, the others the first.
+func TestSharedCollectivesChecked(t *testing.T) {
+	const p, n = 3, 12 // float64s: 96 bytes, a block of 4 each
+	all := prims.WithAlgo(topo.Shared)
+	pairs := []struct {
+		name          string
+		first, second func(ctx context.Context, c *spmd.Comm) error
+		readers       []int
+	}{
+		{"allreduce/allgather", func(ctx context.Context, c *spmd.Comm) error {
+			return prims.AllReduce(ctx, c, make([]float64, n), prims.Sum[float64](), all)
+		}, func(ctx context.Context, c *spmd.Comm) error {
+			return prims.AllGather(ctx, c, make([]float64, n/p), make([]float64, n), all)
+		}, []int{0, 1, 2}},
+		{"reduce/gather", func(ctx context.Context, c *spmd.Comm) error {
+			return prims.Reduce(ctx, c, make([]float64, n), make([]float64, n), prims.Sum[float64](), 0, all)
+		}, func(ctx context.Context, c *spmd.Comm) error {
+			return prims.Gather(ctx, c, make([]float64, n/p), make([]float64, n), 0, all)
+		}, []int{0}},
+		{"broadcast/scatter", func(ctx context.Context, c *spmd.Comm) error {
+			return prims.Broadcast(ctx, c, make([]float64, n), 0, all)
+		}, func(ctx context.Context, c *spmd.Comm) error {
+			return prims.Scatter(ctx, c, make([]float64, n), make([]float64, n/p), 0, all)
+		}, []int{1}},
+	}
+	for _, pr := range pairs {
+		t.Run(pr.name, func(t *testing.T) {
+			errs := make([]error, p)
+			spmdtest.Run(t, p, func(ctx context.Context, w *spmd.World) error {
+				ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				defer cancel()
+				if w.Rank() == 1 {
+					errs[1] = pr.second(ctx, w.Comm)
+				} else {
+					errs[w.Rank()] = pr.first(ctx, w.Comm)
+				}
+				return nil
+			})
+			found := false
+			for _, err := range errs {
+				found = found || errors.Is(err, prims.ErrMismatch)
+			}
+			for _, r := range pr.readers {
+				if errs[r] == nil {
+					t.Errorf("rank %d returned nil with rank 1 in another collective", r)
+				}
+			}
+			if !found {
+				t.Errorf("no rank failed with ErrMismatch: %v", errs)
+			}
+		})
+	}
+}

@@ -135,7 +135,7 @@ func put[T spmd.Number](k *call, a *area, part []T) (uint32, error) {
 		return 0, err
 	}
 	toSlot(&a.in, data[T](a, me, round, len(part)), part)
-	a.publish(me, round, k.bytes)
+	a.publish(k, me, round)
 	return round, nil
 }
 
@@ -227,7 +227,7 @@ func scatterIn[T spmd.Number](k *call, a *area, part []T) (round uint32, slot []
 	slot = data[T](a, k.cc.Rank(), round, len(part))
 	toSlot(&a.in, slot[:lo], part[:lo])
 	toSlot(&a.in, slot[hi:], part[hi:])
-	a.publish(k.cc.Rank(), round, k.bytes)
+	a.publish(k, k.cc.Rank(), round)
 	return round, slot, lo, hi, nil
 }
 
@@ -244,7 +244,7 @@ func sharedBarrier(k *call) error {
 	me := k.cc.Rank()
 	round := a.next()
 	a.claim(k, round, noData, true, false) // writes nothing: no wait
-	a.publish(me, round, 0)
+	a.publish(k, me, round)
 	for r := range k.cc.Size() {
 		if r != me {
 			if err := a.await(k, r, round); err != nil {
@@ -332,7 +332,7 @@ func castPiece[T spmd.Number](k *call, a *area, g *castRing, s uint32, n int, sr
 		}
 		toSlot(&a.in, castData[T](a, g, s, n), src)
 		h := g.head(a, s)
-		h.size = uint32(k.bytes)
+		k.stamp(h)
 		h.part.store(s)
 		if ahead {
 			g.prefetch(a, next, b)
@@ -391,7 +391,7 @@ func sharedAllGather[T spmd.Number](k *call, buf []T, b []int, own []T) error {
 			return err
 		}
 		toSlot(&a.in, data[T](a, me, round, n), own[lo:lo+n])
-		a.publish(me, round, k.bytes)
+		a.publish(k, me, round)
 		copyIn(buf[b[me]+lo:b[me]+lo+n], own[lo:lo+n])
 		err := a.asReady(k, round,
 			func(r int) *signal { return &a.head(r, round).part },
@@ -444,7 +444,7 @@ func sharedReduceScatter[T spmd.Number](k *call, send, recv []T, b []int, op Op[
 				toSlot(&a.in, slot[q*m:q*m+c], send[b[q]+lo:b[q]+lo+c])
 			}
 		}
-		a.publish(me, round, k.bytes)
+		a.publish(k, me, round)
 		if n == 0 {
 			continue
 		}
@@ -496,7 +496,7 @@ func sharedAllToAll[T spmd.Number](k *call, send, recv []T, kk int) error {
 				toSlot(&a.in, slot[q*m:q*m+c], send[q*kk+lo:q*kk+lo+c])
 			}
 		}
-		a.publish(me, round, k.bytes)
+		a.publish(k, me, round)
 		err := a.asReady(k, round,
 			func(r int) *signal { return &a.head(r, round).part },
 			func(r int) { copy(recv[r*kk+lo:r*kk+lo+c], data[T](a, r, round, p*m)[me*m:me*m+c]) })

@@ -81,7 +81,7 @@ func collectPiece[T spmd.Number](k *call, a *area, s uint32, src, dst []T, root 
 	if me != root {
 		toSlot(&a.in, at[T](a, off+me*foldStride, len(src)), src)
 		h := (*slotHead)(unsafe.Pointer(&a.mem[off+me*foldStride]))
-		h.size = uint32(k.bytes)
+		k.stamp(h)
 		h.part.store(s)
 		return nil
 	}
@@ -205,10 +205,10 @@ func sharedGather[T spmd.Number](k *call, send, recv []T, root int) error {
 		}
 		if me != root {
 			toSlot(&a.in, data[T](a, me, round, n), send[lo:lo+n])
-			a.publish(me, round, k.bytes)
+			a.publish(k, me, round)
 			continue
 		}
-		a.publish(me, round, k.bytes) // done with the round before: the others may write
+		a.publish(k, me, round) // done with the round before: the others may write
 		copyIn(recv[me*kk+lo:me*kk+lo+n], send[lo:lo+n])
 		err := a.asReady(k, round,
 			func(r int) *signal { return &a.head(r, round).part },
