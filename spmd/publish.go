@@ -46,16 +46,32 @@ const (
 // asymmetric reports whether this process is registered for the
 // expedited global membarrier: then a sleeper's fence (fence) reaches
 // this process's threads, and PublishShared may use release stores. It
-// registers the first time; under the race detector, which does not see
-// release stores made in assembly, it always says no. After the first
-// time it reads the answer from a word, inline, as PublishShared calls it
-// at every store.
+// registers the first time, unless registerEarly has started that: until
+// it ends, the answer is no, and the stores stay sequentially consistent,
+// instead of waiting for it. Under the race detector, which does not see
+// release stores made in assembly, it always says no. Once known, the
+// answer is read from a word, inline, as PublishShared calls it at every
+// store.
 func asymmetric() bool {
 	if a := asymmetricKnown.Load(); a != 0 {
 		return a == asymmetricYes
 	}
+	return asymmetricUnknown()
+}
+
+// asymmetricUnknown is asymmetric before the registration has ended; apart,
+// so that asymmetric stays small enough to inline.
+//
+//go:noinline
+func asymmetricUnknown() bool {
+	if registering.Load() {
+		return false
+	}
 	return registerAsymmetric()
 }
+
+// registering says that registerEarly has started the registration.
+var registering atomic.Bool
 
 // asymmetricKnown is asymmetric's answer once it has one (0 before).
 var asymmetricKnown atomic.Uint32
@@ -66,13 +82,16 @@ const (
 )
 
 // registerEarly starts the registration in the background: a rank that will
-// share memory calls it when it sets up its shared-memory transport, long
-// before its first PublishShared. The registration waits for an RCU grace
-// period in the kernel, 4-8 ms on the 2-core VM, which the first Shared
+// share memory calls it when it sets up its shared-memory transport, before
+// its first PublishShared. The registration waits for an RCU grace period
+// in the kernel, 4-20 ms on the 2-core VM, which the first Shared
 // collective of a job paid (a 2-rank 8-byte all-reduce took 8-14 ms, then
-// 5 us; Open MPI's first took 15-27 us). A PublishShared that comes first
-// waits for it, as sync.OnceValue's callers do.
-func registerEarly() { go registerAsymmetric() }
+// 5 us; Open MPI's first took 15-27 us). Stores made before it ends are
+// sequentially consistent (asymmetric).
+func registerEarly() {
+	registering.Store(true)
+	go registerAsymmetric()
+}
 
 // registerAsymmetric registers this process for the expedited global
 // membarrier, once, and keeps the answer in asymmetricKnown.
@@ -96,8 +115,17 @@ var registerAsymmetric = sync.OnceValue(func() bool {
 // last time, so that a PublishShared that missed the count has its store
 // seen. Processes that could not register store sequentially
 // consistently, for which the sleeper's own atomic count is fence enough.
+// While this process's own registration is under way, it fences all the
+// same: the command needs no registration of the caller, and the ranks it
+// waits for may have theirs already.
 func fence() {
-	if asymmetric() {
+	if asymmetric() || registrationPending() {
 		unix.Syscall(unix.SYS_MEMBARRIER, membarrierGlobalExpedited, 0, 0)
 	}
+}
+
+// registrationPending reports whether registerEarly's registration is
+// under way.
+func registrationPending() bool {
+	return !raceEnabled && registering.Load() && asymmetricKnown.Load() == 0
 }
