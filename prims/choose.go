@@ -69,12 +69,14 @@ func Applies(coll topo.Collective, algo topo.Algo) bool {
 // Gather and AllGather (all p blocks); the whole input of Scatter and
 // ReduceScatter; one rank's send buffer of AllToAll; 0 for Barrier.
 //
-// The first time a communicator (or the one it was split from) needs a
-// model, Choose probes its links collectively over c (topo.ModelFor); that
-// first call must be made by every rank of c, in the same order as their
-// other collective calls, like any collective; so must the first on each
-// communicator, in which rank 0 sends its decision table. Every rank gets the same
-// answer for the same call.
+// The first call on each communicator is collective: rank 0 sends its
+// decision table. So is the first time a communicator (or the one it was
+// split from) needs a model, where the table has no rule for a call's
+// collective: Choose probes its links over c (topo.ModelFor), 5-50 ms on
+// the 2-core VM, which a job whose table decides all its calls never
+// pays. Those calls must be made by every rank of c, in the same order as
+// their other collective calls, like any collective; every rank gets the
+// same table, and so the same answer for the same call.
 func Choose(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int) (topo.Algo, error) {
 	if a, err := forced(coll); a != "" || err != nil {
 		return a, err
@@ -82,16 +84,16 @@ func Choose(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int) 
 	if !Applies(coll, topo.Ring) && len(Algos(coll)) == 1 {
 		return Algos(coll)[0], nil
 	}
-	m, err := topo.ModelFor(ctx, c)
-	if err != nil {
-		return "", fmt.Errorf("choosing a %s algorithm on comm %d: %w", coll, c.ID(), err)
-	}
 	t, err := tableFor(ctx, c)
 	if err != nil {
 		return "", fmt.Errorf("choosing a %s algorithm on comm %d: %w", coll, c.ID(), err)
 	}
 	if a, ok := t.lookup(coll, bytes); ok {
 		return a, nil
+	}
+	m, err := topo.ModelFor(ctx, c)
+	if err != nil {
+		return "", fmt.Errorf("choosing a %s algorithm on comm %d: %w", coll, c.ID(), err)
 	}
 	return Cheapest(m, coll, c.Size(), bytes, topo.LayoutOf(c)), nil
 }

@@ -169,8 +169,16 @@ func writeTable(t *testing.T, path string, key TuneKey, coll topo.Collective, al
 
 // chooseOn2 runs 2 ranks that each write what Choose picks for coll at
 // bytes, after rank 0 has written its table (key: the ranks', from
-// setup).
+// setup), and the model's choice.
 func chooseOn2(t *testing.T, setup func(key TuneKey), coll topo.Collective, bytes int) (got [2]topo.Algo, model topo.Algo) {
+	t.Helper()
+	got, model, _ = chooseProbed(t, setup, coll, bytes)
+	return got, model
+}
+
+// chooseProbed is chooseOn2, and says whether Choose fitted the model on
+// each rank.
+func chooseProbed(t *testing.T, setup func(key TuneKey), coll topo.Collective, bytes int) (got [2]topo.Algo, model topo.Algo, probed [2]bool) {
 	t.Helper()
 	var once sync.Once
 	spmdtest.Run(t, 2, func(ctx context.Context, w *spmd.World) error {
@@ -185,13 +193,17 @@ func chooseOn2(t *testing.T, setup func(key TuneKey), coll topo.Collective, byte
 			return err
 		}
 		got[w.Rank()] = a
+		_, probed[w.Rank()] = topo.Cached(w.Comm)
+		m, err := topo.ModelFor(ctx, w.Comm)
+		if err != nil {
+			return err
+		}
 		if w.Rank() == 0 {
-			m, _ := topo.Cached(w.Comm)
 			model = Cheapest(m, coll, 2, bytes, topo.LayoutOf(w.Comm))
 		}
 		return nil
 	})
-	return got, model
+	return got, model, probed
 }
 
 // Choose follows a table that contradicts the model, for the collective
@@ -200,16 +212,22 @@ func TestChooseFollowsTable(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tune.toml")
 	t.Setenv(contract.EnvTuneFile, path)
 	setup := func(key TuneKey) { writeTable(t, path, key, topo.AllReduce, topo.Linear) }
-	got, model := chooseOn2(t, setup, topo.AllReduce, 1<<10)
+	got, model, probed := chooseProbed(t, setup, topo.AllReduce, 1<<10)
 	if model == topo.Linear {
 		t.Fatalf("the model picks linear too: the test shows nothing")
 	}
 	if got != [2]topo.Algo{topo.Linear, topo.Linear} {
 		t.Errorf("with a table of linear, Choose(allreduce, 1 KiB) = %v (model: %s)", got, model)
 	}
-	got, model = chooseOn2(t, setup, topo.Broadcast, 1<<10)
+	if probed != [2]bool{} {
+		t.Errorf("Choose(allreduce), which the table decides, probed the links: %v", probed)
+	}
+	got, model, probed = chooseProbed(t, setup, topo.Broadcast, 1<<10)
 	if got != [2]topo.Algo{model, model} {
 		t.Errorf("Choose(broadcast), which the table does not cover, = %v, want the model's %s", got, model)
+	}
+	if probed != [2]bool{true, true} {
+		t.Errorf("Choose(broadcast), which the table does not cover, probed on ranks %v, want both", probed)
 	}
 	t.Setenv(contract.EnvAlgo, "tree")
 	if got, _ := chooseOn2(t, setup, topo.AllReduce, 1<<10); got != [2]topo.Algo{topo.Tree, topo.Tree} {
