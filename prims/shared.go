@@ -40,14 +40,16 @@ import (
 // and the last whose reduced block is; a part of up to inlineMax bytes
 // sits in the header itself, so that a reader gets it with the cache line
 // of the signal it waited on: one line crosses between the cores instead
-// of two. size and coll are the bytes (call.bytes, mod 2^32) and the
-// collective of the call that wrote the part, which a reader checks
-// against its own (call.matches): ranks that passed buffers of different
-// lengths, or called different collectives, got wrong sums, or a reader
-// took a stale part, and returned without an error. On 2 ranks and 2 cores, collbench medians of 5 alternating
+// of two. On 2 ranks and 2 cores, collbench medians of 5 alternating
 // runs: all-reduce of 8 B 0.60 us against 1.04 (Open MPI 0.53 in the same
 // runs), all-gather of 8 B 0.49 against 0.87 (0.51), of 64 B 0.48 against
 // 0.81 (0.58); broadcast: see castPiece.
+//
+// size and coll are the bytes (call.bytes, mod 2^32) and the collective of
+// the call that wrote the part, which a reader checks against its own
+// (call.matches): ranks that passed buffers of different lengths, or
+// called different collectives, got wrong sums, or a reader took a stale
+// part, and returned without an error.
 type slotHead struct {
 	part, reduced signal
 	inline        [inlineMax]byte
@@ -441,7 +443,7 @@ func (a *area) await(k *call, r int, round uint32) error {
 }
 
 // awaitPart waits for rank r's part of round, as await, and checks that r
-// wrote it for a call of as many bytes as this rank's (call.matches).
+// wrote it for a call that matches this rank's (call.matches).
 func (a *area) awaitPart(k *call, r int, round uint32) error {
 	h := a.head(r, round)
 	if err := h.part.wait(k, r, round); err != nil {
@@ -477,7 +479,8 @@ func (k *call) mismatch(r int, h *slotHead) error {
 }
 
 // asReady runs do(r) for every other rank r once the signal sig(r) of r's
-// slot for round has come and its part's size matches this rank's, taking the ranks as they come, from this rank's
+// slot for round has come and r's part is of a call that matches this
+// rank's (call.matches), taking the ranks as they come, from this rank's
 // successor on: it waits only when none of those left is ready. On a host
 // with more ranks than cores a rank that waited for the ranks in order
 // would sit idle behind one that has not had a core yet while others' data

@@ -371,6 +371,11 @@ func TestSharedCollectivesChecked(t *testing.T) {
 		}, func(ctx context.Context, c *spmd.Comm) error {
 			return prims.Gather(ctx, c, make([]float64, n/p), make([]float64, n), 0, all)
 		}, []int{0}},
+		{"barrier/allreduce", func(ctx context.Context, c *spmd.Comm) error {
+			return prims.Barrier(ctx, c, all)
+		}, func(ctx context.Context, c *spmd.Comm) error {
+			return prims.AllReduce(ctx, c, make([]float64, n), prims.Sum[float64](), all)
+		}, []int{0, 1, 2}},
 		{"broadcast/scatter", func(ctx context.Context, c *spmd.Comm) error {
 			return prims.Broadcast(ctx, c, make([]float64, n), 0, all)
 		}, func(ctx context.Context, c *spmd.Comm) error {

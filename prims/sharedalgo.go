@@ -247,7 +247,7 @@ func sharedBarrier(k *call) error {
 	a.publish(k, me, round)
 	for r := range k.cc.Size() {
 		if r != me {
-			if err := a.await(k, r, round); err != nil {
+			if err := a.awaitPart(k, r, round); err != nil {
 				return err
 			}
 		}
