@@ -329,21 +329,7 @@ func TestSharedLengthsChecked(t *testing.T) {
 					errs[w.Rank()] = cl.call(ctx, w.Comm, mine)
 					return nil
 				})
-				counted := false
-				for r, err := range errs {
-					if errors.Is(err, context.DeadlineExceeded) {
-						t.Errorf("rank %d hung: %v", r, err)
-					}
-					counted = counted || errors.Is(err, prims.ErrCount)
-				}
-				for _, r := range cl.readers {
-					if errs[r] == nil {
-						t.Errorf("rank %d returned nil with rank 1's length one more than rank 0's", r)
-					}
-				}
-				if !counted {
-					t.Errorf("no rank failed with ErrCount: %v", errs)
-				}
+				caught(t, errs, cl.readers, prims.ErrCount)
 			})
 		}
 	}
@@ -395,18 +381,29 @@ func TestSharedCollectivesChecked(t *testing.T) {
 				}
 				return nil
 			})
-			found := false
-			for _, err := range errs {
-				found = found || errors.Is(err, prims.ErrMismatch)
-			}
-			for _, r := range pr.readers {
-				if errs[r] == nil {
-					t.Errorf("rank %d returned nil with rank 1 in another collective", r)
-				}
-			}
-			if !found {
-				t.Errorf("no rank failed with ErrMismatch: %v", errs)
-			}
+			caught(t, errs, pr.readers, prims.ErrMismatch)
 		})
+	}
+}
+
+// caught checks what the ranks of a job of mismatched calls returned:
+// every rank in readers failed, none ran out of time, and one at least
+// with want.
+func caught(t *testing.T, errs []error, readers []int, want error) {
+	t.Helper()
+	found := false
+	for r, err := range errs {
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("rank %d hung: %v", r, err)
+		}
+		found = found || errors.Is(err, want)
+	}
+	for _, r := range readers {
+		if errs[r] == nil {
+			t.Errorf("rank %d, which reads rank 1's part (rank 1: the root's), returned nil", r)
+		}
+	}
+	if !found {
+		t.Errorf("no rank failed with %v: %v", want, errs)
 	}
 }
