@@ -21,8 +21,8 @@ import (
 var ErrAborted = errors.New("another rank abandoned a collective")
 
 // stateKey is the key under which a communicator's state hangs
-// (spmd.Comm.SetValue).
-type stateKey struct{}
+// (spmd.Comm.SetValue): a Key, which every call finds with two loads.
+var stateKey = spmd.NewKey("prims state")
 
 // noticeTag is the collective-context tag of the notices a rank sends when
 // it gives up a collective.
@@ -216,7 +216,7 @@ func (st *state) FreeComm(c *spmd.Comm) {
 
 // stateOf returns cc's state, making it on first use.
 func stateOf(cc *spmd.Comm) *state {
-	if st, ok := cc.Value(stateKey{}).(*state); ok && st.owner == cc.ID() {
+	if st, ok := cc.Value(stateKey).(*state); ok && st.owner == cc.ID() {
 		return st
 	}
 	return newState(cc)
@@ -229,7 +229,7 @@ func newState(cc *spmd.Comm) *state {
 		st.broken, st.breaks = context.WithCancelCause(context.Background())
 		listen(cc, st)
 	}
-	cc.SetValue(stateKey{}, st)
+	cc.SetValue(stateKey, st)
 	return st
 }
 

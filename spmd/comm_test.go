@@ -366,6 +366,54 @@ func TestValueSeesChanges(t *testing.T) {
 	})
 }
 
+// TestKeyValues: values under Keys, more of them than have slots of their
+// own, read back through either context, stale after every SetValue, inherited by
+// a Dup, and gone once the communicator is freed.
+func TestKeyValues(t *testing.T) {
+	keys := make([]*spmd.Key, 7)
+	for i := range keys {
+		keys[i] = spmd.NewKey(fmt.Sprint("key ", i))
+	}
+	each(t, 2, func(ctx context.Context, w *spmd.World) error {
+		cc := w.Collective()
+		for round := range 3 {
+			for i, k := range keys {
+				cc.SetValue(k, round*100+i)
+				if v, want := w.Value(k), round*100+i; v != want {
+					return fmt.Errorf("round %d, %v just set: %v, want %d", round, k, v, want)
+				}
+			}
+			for i, k := range keys {
+				if v, want := cc.Value(k), round*100+i; v != want {
+					return fmt.Errorf("round %d, %v through the collective context: %v, want %d", round, k, v, want)
+				}
+			}
+		}
+		d, err := w.Dup(ctx)
+		if err != nil {
+			return err
+		}
+		for i, k := range keys {
+			if v, want := d.Value(k), 200+i; v != want {
+				return fmt.Errorf("%v in a Dup: %v, want the parent's %d", k, v, want)
+			}
+		}
+		d.SetValue(keys[0], "dup's")
+		if v := w.Value(keys[0]); v != 200 {
+			return fmt.Errorf("%v of the parent after the Dup set its own: %v", keys[0], v)
+		}
+		if err := d.Free(); err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if v := d.Value(k); v != nil {
+				return fmt.Errorf("%v of a freed communicator: %v", k, v)
+			}
+		}
+		return nil
+	})
+}
+
 // TestListen: a Listen receive completes when its message comes, fails
 // with ErrFreed when its communicator is freed before, and refuses a bad
 // tag at once, as Irecv does.
