@@ -64,6 +64,12 @@ type state struct {
 	scratch [scratchBufs]spare
 	// q is the non-blocking collectives issued on the communicator.
 	q queue
+	// spare is the struct of the last call that ended, for the next to
+	// start: read and written without a lock, since the calls on one
+	// communicator do not overlap. A blocking call takes it only once the
+	// queue's executor, which runs the non-blocking ones, is done
+	// (queue.drained), and the executor runs one at a time.
+	spare *call
 
 	mu sync.Mutex
 	// protects following

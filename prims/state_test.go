@@ -73,7 +73,7 @@ func stateCached(w *spmd.World) error {
 }
 
 // TestCallReset checks that reset zeroes every field of a call but keeps
-// its releases' array, emptied: start sets a pooled call's fields one by
+// its releases' array, emptied: start sets a recycled call's fields one by
 // one and counts on the rest being zero, so a field added to call and
 // not to reset would carry one call's value into the next.
 func TestCallReset(t *testing.T) {
@@ -91,6 +91,8 @@ func TestCallReset(t *testing.T) {
 			f.SetString("x")
 		case reflect.Int:
 			f.SetInt(1)
+		case reflect.Bool:
+			f.SetBool(true)
 		case reflect.Slice:
 			f.Set(reflect.MakeSlice(f.Type(), 1, 4))
 		default:
