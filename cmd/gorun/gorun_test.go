@@ -752,9 +752,14 @@ func TestSigintReachesPython(t *testing.T) {
 	}
 	dir := t.TempDir()
 	script := filepath.Join(dir, "rank.py")
+	// The rank says it is ready from inside the try, by a rename: a ready
+	// file that open made could be seen, and the SIGINT sent, before the
+	// rank had entered the try (it then died in open's close, in CI).
 	os.WriteFile(script, []byte(`import os, sys, time
-open(os.path.join(sys.argv[1], "ready." + os.environ["RANK"]), "w").close()
 try:
+    tmp = os.path.join(sys.argv[1], "tmp." + os.environ["RANK"])
+    open(tmp, "w").close()
+    os.rename(tmp, os.path.join(sys.argv[1], "ready." + os.environ["RANK"]))
     time.sleep(300)
 except KeyboardInterrupt:
     print("rank", os.environ["RANK"], "KeyboardInterrupt", flush=True)
