@@ -146,24 +146,6 @@ const (
 	cellStride = headSize + sharedCell
 )
 
-// castRing is where a ring of broadcast buffers sits in the area. Its
-// methods take it by pointer: taken by value, the 64-byte struct was
-// spilled in 8-byte stores and read back in 16-byte loads, which cannot
-// forward from them and waited for every older store to be written,
-// among them the root's stores to lines the others poll. 8-byte
-// broadcasts on 2 ranks took 0.071 us against 0.082 (collbench, medians
-// of 7 alternating runs; Open MPI 0.052).
-type castRing struct {
-	off, stride int    // the first buffer, and the distance between buffers
-	n           uint32 // buffers, a power of two
-	done        int    // the cache lines that count the pieces each rank is done with
-	ahead       uint32 // how many pieces ahead a root takes a buffer's lines (prefetch), or 0
-	// seen is, per rank, the count of its done line that this rank last
-	// read: a root reads the line again only when that is too old for
-	// the buffer it is to write, once in up to n pieces.
-	seen []uint32
-}
-
 // rings returns the cells', the streams' and the folds' rings of an area
 // of p ranks, and the size of the area.
 func rings(p int) (cells, streams, folds castRing, size int) {
@@ -326,66 +308,6 @@ func (a *area) head(r int, round uint32) *slotHead {
 // data returns n elements of the data of r's slot for round.
 func data[T spmd.Number](a *area, r int, round uint32, n int) []T {
 	return at[T](a, (2*r+int(round&1))*slotStride, n)
-}
-
-// bufOff is the offset of the buffer of piece s of ring g in the area.
-func (g *castRing) bufOff(s uint32) int { return g.off + int(s&(g.n-1))*g.stride }
-
-// head returns the header of the buffer of piece s of ring g in a; its
-// part signal says which piece's data the buffer holds.
-func (g *castRing) head(a *area, s uint32) *slotHead {
-	return (*slotHead)(unsafe.Pointer(&a.mem[g.bufOff(s)]))
-}
-
-// castData returns n elements of the data of the buffer of piece s of
-// ring g in a.
-func castData[T spmd.Number](a *area, g *castRing, s uint32, n int) []T {
-	return at[T](a, g.bufOff(s), n)
-}
-
-// castAhead is how many broadcasts ahead a root takes the lines of a
-// cell (castRing.prefetch): far enough that no rank still waits on it,
-// near enough that the lines are still in the root's cache when it writes
-// them. 4 was faster than 8 and 16 at 8-32 B (collbench on 2 ranks and 2
-// cores, medians of 9 alternating runs: 0.11-0.15 us against 0.15-0.18).
-const castAhead = 4
-
-// castLines is the largest broadcast whose lines a root takes ahead. From
-// 512 B up, taking the header alone or with up to 8 lines of data slowed
-// the broadcast (512 B: 0.39-0.48 us against 0.31-0.37), and a root's
-// copy of a larger cell streams anyway.
-const castLines = 256
-
-// cacheLine is the size of a cache line on the machines gorun is
-// measured on (x86-64; most arm64 cores).
-const cacheLine = 64
-
-// prefetch takes for writing the lines that a broadcast of b bytes will
-// write in the buffer of piece s of g: its header, and its data unless
-// that fits in the header. The others read those lines when the buffer
-// last held a piece, n pieces before, and keep copies; the root's first
-// store to a line has to take them back from their caches, a round trip
-// between the cores, and a root that broadcast again and again stalled on
-// those stores. On 2 ranks and 2 cores, blocks of 40,000 broadcasts with
-// and without in one job, medians of 15 blocks each: 8 B 0.12 us against
-// 0.24 (0.25-0.29 against 0.29 while the machine ran slow), 64 B 0.26
-// against 0.31, 256 B 0.32-0.34 against 0.41-0.43; Open MPI took
-// 0.12-0.16 at 8 B and 0.25-0.29 at 64-256 B.
-func (g *castRing) prefetch(a *area, s uint32, b int) {
-	off := g.bufOff(s)
-	prefetchWrite(unsafe.Pointer(&a.mem[off]))
-	if b <= inlineMax {
-		return
-	}
-	for o := 0; o < b; o += cacheLine {
-		prefetchWrite(unsafe.Pointer(&a.mem[off+headSize+o]))
-	}
-}
-
-// doneBy returns the signal of rank r that counts the pieces of ring g it
-// is done with.
-func (g *castRing) doneBy(a *area, r int) *signal {
-	return &(*slotHead)(unsafe.Pointer(&a.mem[g.done+r*headSize])).part
 }
 
 // next starts a round.
