@@ -66,9 +66,9 @@ func TestCostClosedForms(t *testing.T) {
 			{topo.Scatter, topo.Tree, lgp*a + n*(P-1)/P*b},
 			// Everything posted at once: one latency, a quarter of one
 			// for each further message, the bytes of p-1 blocks.
-			{topo.AllToAll, topo.Linear, a + (P-2)*topo.BurstGap*a + (P-1)*n/P*b},
-			{topo.AllGather, topo.Linear, a + (P-2)*topo.BurstGap*a + (P-1)*n/P*b},
-			{topo.ReduceScatter, topo.Linear, a + (P-2)*topo.BurstGap*a + (P-1)*n/P*(b+g)},
+			{topo.AllToAll, topo.Linear, a + (P-2)*topo.BurstGap*a + (P-1)*2*n/P*b},
+			{topo.AllGather, topo.Linear, a + (P-2)*topo.BurstGap*a + (P-1)*2*n/P*b},
+			{topo.ReduceScatter, topo.Linear, a + (P-2)*topo.BurstGap*a + (P-1)*n/P*(2*b+g)},
 			{topo.Barrier, topo.RecursiveDoubling, lgp * a},
 		}
 		for _, tt := range tests {

@@ -24,7 +24,7 @@ func sharedCost(m topo.Model, s topo.Shape, n float64, body func(wait float64) f
 	if !s.Layout.Shared || s.Hosts > 1 {
 		return never
 	}
-	wait := sharedLatency * m.AlphaBusy(s, false, s.PerHost)
+	wait := sharedLatency * m.Handoff(s, s.PerHost)
 	if n == 0 {
 		return estimate{rounds: wait}
 	}

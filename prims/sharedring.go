@@ -190,6 +190,6 @@ func castPiece[T spmd.Number](k *call, a *area, g *castRing, s uint32, n int, sr
 func sharedBcastCost(m topo.Model, s topo.Shape, n float64) estimate {
 	return sharedCost(m, s, n, func(float64) float64 {
 		pieces := max(1, math.Ceil(n/sharedChunk))
-		return pieces*sharedLatency*m.AlphaBusy(s, false, 2) + n*m.Local.Beta*m.Share(s.P)
+		return pieces*sharedLatency*m.Handoff(s, 2) + n*m.Local.Beta*m.Share(s.P)
 	})
 }

@@ -160,7 +160,7 @@ func reduceToRoot[T spmd.Number](k *call, a *area, part, out []T, root int, op O
 func sharedReduceCost(m topo.Model, s topo.Shape, n float64) estimate {
 	if n > 0 && n < sharedScatterMin {
 		return sharedCost(m, s, n, func(float64) float64 {
-			return sharedLatency*m.AlphaBusy(s, false, 2) + n*sharedCopy(m, s) + float64(s.P-1)*n*m.GammaBusy(s.PerHost)
+			return sharedLatency*m.Handoff(s, 2) + n*sharedCopy(m, s) + float64(s.P-1)*n*m.GammaBusy(s.PerHost)
 		})
 	}
 	if s.PerHost <= m.Cores {
@@ -233,7 +233,7 @@ func sharedGather[T spmd.Number](k *call, send, recv []T, root int) error {
 func sharedGatherCost(m topo.Model, s topo.Shape, n float64) estimate {
 	p, cores := float64(s.P), float64(max(1, min(s.PerHost, m.Cores)))
 	return sharedCost(m, s, n, func(float64) float64 {
-		return sharedLatency*m.AlphaBusy(s, false, 2) + n*m.Local.Beta*max(1, (2*p-1)/(p*cores))
+		return sharedLatency*m.Handoff(s, 2) + n*m.Local.Beta*max(1, (2*p-1)/(p*cores))
 	})
 }
 

@@ -47,8 +47,24 @@ func (m Model) Alpha(s Shape, cross bool) float64 {
 // every rank busy in every round (recursive doubling, Rabenseifner) at all
 // but the smallest sizes, which charging every round the whole host's
 // excess could not show.
+//
+// A round of messages over the Local link costs at least Round, where
+// Probe measured one: what the algorithms' rounds cost on a host whose
+// ranks have a core each, which a ping-pong's alpha misses.
 func (m Model) AlphaBusy(s Shape, cross bool, busy int) float64 {
-	return m.Link(cross).Alpha + m.Wake*float64(max(0, min(busy, s.PerHost)-m.Cores))
+	a := m.Link(cross).Alpha
+	if !cross {
+		a = max(a, m.Round)
+	}
+	return a + m.Wake*float64(max(0, min(busy, s.PerHost)-m.Cores))
+}
+
+// Handoff is the latency of a wait on one host in which busy ranks take
+// part and no message travels (a Shared algorithm's: a cache line stored,
+// and seen): the Local link's alpha, grown by Wake beyond the cores as a
+// message's is, without Round.
+func (m Model) Handoff(s Shape, busy int) float64 {
+	return m.Local.Alpha + m.Wake*float64(max(0, min(busy, s.PerHost)-m.Cores))
 }
 
 // Link is the Remote link for a round that crosses hosts, else the Local one.
@@ -134,8 +150,12 @@ func (m Model) Burst(s Shape, b, red float64) float64 {
 	cross := s.Hosts > 1
 	busy := 2 * s.PerHost
 	k := float64(s.P - 1)
+	copies := 2.0
+	if m.Pulls(cross, b) {
+		copies = 1
+	}
 	return m.AlphaBusy(s, cross, busy) + (k-1)*BurstGap*m.Link(cross).Alpha +
-		k*(b*m.Beta(s, cross, m.Copiers(cross, b, busy))+red*m.GammaBusy(s.PerHost)+m.Unsegmented(s, cross, b, busy))
+		k*(copies*b*m.Beta(s, cross, m.Copiers(cross, b, busy))+red*m.GammaBusy(s.PerHost)+m.Unsegmented(s, cross, b, busy))
 }
 
 // Unsegmented is the extra cost of moving a message of b bytes in one

@@ -35,18 +35,45 @@ func TestStep(t *testing.T) {
 }
 
 // TestBurst: p-1 messages posted at once pay one latency, BurstGap of it
-// for each further one, and their bytes; past Overlap bytes, a message in
-// one piece pays beta again.
+// for each further one, and their bytes twice (each rank copies its own
+// in and the others' out), once where the receiver pulls them; past
+// Overlap bytes, a message in one piece pays beta again.
 func TestBurst(t *testing.T) {
 	m := goldenModel
 	m.Cores = 1 << 20
 	s := ShapeOf(4, Uniform(1, 4))
 	a, b := m.Local.Alpha, m.Local.Beta
 	for _, n := range []float64{1000, 4 * Overlap} {
-		want := a + 2*BurstGap*a + 3*(n*b+max(0, n-Overlap)*b)
+		want := a + 2*BurstGap*a + 3*(2*n*b+max(0, n-Overlap)*b)
 		if got := m.Burst(s, n, 0); !near(got, want) {
 			t.Errorf("burst of %g bytes: %g, want %g", n, got, want)
 		}
+	}
+	m.Local.Pull = 1 << 10
+	if got, want := m.Burst(s, 4*Overlap, 0), a+2*BurstGap*a+3*4*Overlap*b; !near(got, want) {
+		t.Errorf("burst of pulled messages: %g, want %g", got, want)
+	}
+}
+
+// TestRound: a message round on one host costs at least the measured
+// Round; a round across hosts and a Shared algorithm's handoff do not.
+func TestRound(t *testing.T) {
+	m := goldenModel
+	m.Cores = 16
+	m.Round = 4 * m.Local.Alpha
+	s := ShapeOf(8, Uniform(1, 8))
+	if got := m.AlphaBusy(s, false, 16); got != m.Round {
+		t.Errorf("local round: %g, want Round %g", got, m.Round)
+	}
+	if got := m.AlphaBusy(s, true, 16); got != m.Remote.Alpha {
+		t.Errorf("remote round: %g, want %g", got, m.Remote.Alpha)
+	}
+	if got := m.Handoff(s, 8); got != m.Local.Alpha {
+		t.Errorf("handoff: %g, want the local alpha %g", got, m.Local.Alpha)
+	}
+	m.Round = m.Local.Alpha / 2 // never below the ping-pong's alpha
+	if got := m.AlphaBusy(s, false, 16); got != m.Local.Alpha {
+		t.Errorf("local round under alpha: %g, want %g", got, m.Local.Alpha)
 	}
 }
 

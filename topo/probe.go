@@ -117,8 +117,12 @@ func Probe(ctx context.Context, c *spmd.Comm) (Model, error) {
 	}
 	if cc.Rank() == 0 {
 		m.Gamma = reductionTime()
-		if over := lay.MaxPerHost() - m.Cores; over > 0 && m.LocalProbed {
+		over := lay.MaxPerHost() - m.Cores
+		switch {
+		case over > 0 && m.LocalProbed:
 			m.Wake = max(0, busy-m.Alpha(Shape{PerHost: m.Cores}, len(lay.Hosts) > 1)) / float64(over)
+		case len(lay.Hosts) == 1 && m.LocalProbed:
+			m.Round = busy
 		}
 	}
 	m, err = agree(ctx, cc, m)
@@ -300,7 +304,7 @@ func agree(ctx context.Context, cc *spmd.Comm, m Model) (Model, error) {
 	return decodeModel(msg)
 }
 
-const modelLen = 10 * 8
+const modelLen = 11 * 8
 
 func encodeModel(m Model) []byte {
 	b := make([]byte, modelLen)
@@ -311,7 +315,7 @@ func encodeModel(m Model) []byte {
 	if m.RemoteProbed {
 		flags += 2
 	}
-	for i, v := range []float64{m.Local.Alpha, m.Local.Beta, m.Remote.Alpha, m.Remote.Beta, m.Gamma, m.Wake, float64(m.Cores), flags, m.Local.Pull, m.Remote.Pull} {
+	for i, v := range []float64{m.Local.Alpha, m.Local.Beta, m.Remote.Alpha, m.Remote.Beta, m.Gamma, m.Wake, float64(m.Cores), flags, m.Local.Pull, m.Remote.Pull, m.Round} {
 		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
 	}
 	return b
@@ -323,7 +327,7 @@ func decodeModel(b []byte) (Model, error) {
 		v[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
 	}
 	m := Model{Local: Link{Alpha: v[0], Beta: v[1], Pull: v[8]}, Remote: Link{Alpha: v[2], Beta: v[3], Pull: v[9]}, Gamma: v[4], Wake: v[5], Cores: int(v[6]),
-		LocalProbed: int(v[7])&1 != 0, RemoteProbed: int(v[7])&2 != 0}
+		LocalProbed: int(v[7])&1 != 0, RemoteProbed: int(v[7])&2 != 0, Round: v[10]}
 	if !m.Valid() {
 		return Model{}, fmt.Errorf("rank 0 sent an invalid model %+v", m)
 	}

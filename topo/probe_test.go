@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/contract"
 	"github.com/gorun-hpc/gorun/spmd/spmdtest"
 )
 
@@ -29,6 +30,7 @@ func TestFitLink(t *testing.T) {
 
 func TestModelEncoding(t *testing.T) {
 	m := pulling()
+	m.Round = 3e-6
 	got, err := decodeModel(encodeModel(m))
 	if err != nil || got != m {
 		t.Errorf("decode(encode(%+v)) = %+v, %v", m, got, err)
@@ -90,6 +92,26 @@ func TestProbeAgrees(t *testing.T) {
 	}
 	if m := models[0]; !m.LocalProbed || !m.RemoteProbed || !m.Valid() {
 		t.Errorf("model %+v: want both classes measured and valid constants", m)
+	}
+	if m := models[0]; m.Round != 0 {
+		t.Errorf("model of several hosts has a message round %g: it is measured on one host only", m.Round)
+	}
+}
+
+// TestProbeRound: on one host whose ranks have a core each, the probe
+// measures a message round (the barrier's), and every rank gets it.
+func TestProbeRound(t *testing.T) {
+	if contract.HostCPUs() < 2 {
+		t.Skip("needs 2 cores: 2 ranks on 1 core measure a wake-up, not a round")
+	}
+	models := make([]Model, 2)
+	spmdtest.RunHosts(t, []string{"a", "a"}, func(ctx context.Context, w *spmd.World) error {
+		m, err := Probe(ctx, w.Comm)
+		models[w.Rank()] = m
+		return err
+	})
+	if m := models[0]; m.Round <= 0 || m.Wake != 0 || models[1] != m {
+		t.Errorf("models %+v and %+v: want one with a message round and no wake-up", m, models[1])
 	}
 }
 

@@ -35,6 +35,9 @@ func Describe(w io.Writer, m Model, lay Layout) error {
 	fmt.Fprintf(tw, "other host\talpha %s\tbeta %s%s%s\n", micros(m.Remote.Alpha), perByte(m.Remote.Beta), pulls(m.Remote.Pull), assumed(m.RemoteProbed))
 	fmt.Fprintf(tw, "reduction\tgamma %s\t\n", perByte(m.Gamma))
 	fmt.Fprintf(tw, "cores\t%d per host\twake %s per rank beyond them\n", m.Cores, micros(m.Wake))
+	if m.Round > 0 {
+		fmt.Fprintf(tw, "round\t%s\ta collective's message round, every rank busy\n", micros(m.Round))
+	}
 	tw.Flush()
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -27,7 +27,7 @@
 //	gorun --tune -np 8 --tune-json /tmp/np8.json
 //	go run ./bench/replay /tmp/np8.json
 //
-// With -v it also prints, for every size of the choice runs, each
+// With -v it also prints, for every size of the choice runs and reports, each
 // algorithm's measured and modelled microseconds, marking the model's
 // choice (<) and the fastest (*): where a cost formula is off, and by how
 // much, rather than only that a choice missed.
@@ -42,6 +42,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"regexp"
 	"sort"
@@ -75,6 +76,7 @@ func parse(s string) (topo.Model, error) {
 	m.Local.Beta = f(`same host\s+alpha [0-9.]+ us\s+beta ([0-9.]+) ns/B`) * 1e-9
 	m.Gamma = f(`gamma ([0-9.]+) ns/B`) * 1e-9
 	m.Wake = f(`wake ([0-9.]+) us`) * 1e-6
+	m.Round = f(`(?m)^round\s+([0-9.]+) us`) * 1e-6
 	m.Cores = int(f(`cores\s+([0-9]+) per host`))
 	if u := regexp.MustCompile(`single copy from ([0-9]+) (B|KiB|MiB)`).FindStringSubmatch(s); u != nil {
 		v, _ := strconv.ParseFloat(u[1], 64)
@@ -173,12 +175,13 @@ var (
 
 func main() {
 	verbose := flag.Bool("v", false, "print every size's measured and modelled time of each algorithm")
+	flag.BoolVar(&roundFromSweep, "round-from-sweep", false, "for a report whose model has no message round (gorun before the constant), take it from the sweep's recursive-doubling barrier")
 	flag.Parse()
 	var dirs []string
 	total, n := 0, 0
 	for _, arg := range flag.Args() {
 		if st, err := os.Stat(arg); err == nil && !st.IsDir() {
-			good, judged, err := replayReports(os.Stdout, arg)
+			good, judged, err := replayReports(os.Stdout, arg, *verbose)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "replay: %v\n", err)
 				os.Exit(1)
@@ -332,7 +335,10 @@ func readReports(path string) ([]prims.TuneReport, error) {
 // The judge is the sweep's times, except where the report has a longer
 // run of the model's choice against the sweep's pick and the model
 // chooses one of the two again: those times are the better measured.
-func replayReports(w io.Writer, path string) (total, n int, err error) {
+// roundFromSweep is -round-from-sweep.
+var roundFromSweep bool
+
+func replayReports(w io.Writer, path string, verbose bool) (total, n int, err error) {
 	rs, err := readReports(path)
 	if err != nil {
 		return 0, 0, err
@@ -340,6 +346,13 @@ func replayReports(w io.Writer, path string) (total, n int, err error) {
 	for i, r := range rs {
 		lay := r.Layout()
 		p := lay.Size()
+		if roundFromSweep && r.Model.Round == 0 && r.Model.Wake == 0 && len(lay.Hosts) == 1 {
+			for _, pt := range r.Points {
+				if t, ok := pt.Seconds[string(topo.RecursiveDoubling)]; ok && pt.Collective == "barrier" {
+					r.Model.Round = t / float64(bits.Len(uint(p-1)))
+				}
+			}
+		}
 		byColl := map[string][]prims.TuneReportPoint{}
 		var order []string
 		for _, pt := range r.Points {
@@ -360,6 +373,13 @@ func replayReports(w io.Writer, path string) (total, n int, err error) {
 				times := pt.Seconds
 				if _, ok := pt.LongerRun[c]; ok {
 					times = pt.LongerRun
+				}
+				if verbose {
+					us := map[string]float64{}
+					for a, s := range times {
+						us[a] = 1e6 * s
+					}
+					detail(w, r.Model, coll, p, pt.Bytes, lay, us, topo.Algo(c))
 				}
 				t, ok := times[c]
 				if !ok {

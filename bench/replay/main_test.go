@@ -20,13 +20,14 @@ same host   alpha 1.48 us                  beta 0.4455 ns/B (2.24 GB/s)  measure
 other host  alpha 50.00 us                 beta 0.9091 ns/B (1.10 GB/s)  assumed
 reduction   gamma 0.2911 ns/B (3.44 GB/s)
 cores       2 per host                     wake 4.09 us per rank beyond them
+round       0.32 us                        a collective's message round, every rank busy
 `
 	m, err := parse(report)
 	if err != nil {
 		t.Fatal(err)
 	}
 	near := func(a, b float64) bool { return a > b*0.999 && a < b*1.001 }
-	if !near(m.Local.Alpha, 1.48e-6) || !near(m.Local.Beta, 0.4455e-9) || !near(m.Gamma, 0.2911e-9) || !near(m.Wake, 4.09e-6) || m.Cores != 2 {
+	if !near(m.Local.Alpha, 1.48e-6) || !near(m.Local.Beta, 0.4455e-9) || !near(m.Gamma, 0.2911e-9) || !near(m.Wake, 4.09e-6) || !near(m.Round, 0.32e-6) || m.Cores != 2 {
 		t.Errorf("parsed %+v", m)
 	}
 	if _, err := parse("gorun: no such flag"); err == nil {
@@ -93,7 +94,7 @@ func TestReplayReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	good, n, err := replayReports(&out, path)
+	good, n, err := replayReports(&out, path, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestReplayReports(t *testing.T) {
 		if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := replayReports(&out, path); err == nil {
+		if _, _, err := replayReports(&out, path, false); err == nil {
 			t.Errorf("report %q: no error", bad)
 		}
 	}
