@@ -51,3 +51,6 @@ const (
 	SharedFolds      = sharedFolds
 	SharedScatterMin = sharedScatterMin
 )
+
+// SharedScatterFrom is sharedScatterFrom.
+var SharedScatterFrom = sharedScatterFrom

@@ -200,8 +200,11 @@ type area struct {
 	foldings  uint32
 	foldRoots []int
 	p         int
-	todo      []int // the other ranks, for asReady
-	in        slotWriter
+	// scatterFrom is the size from which an all-reduce round scatters
+	// (sharedScatterFrom).
+	scatterFrom int
+	todo        []int // the other ranks, for asReady
+	in          slotWriter
 	// unshared says why mem is nil: the ranks cannot share memory (it
 	// wraps spmd.ErrNotShared), and the Shared algorithms run message
 	// algorithms instead.
@@ -277,7 +280,7 @@ func (st *state) mapArea(cc *spmd.Comm) (*area, error) {
 	if a := st.area.Load(); a != nil {
 		return a, nil
 	}
-	a := &area{todo: make([]int, 0, cc.Size()), p: cc.Size()}
+	a := &area{todo: make([]int, 0, cc.Size()), p: cc.Size(), scatterFrom: sharedScatterFrom(cc.Size(), contract.HostCPUs())}
 	a.cells, a.streams, a.folds, _ = rings(a.p)
 	a.foldRoots = make([]int, sharedFolds)
 	mem, err := cc.Shared(areaSize(a.p))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/contract"
 	"github.com/gorun-hpc/gorun/spmd/spmdtest"
 	"github.com/gorun-hpc/gorun/topo"
 )
@@ -186,6 +187,41 @@ func TestSharedCastRings(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// TestSharedScatterFrom: with a core for each rank the Shared all-reduce
+// scatters from a size that shrinks with the ranks; every size across the
+// crossover, blocks of a few elements and uneven ones among them, sums
+// right, the ranks dawdling at random.
+func TestSharedScatterFrom(t *testing.T) {
+	for _, c := range []struct{ p, cores, want int }{{2, 2, 8 << 10}, {4, 16, 4 << 10}, {8, 16, 1 << 10}, {16, 16, 1 << 10}, {4, 2, 8 << 10}} {
+		if got := prims.SharedScatterFrom(c.p, c.cores); got != c.want {
+			t.Errorf("%d ranks on %d cores scatter from %d bytes, want %d", c.p, c.cores, got, c.want)
+		}
+	}
+	t.Setenv(contract.EnvHostCPUs, "64") // a core for each rank
+	all := prims.WithAlgo(topo.Shared)
+	for _, p := range []int{3, 8} {
+		t.Run(fmt.Sprint(p), func(t *testing.T) {
+			from := prims.SharedScatterFrom(p, 64) / 4
+			spmdtest.Run(t, p, func(ctx context.Context, w *spmd.World) error {
+				rng := rand.New(rand.NewPCG(uint64(w.Rank()), 3))
+				for it, n := range []int{from - 1, from, from + 1, from + p - 1, 2*from + 3, 5, from / 2} {
+					if rng.IntN(3) == 0 {
+						time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+					}
+					s := fill(n, func(i int) int32 { return int32(w.Rank()*i + it) })
+					if err := prims.AllReduce(ctx, w.Comm, s, prims.Sum[int32](), all); err != nil {
+						return err
+					}
+					if err := expect(fmt.Sprintf("all-reduce of %d", n), s, n, func(i int) int32 { return int32(p*(p-1)/2*i + p*it) }); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		})
 	}
 }
 

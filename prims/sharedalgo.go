@@ -59,13 +59,33 @@ func (k *call) fellBack(algo topo.Algo) {
 // sharedScatterMin is the size of a round of a Shared all-reduce from which
 // each rank reduces one block of the parts and copies the others' reduced
 // blocks (two waits, sharedScatter) instead of reducing all of every part
-// (one wait, sharedFold). collbench on 2 cores, 5 runs, fold against
+// (one wait, sharedFold), on a crowded host and at the most; the folds'
+// slots hold that much. collbench on 2 cores, 5 runs, fold against
 // scatter: np 4 2 KiB 12 us against 14, 8 KiB 20 against 18; np 8 26
 // against 38, 44 against 41.
 const sharedScatterMin = 8 << 10
 
+// sharedScatterFrom is the size from which a Shared all-reduce of p ranks
+// scatters: sharedScatterMin on a host with more ranks than cores, else
+// 64 KiB/p^2 between 1 KiB and sharedScatterMin. A fold has every rank
+// read all p parts, so it loses to the scatter's second wait sooner the
+// more ranks there are, when each has a core. On 16 cores (collbench, 3
+// runs in turns, fold against scatter): np 16 1 KiB 6.6 us against 5.2,
+// 2 KiB 9.2 against 5.5, 4 KiB 13.8 against 7.2 (Open MPI 8.2, 10.9,
+// 14.8); np 8 1 KiB 4.0 against 2.6, 4 KiB 7.1 against 4.5; np 4 1-2 KiB
+// 1.6-2.4 against 1.7-2.6, 4 KiB 3.9 against 3.5. np 2 on 2 cores (5
+// runs): the fold 1.2-1.4x faster at 1-4 KiB, even at 8 KiB. Every rank
+// must get the same answer: p is the communicator's, and cores the
+// host's (contract.HostCPUs, which gorun sets alike for a host's ranks).
+func sharedScatterFrom(p, cores int) int {
+	if p > cores {
+		return sharedScatterMin
+	}
+	return min(sharedScatterMin, max(1<<10, (64<<10)/(p*p)))
+}
+
 // sharedAllReduce reduces buf in rounds of up to sharedChunk bytes:
-// folds below sharedScatterMin bytes, where a round's latency counts
+// folds below sharedScatterFrom bytes, where a round's latency counts
 // most, and scatters from there, where the reductions do.
 func sharedAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 	a, err := areaOf(k)
@@ -79,7 +99,7 @@ func sharedAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 	per := sharedChunk / sizeOf[T]()
 	for lo := 0; lo < len(buf); lo += per {
 		out := buf[lo:min(lo+per, len(buf))]
-		if len(out)*sizeOf[T]() < sharedScatterMin {
+		if len(out)*sizeOf[T]() < a.scatterFrom {
 			err = sharedFold(k, a, out, op)
 		} else {
 			err = sharedScatter(k, a, out, op)
@@ -117,7 +137,7 @@ func sharedAllReduceCost(m topo.Model, s topo.Shape, n float64) estimate {
 // 0.3-0.6x the ring's at 64 KiB to 4 MiB with 4 and 8 ranks too.
 func sharedRoundCost(m topo.Model, s topo.Shape, c, wait float64) float64 {
 	b, g, p := sharedCopy(m, s), m.GammaBusy(s.PerHost), float64(s.P)
-	if c < sharedScatterMin {
+	if c < float64(sharedScatterFrom(s.P, m.Cores)) {
 		return wait + c*b + (p-1)*c*g
 	}
 	if s.PerHost <= m.Cores {
