@@ -12,13 +12,16 @@
 //	GORUN_ALGO=recdbl gorun -np 16 bench/percall --op allreduce --bytes 8 --calls 2000
 //	gorun -np 16 bench/percall --op allgather --bytes 1024 --barrier
 //	gorun -np 2 bench/percall --bytes 64K --first 30
+//	gorun -np 16 bench/percall --op allgather --bytes 1K --trace /tmp/r0.trace
 //
 // --first N times instead the job's first N calls, each after a barrier,
 // and prints each, with the page faults the process took in it (those of
 // its other threads too): the first carries what a job's first collective sets
 // up (the model's probe, the shared area), the next ones the first
 // touches of memory and the slot writer's start. bench/mpi/first.c does
-// the same with Open MPI.
+// the same with Open MPI. --trace FILE writes rank 0's Go execution trace
+// of the timed calls (go tool trace FILE): which goroutines and threads
+// ran beside the calls.
 package main
 
 import (
@@ -26,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/trace"
 	"slices"
 	"syscall"
 	"time"
@@ -41,17 +45,18 @@ func main() {
 	warm := flag.Int("warmup", 2000, "calls before the timed ones")
 	barrier := flag.Bool("barrier", false, "a barrier before every call, outside its time")
 	first := flag.Int("first", 0, "time the job's first N calls one by one (each after a barrier), instead")
+	traceTo := flag.String("trace", "", "write rank 0's Go execution trace of the timed calls to this file (go tool trace)")
 	flag.Parse()
 	if *first > 0 {
 		*calls, *warm, *barrier = *first, 0, true
 	}
-	if err := run(*op, *size, *calls, *warm, *barrier, *first > 0); err != nil {
+	if err := run(*op, *size, *calls, *warm, *barrier, *first > 0, *traceTo); err != nil {
 		fmt.Fprintln(os.Stderr, "percall:", err)
 		os.Exit(1)
 	}
 }
 
-func run(op, size string, calls, warm int, barrier, first bool) error {
+func run(op, size string, calls, warm int, barrier, first bool, traceTo string) error {
 	ctx := context.Background()
 	nb, err := spmd.ParseSize(size)
 	if err != nil {
@@ -93,6 +98,16 @@ func run(op, size string, calls, warm int, barrier, first bool) error {
 	ds := make([]float64, calls)
 	faults := make([]int64, calls) // page faults per call, with first
 	var busy time.Duration
+	if traceTo != "" && w.Rank() == 0 {
+		f, err := os.Create(traceTo)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+	}
 	for i := range ds {
 		if barrier {
 			if err := w.Barrier(ctx); err != nil {
@@ -117,6 +132,7 @@ func run(op, size string, calls, warm int, barrier, first bool) error {
 	}
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	threads, wait1 := schedstat()
+	trace.Stop() // a no-op where no trace runs
 	if first {
 		fmt.Printf("r%d %s %d B, the first %d calls (us):", w.Rank(), op, 4*len(out), calls)
 		for _, d := range ds {

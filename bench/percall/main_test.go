@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -9,11 +10,17 @@ import (
 // launcher), and refuses bad arguments before it joins a job.
 func TestRun(t *testing.T) {
 	for _, op := range []string{"allreduce", "allgather"} {
-		if err := run(op, "1K", 10, 2, true, false); err != nil {
+		if err := run(op, "1K", 10, 2, true, false, ""); err != nil {
 			t.Errorf("%s: %v", op, err)
 		}
-		if err := run(op, "1K", 5, 0, true, true); err != nil {
+		if err := run(op, "1K", 5, 0, true, true, ""); err != nil {
 			t.Errorf("%s, the first calls: %v", op, err)
+		}
+		tr := t.TempDir() + "/r0.trace"
+		if err := run(op, "1K", 10, 2, false, false, tr); err != nil {
+			t.Errorf("%s, traced: %v", op, err)
+		} else if st, err := os.Stat(tr); err != nil || st.Size() == 0 {
+			t.Errorf("%s: no trace written to %s (%v)", op, tr, err)
 		}
 	}
 	for _, tc := range []struct {
@@ -26,7 +33,7 @@ func TestRun(t *testing.T) {
 		{"allreduce", "8", 0, 0, "--calls 0"},
 		{"allreduce", "8", 10, -1, "--warmup -1"},
 	} {
-		err := run(tc.op, tc.size, tc.calls, tc.warm, false, false)
+		err := run(tc.op, tc.size, tc.calls, tc.warm, false, false, "")
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("run(%q, %q, %d, %d): %v, want %q", tc.op, tc.size, tc.calls, tc.warm, err, tc.want)
 		}
