@@ -231,6 +231,6 @@ const linearPrepost = 1 << 20
 func linearAllReduceCost(m topo.Model, s topo.Shape, n float64) estimate {
 	cross := s.Hosts > 1
 	a, k := m.Link(cross).Alpha, float64(s.P-1)
-	each := n*m.Beta(s, cross, m.Copiers(cross, n, 2)) + n*m.GammaBusy(1) + m.CrowdedWhole(s, cross, n, 2)
+	each := m.Copies(cross, n)*n*m.Beta(s, cross, m.Copiers(cross, n, 2)) + n*m.GammaBusy(1) + m.CrowdedWhole(s, cross, n, 2)
 	return estimate{a + (k-1)*topo.BurstGap*a + k*each + linearBcastCost(m, s, n).rounds, float64(2 * (s.P - 1))}
 }

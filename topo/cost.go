@@ -128,8 +128,30 @@ func (m Model) Share(busy int) float64 {
 // Step is one round: a message of bytes bytes, red of which the receiver
 // reduces, with busy endpoints and reducers on the busiest host.
 func (m Model) Step(s Shape, cross bool, bytes, red float64, busy, reducers int) float64 {
-	return m.AlphaBusy(s, cross, busy) + bytes*m.Beta(s, cross, m.Copiers(cross, bytes, busy)) + red*m.GammaBusy(reducers)
+	return m.AlphaBusy(s, cross, busy) + m.Copies(cross, bytes)*bytes*m.Beta(s, cross, m.Copiers(cross, bytes, busy)) + red*m.GammaBusy(reducers)
 }
+
+// Copies is how many times Beta a message of b bytes over the link class
+// costs: twice where Probe fitted the Local link's Beta to single copies
+// (its large ping-pongs were pulled, Link.Pull at most PulledProbe) and
+// the message is not pulled, since the transport's rings copy it in and
+// out; once otherwise. On 16 cores the ring and recursive-doubling
+// all-gathers of 128-512 KiB at np 4 and 8 took 1.5-2.5x the time that one
+// copy priced, and the model chose them over the Shared all-gather, which
+// ran 2x faster. Replayed (bench/replay), against one copy: the 16-core
+// sweeps 987 -> 999 of 1038 sizes within 15% of the fastest, this VM's
+// 341 -> 337 of 356, the kept choice runs 872 -> 871 of 1039.
+func (m Model) Copies(cross bool, b float64) float64 {
+	if cross || m.Local.Pull <= 0 || m.Local.Pull > PulledProbe || m.Pulls(cross, b) {
+		return 1
+	}
+	return 2
+}
+
+// PulledProbe is the smallest message of Probe's bandwidth ping-pongs: a
+// Local link that pulls messages from this size on (Link.Pull) had its
+// Beta fitted to single copies.
+const PulledProbe = 256 << 10
 
 // BurstGap is what each message after the first of a burst adds, as a
 // fraction of the link's alpha: posting a message costs its sender a part

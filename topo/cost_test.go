@@ -14,7 +14,8 @@ func near(a, b float64) bool { return math.Abs(a-b) <= 1e-12*math.Abs(b) }
 // bytes gamma over its link class; on a crowded host its bytes cost the
 // busy endpoints' share of the cores, CrowdedCopy more, and its latency a
 // wake-up per busy rank beyond the cores; a pulled message is copied by
-// its receiver alone.
+// its receiver alone, and one through the rings twice where the link's
+// beta is a pulled copy's.
 func TestStep(t *testing.T) {
 	m := goldenModel
 	one, two := ShapeOf(4, Uniform(1, 4)), ShapeOf(4, Uniform(2, 2))
@@ -26,11 +27,27 @@ func TestStep(t *testing.T) {
 	}
 	c := pulling()
 	crowded := ShapeOf(8, Uniform(1, 8))
-	if got, want := c.Step(crowded, false, 1000, 0, 8, 0), c.Local.Alpha+6*c.Wake+1000*c.Local.Beta*8/2*CrowdedCopy; !near(got, want) {
-		t.Errorf("crowded step %g, want %g", got, want)
+	if got, want := c.Step(crowded, false, 1000, 0, 8, 0), c.Local.Alpha+6*c.Wake+2*1000*c.Local.Beta*8/2*CrowdedCopy; !near(got, want) {
+		t.Errorf("crowded step %g, want %g (two copies of the pulled beta)", got, want)
 	}
 	if got, want := c.Step(crowded, false, 1<<20, 0, 8, 0), c.Local.Alpha+6*c.Wake+(1<<20)*c.Local.Beta*4/2*CrowdedCopy; !near(got, want) {
 		t.Errorf("crowded pulled step %g, want %g (half the endpoints copy)", got, want)
+	}
+	for _, k := range []struct {
+		m     Model
+		cross bool
+		b     float64
+		want  float64
+	}{
+		{c, false, 1000, 2},           // through the rings, beta fitted to pulled copies
+		{c, false, 1 << 20, 1},        // pulled
+		{c, true, 1000, 1},            // across hosts
+		{goldenModel, false, 1000, 1}, // no single copy: beta fitted to the rings
+		{func() Model { x := c; x.Local.Pull = 4 << 20; return x }(), false, 1 << 20, 1}, // the probe's sizes not pulled
+	} {
+		if got := k.m.Copies(k.cross, k.b); got != k.want {
+			t.Errorf("Copies(cross %v, %g B) with pull %g = %g, want %g", k.cross, k.b, k.m.Local.Pull, got, k.want)
+		}
 	}
 }
 

@@ -28,7 +28,7 @@ const (
 // between runs of gorun --topo -np 4 on 2 cores (0.16-0.96 ns/B).
 var probeSizes = []struct{ bytes, warm, rounds int }{
 	{8, 10, 150},
-	{256 << 10, 2, 10},
+	{PulledProbe, 2, 10},
 	{1 << 20, 2, 10},
 }
 
