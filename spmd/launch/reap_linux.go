@@ -2,6 +2,8 @@ package launch
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"os/signal"
 	"strconv"
@@ -63,6 +65,37 @@ func children(pid int) []int {
 	return kids
 }
 
+// ownChildren lists this process's children from the children files of
+// its threads (/proc/self/task/*/children), a few small reads where
+// children reads every process's stat: 0.75 ms with 65 processes on the
+// development VM, and reapOrphans runs at every SIGCHLD, one a rank at the
+// end of a job. The kernel does not promise that those files list a child
+// that comes or goes while they are read: a zombie missed here is reaped
+// at the next SIGCHLD, or by KillOrphans, which reads every process.
+// Where the kernel has no such files it falls back to children.
+func ownChildren() []int {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return children(os.Getpid())
+	}
+	var kids []int
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if errors.Is(err, fs.ErrNotExist) && len(kids) == 0 {
+			if _, serr := os.Stat("/proc/self/task/" + t.Name()); serr == nil {
+				return children(os.Getpid()) // no children files (CONFIG_PROC_CHILDREN)
+			}
+			continue // the thread is gone
+		}
+		for _, f := range bytes.Fields(b) {
+			if pid, err := strconv.Atoi(string(f)); err == nil {
+				kids = append(kids, pid)
+			}
+		}
+	}
+	return kids
+}
+
 // ppidOf reads the parent of pid from /proc/pid/stat, whose second field
 // (the command, in parentheses) may itself hold spaces and parentheses.
 func ppidOf(pid int) int {
@@ -111,7 +144,7 @@ func reapOrphans(started map[int]bool) {
 	if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&on)), 0, 0, 0); err != nil || on == 0 {
 		return
 	}
-	for _, pid := range children(os.Getpid()) {
+	for _, pid := range ownChildren() {
 		if started[pid] || stateOf(pid) != 'Z' {
 			continue
 		}
