@@ -24,8 +24,19 @@
 #     doubling) and 1 KiB all-gathers at the largest NP, bound by auto and
 #     unbound.
 #
+#  5. Where /tmp/ompib/bin/first is too (bench/mpi/first.c: mpicc -O2 -o
+#     devrun/ompi/bin/first bench/mpi/first.c, then patchelf
+#     --set-interpreter /tmp/ompib/lib/ld-linux-x86-64.so.2 --force-rpath
+#     --set-rpath "$(patchelf --print-rpath devrun/ompi/bin/coll)" on it),
+#     a job's first 4 all-reduces at np FNPS (16 4 2) of 8 B, 64 KiB and
+#     1 MiB, twice: gorun with the model (its probe), with step 1's
+#     table, and Open MPI, into $OUT/first.txt.
+#
 #   rm -rf /tmp/ompib && cp -a devrun/ompi /tmp/ompib && . devrun/env.sh
 #   OUT=/tmp/out bench/manycore.sh
+#
+# The bundle with percall and first stays under the device's 64 MiB with
+# the working tree (55 MiB on 2026-11-27, devrun/bin/hello left out).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-bench/out}
@@ -141,6 +152,22 @@ if [ -x $B/percall ]; then
 			GORUN_ALGO=${4:-} timeout 60 $B/gorun -np "$np" $v $B/percall --op "$1" --bytes "$2" --calls "$3" 2>&1 | grep -E "^r(0|$((np - 1))) " >>"$sum"
 		done
 	done
+fi
+# 5. A job's first calls.
+if [ -x $B/percall ] && [ -x /tmp/ompib/bin/first ]; then
+	f=$OUT/first.txt
+	echo "# a job's first 4 all-reduces (us), rank 0 and the last: the model (its probe), gorun --tune's table, Open MPI" >"$f"
+	for np in ${FNPS:-16 4 2}; do
+		for b in 8 65536 1048576; do
+			for r in 1 2; do
+				echo "## np $np, $b B, run $r" >>"$f"
+				GORUN_TUNE_FILE=none timeout 60 $B/gorun -np "$np" $B/percall --first 4 --bytes $b 2>&1 | grep -E "^r(0|$((np - 1))) " | sed 's/^/model /' >>"$f"
+				GORUN_TUNE_FILE=$tunef timeout 60 $B/gorun -np "$np" $B/percall --first 4 --bytes $b 2>&1 | grep -E "^r(0|$((np - 1))) " | sed 's/^/table /' >>"$f"
+				timeout 60 mpirun --oversubscribe -np "$np" /tmp/ompib/bin/first $b 4 2>&1 | sed 's/^/ompi  /' >>"$f"
+			done
+		done
+	done
+	echo "first calls ($(el) s): $f" >>"$sum"
 fi
 echo "# done $(date -u +%FT%TZ), $(el) s" >>"$sum"
 cat "$sum"
