@@ -193,7 +193,7 @@ func TestSharedCastRings(t *testing.T) {
 // TestSharedScatterFrom: with a core for each rank the Shared all-reduce
 // scatters from a size that shrinks with the ranks; every size across the
 // crossover, blocks of a few elements and uneven ones among them, sums
-// right, the ranks dawdling at random.
+// right at np 3, 8 and 16, the ranks dawdling at random.
 func TestSharedScatterFrom(t *testing.T) {
 	for _, c := range []struct{ p, cores, want int }{{2, 2, 8 << 10}, {4, 16, 4 << 10}, {8, 16, 1 << 10}, {16, 16, 1 << 10}, {4, 2, 8 << 10}} {
 		if got := prims.SharedScatterFrom(c.p, c.cores); got != c.want {
@@ -202,7 +202,7 @@ func TestSharedScatterFrom(t *testing.T) {
 	}
 	t.Setenv(contract.EnvHostCPUs, "64") // a core for each rank
 	all := prims.WithAlgo(topo.Shared)
-	for _, p := range []int{3, 8} {
+	for _, p := range []int{3, 8, 16} {
 		t.Run(fmt.Sprint(p), func(t *testing.T) {
 			from := prims.SharedScatterFrom(p, 64) / 4
 			spmdtest.Run(t, p, func(ctx context.Context, w *spmd.World) error {
