@@ -46,14 +46,19 @@ func sharedRounds(n float64, round func(c float64) float64) float64 {
 // round, which every rank makes at once.
 func sharedCopy(m topo.Model, s topo.Shape) float64 { return m.Local.Beta * m.Share(s.PerHost) }
 
-// fellBack says that k runs algo instead of the Shared algorithm, its
-// ranks being unable to share memory (areaOf): the call's errors and its
-// record in the trace name the algorithm that ran.
-func (k *call) fellBack(algo topo.Algo) {
+// fallBack is a Shared algorithm's call when areaOf gives it no area:
+// err, where mapping the memory failed, or else run, algo instead, the
+// ranks being unable to share memory; the call's errors and its record in
+// the trace then name the algorithm that ran.
+func (k *call) fallBack(err error, algo topo.Algo, run func() error) error {
+	if err != nil {
+		return err
+	}
 	k.algo = algo
 	if k.tr != nil {
 		k.tr.e.Algo = k.tr.rec.Intern(string(algo))
 	}
+	return run()
 }
 
 // sharedScatterMin is the size of a round of a Shared all-reduce from which
@@ -90,11 +95,7 @@ func sharedScatterFrom(p, cores int) int {
 func sharedAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 	a, err := areaOf(k)
 	if a == nil {
-		if err == nil {
-			k.fellBack(topo.RecursiveDoubling)
-			err = recdblAllReduce(k, buf, op)
-		}
-		return err
+		return k.fallBack(err, topo.RecursiveDoubling, func() error { return recdblAllReduce(k, buf, op) })
 	}
 	per := sharedChunk / sizeOf[T]()
 	for lo := 0; lo < len(buf); lo += per {
@@ -255,11 +256,7 @@ func scatterIn[T spmd.Number](k *call, a *area, part []T) (round uint32, slot []
 func sharedBarrier(k *call) error {
 	a, err := areaOf(k)
 	if a == nil {
-		if err == nil {
-			k.fellBack(topo.RecursiveDoubling)
-			err = dissemination(k)
-		}
-		return err
+		return k.fallBack(err, topo.RecursiveDoubling, func() error { return dissemination(k) })
 	}
 	me := k.cc.Rank()
 	round := a.next()
@@ -293,12 +290,10 @@ func sharedAllGather[T spmd.Number](k *call, buf []T, b []int, own []T) error {
 	me := k.cc.Rank()
 	a, err := areaOf(k)
 	if a == nil {
-		if err == nil {
-			k.fellBack(topo.RecursiveDoubling)
+		return k.fallBack(err, topo.RecursiveDoubling, func() error {
 			copyIn(buf[b[me]:b[me+1]], own)
-			err = recdblAllGather(k, buf, b)
-		}
-		return err
+			return recdblAllGather(k, buf, b)
+		})
 	}
 	per := sharedChunk / sizeOf[T]()
 	for lo := 0; lo < b[1]-b[0]; lo += per {
@@ -337,11 +332,7 @@ func sharedAllGatherCost(m topo.Model, s topo.Shape, n float64) estimate {
 func sharedReduceScatter[T spmd.Number](k *call, send, recv []T, b []int, op Op[T]) error {
 	a, err := areaOf(k)
 	if a == nil {
-		if err == nil {
-			k.fellBack(topo.Ring)
-			err = ringReduceScatterTo(k, send, recv, b, op)
-		}
-		return err
+		return k.fallBack(err, topo.Ring, func() error { return ringReduceScatterTo(k, send, recv, b, op) })
 	}
 	p, me := a.p, k.cc.Rank()
 	m := max(1, sharedChunk/sizeOf[T]()/p) // elements of each block a round
@@ -393,11 +384,7 @@ func sharedReduceScatterCost(m topo.Model, s topo.Shape, n float64) estimate {
 func sharedAllToAll[T spmd.Number](k *call, send, recv []T, kk int) error {
 	a, err := areaOf(k)
 	if a == nil {
-		if err == nil {
-			k.fellBack(topo.Linear)
-			err = pairwiseAllToAll(k, send, recv, kk)
-		}
-		return err
+		return k.fallBack(err, topo.Linear, func() error { return pairwiseAllToAll(k, send, recv, kk) })
 	}
 	p, me := a.p, k.cc.Rank()
 	m := max(1, sharedChunk/sizeOf[T]()/p) // elements of each block a round

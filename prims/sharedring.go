@@ -97,11 +97,7 @@ func (g *castRing) doneBy(a *area, r int) *signal {
 func sharedBcast[T spmd.Number](k *call, buf []T, root int) error {
 	a, err := areaOf(k)
 	if a == nil {
-		if err == nil {
-			k.fellBack(topo.Tree)
-			err = treeBcast(k, buf, root, phaseMain)
-		}
-		return err
+		return k.fallBack(err, topo.Tree, func() error { return treeBcast(k, buf, root, phaseMain) })
 	}
 	if len(buf)*sizeOf[T]() <= sharedCell {
 		a.casts++

@@ -23,11 +23,7 @@ import (
 func sharedReduce[T spmd.Number](k *call, src, dst []T, root int, op Op[T]) error {
 	a, err := areaOf(k)
 	if a == nil {
-		if err == nil {
-			k.fellBack(topo.Tree)
-			err = treeReduce(k, src, dst, root, op)
-		}
-		return err
+		return k.fallBack(err, topo.Tree, func() error { return treeReduce(k, src, dst, root, op) })
 	}
 	per, me := sharedChunk/sizeOf[T](), k.cc.Rank()
 	var work []T // a block's reduction at a rank other than the root
@@ -186,11 +182,7 @@ func sharedReduceCost(m topo.Model, s topo.Shape, n float64) estimate {
 func sharedGather[T spmd.Number](k *call, send, recv []T, root int) error {
 	a, err := areaOf(k)
 	if a == nil {
-		if err == nil {
-			k.fellBack(topo.Linear)
-			err = linearGather(k, send, recv, root)
-		}
-		return err
+		return k.fallBack(err, topo.Linear, func() error { return linearGather(k, send, recv, root) })
 	}
 	if len(send)*sizeOf[T]() < sharedScatterMin {
 		a.foldings++
@@ -245,11 +237,7 @@ func sharedGatherCost(m topo.Model, s topo.Shape, n float64) estimate {
 func sharedScatterBlocks[T spmd.Number](k *call, send, recv []T, root int) error {
 	a, err := areaOf(k)
 	if a == nil {
-		if err == nil {
-			k.fellBack(topo.Linear)
-			err = linearScatter(k, send, recv, root)
-		}
-		return err
+		return k.fallBack(err, topo.Linear, func() error { return linearScatter(k, send, recv, root) })
 	}
 	me, kk := k.cc.Rank(), len(recv)
 	mine, total := me*kk, k.cc.Size()*kk
