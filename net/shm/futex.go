@@ -44,8 +44,11 @@ const spinWindow = 100 * time.Microsecond
 // (segment.sleep), whose ring takes longer to reach it (8-byte ping-pong
 // of two processes, receivers sleeping at once: 35 us a hop against 17).
 // It is below the 10 ms after which the Go runtime's sysmon takes the
-// processor of a goroutine blocked in a syscall and polls every 20 us for
-// a while (segment).
+// processor of a goroutine blocked in a syscall while another processor
+// is idle, and then polls every 20 us for a while (segment). Where every
+// other processor is busy (GOMAXPROCS 2 beside a running main goroutine)
+// sysmon takes it at its next tick all the same; on a bound rank the
+// launcher's timer slack (spmd/launch/slack.go) keeps that polling cheap.
 const napFor = 5 * time.Millisecond
 
 // checkEvery is the period of the liveness checks: a futex wait times out
