@@ -176,7 +176,7 @@ func exitCode(err error, stderr io.Writer) int {
 // needValue are the flags whose empty value means nothing: an empty -H
 // would run on no host list at all, silently on this one.
 var needValue = []string{flagHosts, flagHostfile, flagStdin, flagIface, flagNet, flagPorts,
-	flagOutputDir, flagWdir, flagMapBy, flagBindTo, flagConfig, flagLaunchAgent, flagProfile, flagTuneSizes, flagTuneJSON}
+	flagOutputDir, flagWdir, flagMapBy, flagBindTo, flagTimerSlack, flagConfig, flagLaunchAgent, flagProfile, flagTuneSizes, flagTuneJSON}
 
 // emptyValues refuses a flag of needValue given as "".
 func emptyValues(cliCtx *cli.Context) error {

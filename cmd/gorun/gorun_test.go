@@ -334,6 +334,7 @@ func TestBadInput(t *testing.T) {
 		{"mpirun flag", []string{"--mca", "btl", "tcp,self", "-np", "2", "true"}, 2, `unknown flag --mca: gorun has no MCA parameters; GORUN_TRANSPORT=tcp`},
 		{"mpirun map-by", []string{"-np", "2", "--map-by", "core", "true"}, 2, `--map-by "core": want slot or node \(gorun places ranks on hosts only; --bind-to core`},
 		{"bad bind", []string{"-np", "2", "--bind-to", "numa", "true"}, 2, `--bind-to "numa": want auto, none, hwthread, core or socket`},
+		{"bad timer slack", []string{"-np", "2", "--timer-slack", "5", "true"}, 2, `--timer-slack "5": want auto, 0, or a duration up to 1s such as 500us`},
 		{"bad duration", []string{"-np", "2", "--timeout", "1x", "true"}, 2, `--timeout "1x": want a duration such as 30s`},
 		{"np 0", []string{"-np", "0", "true"}, 2, `-np 0: want at least 1 rank`},
 		{"np missing", []string{"true"}, 2, `give -np N`},

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -28,14 +29,7 @@ func TestGoMaxProcs(t *testing.T) {
 		return cpus
 	}
 	share := shareOf(4)
-	prog := filepath.Join(t.TempDir(), "procs")
-	if out, err := exec.Command("go", "build", "-o", prog, "./testdata/procs").CombinedOutput(); err != nil {
-		t.Fatalf("building testdata/procs: %v\n%s", err, out)
-	}
-	rsh := filepath.Join(t.TempDir(), "rsh")
-	if err := os.WriteFile(rsh, []byte(fakeRsh), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	prog, rsh := procsAndRsh(t)
 	notice := func(procs, ranks int, where string) string {
 		if procs == cpus {
 			return "" // nothing set, nothing said
@@ -105,4 +99,69 @@ func runProcs(t *testing.T, procs string, args ...string) result {
 	}
 	cmd.Env = env
 	return runGorun(t, cmd)
+}
+
+// TestTimerSlack runs ranks and reads the timer slack each starts with: by
+// default 500 us for Go ranks bound to a core of their own, and for every
+// other rank (unbound, or not a Go program) the slack gorun itself has;
+// --timer-slack 0 leaves it alone, a duration sets it for every rank,
+// through agents too.
+func TestTimerSlack(t *testing.T) {
+	own, err := os.ReadFile("/proc/self/timerslack_ns")
+	if err != nil {
+		t.Skipf("this kernel does not show a timer slack: %v", err)
+	}
+	inherited := strings.TrimSpace(string(own))
+	cpus := runtime.NumCPU()
+	np := strconv.Itoa(cpus) // as many ranks as cores: auto binds them
+	prog, rsh := procsAndRsh(t)
+	shell := []string{"sh", "-c", `echo "rank $GORUN_RANK timerslack=$(cat /proc/self/timerslack_ns)"`}
+	for _, tc := range []struct {
+		name  string
+		bound bool // the case needs auto to bind: 2 CPUs or more
+		args  []string
+		want  string // each rank's slack
+	}{
+		{"bound Go ranks", true, []string{"-np", np, prog}, "500000"},
+		{"bound, 0", true, []string{"-np", np, "--timer-slack", "0", prog}, inherited},
+		{"bound, not Go", true, append([]string{"-np", np}, shell...), inherited},
+		{"unbound", false, []string{"-np", "2", "--bind-to", "none", prog}, inherited},
+		{"unbound, chosen", false, []string{"-np", "2", "--bind-to", "none", "--timer-slack", "2ms", prog}, "2000000"},
+		{"not Go, chosen", false, append([]string{"-np", "2", "--timer-slack", "1.5ms"}, shell...), "1500000"},
+		{"through agents", false, []string{"--launch-agent", rsh, "-H", "127.0.0.2:1,127.0.0.3:1", "--bind-to", "none", "--timer-slack", "3ms", prog}, "3000000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.bound && cpus < 2 {
+				t.Skipf("auto binds ranks from 2 CPUs; this machine has %d", cpus)
+			}
+			r := gorun(t, "", tc.args...)
+			if r.code != 0 {
+				t.Fatal(r)
+			}
+			ranks := 2
+			if tc.bound {
+				ranks = cpus
+			}
+			for rank := range ranks {
+				if line := fmt.Sprintf("rank %d timerslack=%s\n", rank, tc.want); !strings.Contains(r.stdout, line) {
+					t.Errorf("stdout lacks %q\n%v", line, r)
+				}
+			}
+		})
+	}
+}
+
+// procsAndRsh builds testdata/procs and writes the fake rsh, both in
+// temporary directories.
+func procsAndRsh(t *testing.T) (prog, rsh string) {
+	t.Helper()
+	prog = filepath.Join(t.TempDir(), "procs")
+	if out, err := exec.Command("go", "build", "-o", prog, "./testdata/procs").CombinedOutput(); err != nil {
+		t.Fatalf("building testdata/procs: %v\n%s", err, out)
+	}
+	rsh = filepath.Join(t.TempDir(), "rsh")
+	if err := os.WriteFile(rsh, []byte(fakeRsh), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return prog, rsh
 }

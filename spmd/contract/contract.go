@@ -40,6 +40,7 @@ const (
 	EnvBindTo         = "GORUN_BIND_TO"         // how the rank was bound to CPUs: none, hwthread, core or socket (--bind-to); to a starter, unset is auto
 	EnvReportBindings = "GORUN_REPORT_BINDINGS" // "1": the starter reports each rank's binding (--report-bindings)
 	EnvHostCPUs       = "GORUN_HOST_CPUS"       // the CPUs the ranks of this host share: those its starter may run on, even where each rank is bound to some
+	EnvTimerSlack     = "GORUN_TIMER_SLACK"     // to a starter, the timer slack to give the rank (--timer-slack): a duration, 0 for none; unset is auto
 	EnvRestartCount   = "GORUN_RESTART_COUNT"   // which start of the job this is: 0, then 1, 2, ... after failures (--max-restarts)
 	EnvMaxRestarts    = "GORUN_MAX_RESTARTS"    // how many times gorun starts the job again after a failure (--max-restarts)
 

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,27 +26,41 @@ var hostCPUs = sync.OnceValues(func() ([]cpuInfo, error) {
 	return readTopology(cpus), nil
 })
 
-// startBound starts cmd with its CPU affinity set to cpus. A child inherits
-// the affinity of the thread that forks it, and os/exec forks on the
-// calling thread: so the goroutine locks its thread, narrows the thread's
-// affinity, starts the child and widens it again. The rank's Go runtime
-// then sees only its CPUs (runtime.NumCPU, and so GOMAXPROCS), and every
-// thread it makes inherits them.
-func startBound(cmd *exec.Cmd, cpus []int) error {
-	var set unix.CPUSet
-	for _, c := range cpus {
-		set.Set(c)
+// startWith starts cmd with its CPU affinity set to cpus (nil: the
+// starter's) and its timer slack set to slack (0: the starter's). A child
+// inherits both from the thread that forks it, and os/exec forks on the
+// calling thread: so the goroutine locks its thread, sets them on the
+// thread, starts the child and restores them. The rank's Go runtime then
+// sees only its CPUs (runtime.NumCPU, and so GOMAXPROCS), and every thread
+// it makes inherits them.
+func startWith(cmd *exec.Cmd, cpus []int, slack time.Duration) error {
+	if cpus == nil && slack <= 0 {
+		return cmd.Start()
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	var old unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &old); err != nil {
-		return fmt.Errorf("sched_getaffinity: %w", err)
+	if cpus != nil {
+		var set, old unix.CPUSet
+		for _, c := range cpus {
+			set.Set(c)
+		}
+		if err := unix.SchedGetaffinity(0, &old); err != nil {
+			return fmt.Errorf("sched_getaffinity: %w", err)
+		}
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			return fmt.Errorf("bind to cpus %s: sched_setaffinity: %w", cpuList(cpus), err)
+		}
+		defer unix.SchedSetaffinity(0, &old)
 	}
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return fmt.Errorf("bind to cpus %s: sched_setaffinity: %w", cpuList(cpus), err)
+	if slack > 0 {
+		old, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+		if err != nil {
+			return fmt.Errorf("prctl(PR_GET_TIMERSLACK): %w", err)
+		}
+		if err := unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(slack.Nanoseconds()), 0, 0, 0); err != nil {
+			return fmt.Errorf("timer slack %v: prctl(PR_SET_TIMERSLACK): %w", slack, err)
+		}
+		defer unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0)
 	}
-	err := cmd.Start()
-	unix.SchedSetaffinity(0, &old)
-	return err
+	return cmd.Start()
 }

@@ -72,6 +72,7 @@ type Config struct {
 	// Binding to CPUs.
 	BindTo         string `toml:"bind_to"`         // auto (default), none, hwthread, core or socket[:overload-allowed]
 	ReportBindings bool   `toml:"report_bindings"` // print each rank's binding
+	TimerSlack     string `toml:"timer_slack"`     // auto (default), 0, or a duration: the ranks' timer slack
 
 	// Remote start.
 	SSHArgs        string   `toml:"ssh_args"`        // extra ssh arguments, split like a shell
@@ -238,6 +239,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := parseBindPolicy(c.BindTo); err != nil {
 		return bad("--bind-to %v", err)
+	}
+	if _, err := parseTimerSlack(c.TimerSlack); err != nil {
+		return bad("--timer-slack %v", err)
 	}
 	if c.NPerNode < 0 {
 		return bad("--npernode %d: want a positive count", c.NPerNode)

@@ -161,6 +161,9 @@ func newPlan(cfg *Config, job jobInfo, hosts []string) (*jobPlan, error) {
 		if b, _ := parseBindPolicy(cfg.BindTo); b.Unit != "auto" {
 			env[contract.EnvBindTo] = b.String()
 		}
+		if d, _ := parseTimerSlack(cfg.TimerSlack); d >= 0 {
+			env[contract.EnvTimerSlack] = d.String()
+		}
 		if cfg.ReportBindings {
 			env[contract.EnvReportBindings] = "1"
 		}

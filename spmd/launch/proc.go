@@ -112,6 +112,10 @@ func (local) Start(spec *spec) (proc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: %w", spec.Rank.Rank, err)
 	}
+	slack, err := slackFor(spec.Env, bind, spec.Path)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: %w", spec.Rank.Rank, err)
+	}
 	secretR, err := secretPipe(spec.Secret)
 	if err != nil {
 		return nil, err
@@ -146,10 +150,7 @@ func (local) Start(spec *spec) (proc, error) {
 		if inCgroup {
 			spec.Cgroup.procAttr(cmd.SysProcAttr)
 		}
-		if bind.cpus != nil {
-			return cmd, startBound(cmd, bind.cpus)
-		}
-		return cmd, cmd.Start()
+		return cmd, startWith(cmd, bind.cpus, slack)
 	}
 	inCgroup := spec.Cgroup.on()
 	cmd, err := start(inCgroup)
@@ -168,7 +169,11 @@ func (local) Start(spec *spec) (proc, error) {
 		return nil, fmt.Errorf("rank %d: start %s: %w", spec.Rank.Rank, spec.Path, err)
 	}
 	if bind.report {
-		fmt.Fprintf(errW, "gorun: rank %d on %s (pid %d): %s\n", spec.Rank.Rank, host, cmd.Process.Pid, bind.what)
+		what := bind.what
+		if slack > 0 {
+			what += fmt.Sprintf(", timer slack %v", slack)
+		}
+		fmt.Fprintf(errW, "gorun: rank %d on %s (pid %d): %s\n", spec.Rank.Rank, host, cmd.Process.Pid, what)
 	}
 	p := &localProc{cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{}), stopping: make(chan struct{})}
 	p.drained.Add(2)

@@ -1,0 +1,89 @@
+package launch
+
+import (
+	"debug/buildinfo"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/contract"
+)
+
+// Timer slack (--timer-slack): how late the kernel may fire a rank's
+// timers, prctl(PR_SET_TIMERSLACK), which a child inherits from the
+// thread that forks it. Linux's default is 50 us.
+//
+// By default (auto) a starter gives autoTimerSlack to each rank it binds
+// to CPUs of its own whose program is a Go binary, and leaves every other
+// rank the slack it inherits. Why (issue #29, the 2-core development VM,
+// np 2 bound): a Go process's sysmon thread shares the rank's one core.
+// After a P is retaken from a syscall — with GOMAXPROCS 2 that takes one
+// sysmon tick whenever the other P is busy — after every garbage
+// collection's stop-the-world, and after any syscall entered while all
+// Ps were idle, sysmon polls every 20 us for a few milliseconds: on this
+// VM a tick every ~87 us that costs ~10 us, a tenth of the core taken from
+// the rank's polling and compute. The slack stretches those 20-us sleeps
+// to about 500 us, where the runtime's own sleeps (netpoll waits, whole
+// milliseconds) barely move. Measured with alternating runs: the first
+// 20,000 8-byte broadcasts of a job ran 1.34-1.35x slower than the
+// settled ones, 1.03x with the slack; a 64 KiB send/receive hand-off
+// between two ranks with ~0.5 ms of compute a step took 1110-1166 us a
+// step, 951-959 with 500 us of slack (977-985 with 1 ms; 200 us barely
+// helped; 4 ms broke the runtime's linger timers, 2300 us);
+// examples/gpt --pp 2 gained 0.2-1.9% tokens/s, --tp 2 0.5-1.7%; steady
+// collbench figures and examples/ddp did not move, nor did the launch
+// time. An unbound rank shares the cores with the rest and a non-Go
+// program has no sysmon: neither gets slack unless the user asks.
+const autoTimerSlack = 500 * time.Microsecond
+
+// maxTimerSlack bounds --timer-slack: past a millisecond or so the slack
+// delays the runtime's own timers (4 ms made a hand-off twice as slow).
+const maxTimerSlack = time.Second
+
+// parseTimerSlack reads --timer-slack: "" or auto (-1), 0 (leave the
+// inherited slack), or a duration up to maxTimerSlack.
+func parseTimerSlack(s string) (time.Duration, error) {
+	switch s {
+	case "", "auto":
+		return -1, nil
+	case "0":
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 || d > maxTimerSlack {
+		return 0, fmt.Errorf("%q: want auto, 0, or a duration up to %v such as 500us", s, maxTimerSlack)
+	}
+	return d, nil
+}
+
+// slackFor is the timer slack to start the rank with, from its
+// GORUN_TIMER_SLACK (env), its binding and its program (path): 0 leaves
+// the inherited one.
+func slackFor(env []string, b binding, path string) (time.Duration, error) {
+	v, _ := envValue(env, contract.EnvTimerSlack)
+	d, err := parseTimerSlack(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s %w", contract.EnvTimerSlack, err)
+	}
+	if d >= 0 {
+		return d, nil
+	}
+	if b.cpus == nil || !isGoProgram(path) {
+		return 0, nil
+	}
+	return autoTimerSlack, nil
+}
+
+// goPrograms caches isGoProgram by path: a host starts many ranks of one.
+var goPrograms sync.Map // path → bool
+
+// isGoProgram says whether the executable at path is a Go binary (it
+// carries Go's build information).
+func isGoProgram(path string) bool {
+	if v, ok := goPrograms.Load(path); ok {
+		return v.(bool)
+	}
+	_, err := buildinfo.ReadFile(path)
+	goPrograms.Store(path, err == nil)
+	return err == nil
+}

@@ -1,0 +1,60 @@
+package launch
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/contract"
+)
+
+func TestParseTimerSlack(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"", -1, true}, {"auto", -1, true}, {"0", 0, true}, {"0s", 0, true},
+		{"500us", 500 * time.Microsecond, true}, {"1s", time.Second, true},
+		{"2s", 0, false}, {"-1ms", 0, false}, {"5", 0, false}, {"none", 0, false},
+	} {
+		got, err := parseTimerSlack(tc.in)
+		if (err == nil) != tc.ok || (tc.ok && got != tc.want) {
+			t.Errorf("parseTimerSlack(%q) = %v, %v; want %v, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestSlackFor: auto gives a Go program (this test binary) bound to CPUs
+// its slack and nothing to an unbound one or another program (a shell);
+// a chosen slack goes to every rank.
+func TestSlackFor(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound, unbound := binding{cpus: []int{0}}, binding{}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		b    binding
+		path string
+		want time.Duration
+	}{
+		{"auto, bound Go", nil, bound, self, autoTimerSlack},
+		{"auto, unbound Go", nil, unbound, self, 0},
+		{"auto, bound shell", nil, bound, "/bin/sh", 0},
+		{"auto, missing program", nil, bound, "/nonexistent", 0},
+		{"0", []string{contract.EnvTimerSlack + "=0s"}, bound, self, 0},
+		{"chosen", []string{contract.EnvTimerSlack + "=2ms"}, unbound, "/bin/sh", 2 * time.Millisecond},
+		{"last wins", []string{contract.EnvTimerSlack + "=2ms", contract.EnvTimerSlack + "=auto"}, unbound, self, 0},
+	} {
+		got, err := slackFor(tc.env, tc.b, tc.path)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: slackFor = %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := slackFor([]string{contract.EnvTimerSlack + "=fast"}, bound, self); err == nil {
+		t.Errorf("slackFor took %s=fast", contract.EnvTimerSlack)
+	}
+}
