@@ -158,7 +158,7 @@ func (c *Config) DecodeTOML(name string, b []byte) error {
 	dec := toml.NewDecoder(bytes.NewReader(b)).DisallowUnknownFields()
 	err := dec.Decode(c)
 	if err == nil {
-		return nil
+		return c.checkValues(name, b)
 	}
 	var strict *toml.StrictMissingError
 	if errors.As(err, &strict) && len(strict.Errors) > 0 {
@@ -231,26 +231,10 @@ func (c *Config) Validate() error {
 	if c.Hosts != "" && c.Hostfile != "" {
 		return bad("-H and --hostfile both given: use one host list")
 	}
-	if _, err := hosts.ParsePolicy(c.MapBy); c.MapBy != "" && err != nil {
-		if m, _, _ := strings.Cut(c.MapBy, ":"); m == "core" || m == "hwthread" || m == "socket" || m == "package" || m == "numa" || m == "ppr" {
-			return bad("--map-by %q: want slot or node (gorun places ranks on hosts only; --bind-to core or socket binds each host's ranks in turn)", c.MapBy)
+	for _, v := range valueChecks {
+		if err := v.check(c); err != nil {
+			return bad("%s %v", v.flag, err)
 		}
-		return bad("--map-by %q: want slot or node", c.MapBy)
-	}
-	if _, err := parseBindPolicy(c.BindTo); err != nil {
-		return bad("--bind-to %v", err)
-	}
-	if _, err := parseTimerSlack(c.TimerSlack); err != nil {
-		return bad("--timer-slack %v", err)
-	}
-	if c.NPerNode < 0 {
-		return bad("--npernode %d: want a positive count", c.NPerNode)
-	}
-	if c.SpawnRadix < 1 {
-		return bad("--spawn-radix %d: want at least 1", c.SpawnRadix)
-	}
-	if c.ConnectTimeout < 0 {
-		return bad("--connect-timeout %v: must not be negative", time.Duration(c.ConnectTimeout))
 	}
 	if c.Iface != "" && c.Net != "" {
 		return bad("--iface and --net both given: pick the address one way")
@@ -261,31 +245,11 @@ func (c *Config) Validate() error {
 	if c.ProfileCPU && c.ProfileDir == "" {
 		return bad("--profile-cpu needs --profile DIR: the CPU profiles go beside the trace files")
 	}
-	if c.Net != "" {
-		if _, err := netip.ParsePrefix(c.Net); err != nil {
-			return bad("--net %q: want a CIDR such as 10.0.0.0/8", c.Net)
-		}
-	}
-	if c.Ports != "" {
-		if _, err := contract.ParsePortRange(c.Ports); err != nil {
-			return bad("--ports %v", err)
-		}
-	}
-	if _, err := splitShell(c.SSHArgs); err != nil {
-		return bad("--ssh-args: %v", err)
-	}
-	if _, err := splitShell(c.LaunchAgent); err != nil {
-		return bad("--launch-agent: %v", err)
-	}
 	if c.Program == "" {
 		return bad("no program to run: give one after the flags, as in gorun -np %d ./prog", c.NP)
 	}
 	if _, err := c.StdinRank(); err != nil {
 		return bad("%v", err)
-	}
-	if c.Timeout < 0 || c.KillGrace < 0 || c.InitTimeout < 0 {
-		return bad("durations must not be negative (timeout %v, kill grace %v, init timeout %v)",
-			time.Duration(c.Timeout), time.Duration(c.KillGrace), time.Duration(c.InitTimeout))
 	}
 	for _, x := range c.Export {
 		name, _, _ := strings.Cut(x, "=")
@@ -294,6 +258,105 @@ func (c *Config) Validate() error {
 		}
 		if isContractVar(name) {
 			return bad("-x %s: gorun sets %s for each rank itself", name, name)
+		}
+	}
+	return nil
+}
+
+// valueChecks check the value of one setting each, named by its flag and
+// its config key: Validate reports "--flag <error>", a config file
+// "FILE:LINE: key <error>". Each error starts with the value.
+var valueChecks = []struct {
+	flag, key string
+	check     func(c *Config) error
+}{
+	{"--map-by", "map_by", func(c *Config) error {
+		if _, err := hosts.ParsePolicy(c.MapBy); c.MapBy == "" || err == nil {
+			return nil
+		}
+		if m, _, _ := strings.Cut(c.MapBy, ":"); m == "core" || m == "hwthread" || m == "socket" || m == "package" || m == "numa" || m == "ppr" {
+			return fmt.Errorf("%q: want slot or node (gorun places ranks on hosts only; --bind-to core or socket binds each host's ranks in turn)", c.MapBy)
+		}
+		return fmt.Errorf("%q: want slot or node", c.MapBy)
+	}},
+	{"--bind-to", "bind_to", func(c *Config) error {
+		_, err := parseBindPolicy(c.BindTo)
+		return err
+	}},
+	{"--timer-slack", "timer_slack", func(c *Config) error {
+		_, err := parseTimerSlack(c.TimerSlack)
+		return err
+	}},
+	{"--npernode", "npernode", func(c *Config) error {
+		return negative(c.NPerNode, "want a positive count")
+	}},
+	{"--spawn-radix", "spawn_radix", func(c *Config) error {
+		if c.SpawnRadix < 1 {
+			return fmt.Errorf("%d: want at least 1", c.SpawnRadix)
+		}
+		return nil
+	}},
+	{"--max-restarts", "max_restarts", func(c *Config) error {
+		return negative(c.MaxRestarts, "want 0 or more")
+	}},
+	{"--timeout", "timeout", func(c *Config) error { return negativeDuration(c.Timeout) }},
+	{"--kill-grace", "kill_grace", func(c *Config) error { return negativeDuration(c.KillGrace) }},
+	{"--init-timeout", "init_timeout", func(c *Config) error { return negativeDuration(c.InitTimeout) }},
+	{"--connect-timeout", "connect_timeout", func(c *Config) error { return negativeDuration(c.ConnectTimeout) }},
+	{"--net", "net", func(c *Config) error {
+		if _, err := netip.ParsePrefix(c.Net); c.Net != "" && err != nil {
+			return fmt.Errorf("%q: want a CIDR such as 10.0.0.0/8", c.Net)
+		}
+		return nil
+	}},
+	{"--ports", "ports", func(c *Config) error {
+		if c.Ports == "" {
+			return nil
+		}
+		_, err := contract.ParsePortRange(c.Ports)
+		return err
+	}},
+	{"--ssh-args", "ssh_args", func(c *Config) error {
+		if _, err := splitShell(c.SSHArgs); err != nil {
+			return fmt.Errorf("%q: %v", c.SSHArgs, err)
+		}
+		return nil
+	}},
+	{"--launch-agent", "launch_agent", func(c *Config) error {
+		if _, err := splitShell(c.LaunchAgent); err != nil {
+			return fmt.Errorf("%q: %v", c.LaunchAgent, err)
+		}
+		return nil
+	}},
+}
+
+// negative is the error "n: want" where n < 0, else nil.
+func negative(n int, want string) error {
+	if n >= 0 {
+		return nil
+	}
+	return fmt.Errorf("%d: %s", n, want)
+}
+
+func negativeDuration(d Duration) error {
+	if d < 0 {
+		return fmt.Errorf("%v: must not be negative", time.Duration(d))
+	}
+	return nil
+}
+
+// checkValues runs valueChecks for the keys the config file name (its
+// bytes b) sets, now decoded onto c, and reports the first bad one by
+// its line.
+func (c *Config) checkValues(name string, b []byte) error {
+	for _, k := range topKeys(b) {
+		for _, v := range valueChecks {
+			if v.key != k.key {
+				continue
+			}
+			if err := v.check(c); err != nil {
+				return errorf(ErrUsage, "%s:%d: %s %v: fix the file or pass another with --config", name, k.line, k.key, err)
+			}
 		}
 	}
 	return nil

@@ -37,6 +37,15 @@ func TestDecodeTOMLErrors(t *testing.T) {
 		{"integer kill_grace", "kill_grace = 1\n", `c.toml:1: kill_grace = 1: a duration is a string`},
 		{"float connect_timeout", "\nconnect_timeout = 1.5\n", `c.toml:2: connect_timeout = 1.5: a duration is a string`},
 		{"array init_timeout", "init_timeout = [1]\n", `c.toml:1: init_timeout is an array: a duration is a string`},
+		// A value a flag would refuse, by its key and line.
+		{"bad bind_to", "np = 2\nbind_to = \"numa\"\n", `c.toml:2: bind_to "numa": want auto, none`},
+		{"bad timer_slack", "\n\ntimer_slack = \"2s\"\n", `c.toml:3: timer_slack "2s": want auto, 0, or a duration`},
+		{"bad map_by", "map_by = \"core\"\n", `c.toml:1: map_by "core": want slot or node (gorun places`},
+		{"negative timeout", "timeout = \"-1s\"\n", `c.toml:1: timeout -1s: must not be negative`},
+		{"spawn_radix 0", "spawn_radix = 0\n", `c.toml:1: spawn_radix 0: want at least 1`},
+		{"bad ports", "ports = \"9-1\"\n", `c.toml:1: ports "9-1": want LOW-HIGH`},
+		{"bad ssh_args", "ssh_args = \"-F 'x\"\n", `c.toml:1: ssh_args "-F 'x": unterminated '`},
+		{"the first bad one", "net = \"10.0.0.0\"\nnpernode = -1\n", `c.toml:1: net "10.0.0.0": want a CIDR`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultConfig()
