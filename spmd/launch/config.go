@@ -140,8 +140,9 @@ func DefaultConfigPath(getenv func(string) string) string {
 	return ""
 }
 
-// LoadTOML decodes the TOML file at path onto c. Unknown keys and values of
-// the wrong type are errors that name path:line and wrap ErrUsage.
+// LoadTOML decodes the TOML file at path onto c. Unknown keys, values of
+// the wrong type and values that their flag would refuse are errors that
+// name path:line and wrap ErrUsage.
 func (c *Config) LoadTOML(path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
