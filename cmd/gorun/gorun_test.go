@@ -365,7 +365,10 @@ func TestBadInput(t *testing.T) {
 // TestStartFailureStatus: a rank that cannot start for a reason other than
 // its program exits with the status gorun(1) gives: 2 for a --bind-to
 // that overloads a core, 1 for an output file gorun cannot create (it
-// was 127, the shell's "not found", when the error was ENOENT).
+// was 127, the shell's "not found", when the error was ENOENT). The
+// overload is found before gorun starts a rank or says a word of what it
+// sets for them (it printed GOMAXPROCS=2 "for 1 rank", the one it could
+// bind).
 func TestStartFailureStatus(t *testing.T) {
 	np := fmt.Sprint(2 * runtime.NumCPU())
 	for _, tc := range []struct {
@@ -381,6 +384,9 @@ func TestStartFailureStatus(t *testing.T) {
 			r := gorun(t, "", tc.args...)
 			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
 				t.Errorf("status %d, want %d, and stderr saying %q:\n%s", r.code, tc.code, tc.want, r.stderr)
+			}
+			if tc.code == 2 && (strings.Contains(r.stderr, "GOMAXPROCS") || strings.Contains(r.stderr, "were started")) {
+				t.Errorf("gorun spoke of ranks it does not start:\n%s", r.stderr)
 			}
 		})
 	}

@@ -251,10 +251,29 @@ func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, agents ma
 		job.Rendezvous = "<rendezvous address, chosen at launch>"
 	}
 	plan, err := newPlan(cfg, job, hl.rankHost)
+	if err == nil {
+		err = checkBindings(plan, hl.local, hostCPUs)
+	}
 	if err == nil && out != nil && cfg.restart == 0 {
 		notices(plan, cfg, hl, agents, out)
 	}
 	return plan, err
+}
+
+// checkBindings fails where a rank of this machine cannot be bound as
+// --bind-to asks, as its start would, before gorun says anything of the
+// job or starts any of it (hostCPUs lists this machine's CPUs; another
+// host's agent judges its own).
+func checkBindings(plan *jobPlan, local map[string]bool, hostCPUs func() ([]cpuInfo, error)) error {
+	for _, rp := range plan.Ranks {
+		if !local[rp.Host] {
+			continue
+		}
+		if _, err := bindingFor(rp.Env, hostCPUs, rp.Host); err != nil {
+			return fmt.Errorf("rank %d: %w", rp.Rank, err)
+		}
+	}
+	return nil
 }
 
 // notices says, in a line each, what gorun sets for the ranks that the
@@ -269,7 +288,7 @@ func notices(plan *jobPlan, cfg *Config, hl *hostList, agents map[string]readyMs
 			return runtime.NumCPU(), true
 		}
 		return agents[host].CPUs, false
-	})
+	}, hostCPUs)
 	if msg := procsNotice(shares); msg != "" {
 		out.Logf("%s", msg)
 	}

@@ -135,8 +135,9 @@ type hostShares struct {
 // foreseeShares works out, per host of p in node order, the shares the
 // starters will give. cpusOf returns a host's CPUs and whether the host is
 // this machine; 0 CPUs: an agent that did not say, older than the rule,
-// which sets none.
-func foreseeShares(p *jobPlan, policy bindPolicy, cpusOf func(host string) (int, bool)) []hostShares {
+// which sets none. hostCPUs lists this machine's CPUs, which its ranks are
+// bound among.
+func foreseeShares(p *jobPlan, policy bindPolicy, cpusOf func(host string) (int, bool), hostCPUs func() ([]cpuInfo, error)) []hostShares {
 	hosts := make(map[string]*hostShares, len(p.Hosts))
 	cpus := make(map[string]int, len(p.Hosts))
 	for _, h := range p.Hosts {
@@ -163,7 +164,7 @@ func foreseeShares(p *jobPlan, policy bindPolicy, cpusOf func(host string) (int,
 		case policy.Unit != "none":
 			var err error
 			if b, err = bindingFor(rp.Env, hostCPUs, rp.Host); err != nil {
-				continue // the start fails, and says why
+				return nil // the job does not start (checkBindings)
 			}
 		}
 		env := rp.Env
@@ -227,7 +228,11 @@ func procsNotice(hosts []hostShares) string {
 	if s.bound {
 		msg = fmt.Sprintf("GOMAXPROCS=%s for %s of %s, %d bound to %d %s", procs, who, where, s.ranks, s.cpus, plural(s.cpus, "CPU"))
 		if s.ranks == 1 {
-			msg = fmt.Sprintf("GOMAXPROCS=%s for %s of %s, each bound to %d %s of its own", procs, who, where, s.cpus, plural(s.cpus, "CPU"))
+			each := "each "
+			if len(h.shares) == 1 {
+				each = ""
+			}
+			msg = fmt.Sprintf("GOMAXPROCS=%s for %s of %s, %sbound to %d %s of its own", procs, who, where, each, s.cpus, plural(s.cpus, "CPU"))
 		}
 	}
 	if more := len(hosts) - 1; more > 0 {

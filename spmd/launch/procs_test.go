@@ -191,10 +191,49 @@ func TestProcsNotice(t *testing.T) {
 			"GOMAXPROCS for each bound rank on 1 host: the CPUs of its binding divided by the ranks bound to them, at least 2" + tail},
 		{"auto elsewhere: the unbound share", plan("b", "b"), "auto", map[string]int{"b": 16},
 			"GOMAXPROCS=8 for each of 2 ranks on 16 CPUs of host b" + tail},
+		{"one rank bound here", plan("a"), "core", map[string]int{"a": 16},
+			"GOMAXPROCS=2 for 1 rank of this host, bound to 1 CPU of its own" + tail},
+		{"16 ranks bound here", plan(a16...), "core", map[string]int{"a": 16},
+			"GOMAXPROCS=2 for each of 16 ranks of this host, each bound to 1 CPU of its own" + tail},
+		// 17 ranks do not fit the 16 cores: the job does not start
+		// (checkBindings), and gorun says nothing of the one rank that
+		// could be bound.
+		{"bound here, one too many", plan(append(a16, "a")...), "core", map[string]int{"a": 16}, ""},
 	} {
 		policy, _ := parseBindPolicy(tc.policy)
-		if got := procsNotice(foreseeShares(tc.plan, policy, cpus(tc.cpus))); got != tc.want {
+		for i := range tc.plan.Ranks { // as the plan sets it for every policy but auto
+			tc.plan.Ranks[i].Env = append(tc.plan.Ranks[i].Env, contract.EnvBindTo+"="+tc.policy)
+		}
+		if got := procsNotice(foreseeShares(tc.plan, policy, cpus(tc.cpus), flatCPUs(16))); got != tc.want {
 			t.Errorf("%s:\ngot  %q\nwant %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestCheckBindings: a rank of this machine that --bind-to cannot bind
+// fails the job before it starts; a rank of another host is its agent's
+// to judge.
+func TestCheckBindings(t *testing.T) {
+	local := map[string]bool{"a": true}
+	for _, tc := range []struct {
+		name   string
+		hosts  []string
+		policy string
+		want   string // "" for no error
+	}{
+		{"fits", []string{"a", "a"}, "core", ""},
+		{"overloads a core", []string{"a", "a", "a"}, "core", "rank 0: --bind-to core: 3 ranks on a would put 2 on core 0"},
+		{"overload allowed", []string{"a", "a", "a"}, "core:overload-allowed", ""},
+		{"elsewhere", []string{"b", "b", "b"}, "core", ""},
+		{"unbound", []string{"a", "a", "a"}, "none", ""},
+	} {
+		p := planOn(t, tc.hosts...)
+		for i := range p.Ranks {
+			p.Ranks[i].Env = append(p.Ranks[i].Env, contract.EnvBindTo+"="+tc.policy)
+		}
+		err := checkBindings(p, local, flatCPUs(2))
+		if got := fmt.Sprint(err); tc.want == "" && err != nil || tc.want != "" && !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
 }
@@ -211,14 +250,14 @@ func TestProcsNoticeTCP(t *testing.T) {
 	}
 	cpus := func(h string) (int, bool) { return 16, h == "a" }
 	none, _ := parseBindPolicy("none")
-	if got, want := procsNotice(foreseeShares(planOn(t, a16...), none, cpus)), "GOMAXPROCS=1 for each of 16 ranks on 16 CPUs of this host"+tail; got != want {
+	if got, want := procsNotice(foreseeShares(planOn(t, a16...), none, cpus, flatCPUs(16))), "GOMAXPROCS=1 for each of 16 ranks on 16 CPUs of this host"+tail; got != want {
 		t.Errorf("here:\ngot  %q\nwant %q", got, want)
 	}
 	b16 := make([]string, 16)
 	for i := range b16 {
 		b16[i] = "b"
 	}
-	if got, want := procsNotice(foreseeShares(planOn(t, b16...), none, cpus)), "GOMAXPROCS=2 for each of 16 ranks on 16 CPUs of host b"+tail; got != want {
+	if got, want := procsNotice(foreseeShares(planOn(t, b16...), none, cpus, flatCPUs(16))), "GOMAXPROCS=2 for each of 16 ranks on 16 CPUs of host b"+tail; got != want {
 		t.Errorf("elsewhere:\ngot  %q\nwant %q", got, want)
 	}
 }
