@@ -147,7 +147,7 @@ func foreseeShares(p *jobPlan, policy bindPolicy, cpusOf func(host string) (int,
 	var inherited []string
 	for _, rp := range p.Ranks {
 		hs := hosts[rp.Host]
-		if !rp.ShareProcs || cpus[rp.Host] == 0 {
+		if !rp.ShareProcs || cpus[rp.Host] == 0 || notGoProgram(p.Apps[rp.App].Program) {
 			continue
 		}
 		b := binding{}

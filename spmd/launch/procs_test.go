@@ -2,6 +2,7 @@ package launch
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -167,6 +168,14 @@ func TestProcsNotice(t *testing.T) {
 	for i := range a16 {
 		a16[i] = "a"
 	}
+	program := func(p *jobPlan, path string) *jobPlan {
+		p.Apps[0].Program = path
+		return p
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name   string
 		plan   *jobPlan
@@ -177,6 +186,11 @@ func TestProcsNotice(t *testing.T) {
 		{"16 ranks on 16 cpus here", plan(a16...), "none", map[string]int{"a": 16},
 			"GOMAXPROCS=2 for each of 16 ranks on 16 CPUs of this host" + tail},
 		{"one rank", plan("a"), "none", map[string]int{"a": 16}, ""},
+		// GOMAXPROCS does not concern a program of this machine that is
+		// not a Go binary; this test's binary is one.
+		{"a shell's ranks", program(plan(a16...), "/bin/sh"), "none", map[string]int{"a": 16}, ""},
+		{"a Go binary's ranks", program(plan(a16...), self), "none", map[string]int{"a": 16},
+			"GOMAXPROCS=2 for each of 16 ranks on 16 CPUs of this host" + tail},
 		{"a remote host", plan("b", "b", "b", "b"), "none", map[string]int{"b": 16},
 			"GOMAXPROCS=4 for each of 4 ranks on 16 CPUs of host b" + tail},
 		{"one rank a host", plan("a", "b"), "none", map[string]int{"a": 16, "b": 16}, ""},

@@ -3,6 +3,7 @@ package launch
 import (
 	"debug/buildinfo"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -72,6 +73,16 @@ func slackFor(env []string, b binding, path string) (time.Duration, error) {
 		return 0, nil
 	}
 	return autoTimerSlack, nil
+}
+
+// notGoProgram says whether path is an executable of this machine that is
+// not a Go binary: a Python or C program, whose ranks GOMAXPROCS does not
+// concern (though their Go children would read it).
+func notGoProgram(path string) bool {
+	if _, err := os.Stat(path); err != nil {
+		return false // not here: a program of other hosts, or a package
+	}
+	return !isGoProgram(path)
 }
 
 // goPrograms caches isGoProgram by path: a host starts many ranks of one.
