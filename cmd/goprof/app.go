@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/gorun-hpc/gorun/cmd/internal/suggest"
 )
 
 //go:generate go test -run TestManPage -update
@@ -31,9 +34,27 @@ func newApp() *cli.App {
 			if cliCtx.Args().Len() == 0 {
 				return usageError{errors.New("which command? goprof report DIR, timeline, svg, html, pprof or diff (see goprof --help)")}
 			}
-			return usageError{fmt.Errorf("unknown command %q: goprof report DIR, timeline, svg, html, pprof or diff (see goprof --help)", cliCtx.Args().First())}
+			return usageError{unknownCommand(cliCtx.Args().First(), cliCtx.App.Commands)}
 		},
 	}
+}
+
+// unknownCommand says what goprof could not take for a command, and what
+// the user likely meant: a directory of traces (goprof DIR) is goprof
+// report DIR; a misspelt command, the nearest one.
+func unknownCommand(arg string, cmds []*cli.Command) error {
+	const list = "goprof report DIR, timeline, svg, html, pprof or diff (see goprof --help)"
+	if fi, err := os.Stat(arg); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s is a directory, not a command: goprof report %s reports on its traces; the commands are %s", arg, arg, list)
+	}
+	var names []string
+	for _, c := range cmds {
+		names = append(names, c.Name)
+	}
+	if near := suggest.Closest(arg, names); near != "" {
+		return fmt.Errorf("unknown command %q: did you mean %s? The commands are %s", arg, near, list)
+	}
+	return fmt.Errorf("unknown command %q: %s", arg, list)
 }
 
 func commands() []*cli.Command {

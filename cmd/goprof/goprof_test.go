@@ -353,7 +353,9 @@ func TestBadInput(t *testing.T) {
 	t.Run("command line", func(t *testing.T) {
 		dir := write(t, "a")
 		goprof(t).want(t, 2, "which command?")
-		goprof(t, "reprot", dir).want(t, 2, `unknown command "reprot"`)
+		goprof(t, "reprot", dir).want(t, 2, `unknown command "reprot": did you mean report?`)
+		goprof(t, "lint", dir).want(t, 2, `unknown command "lint": goprof report DIR`)
+		goprof(t, dir).want(t, 2, dir+" is a directory, not a command: goprof report "+dir)
 		goprof(t, "report").want(t, 2, "needs one directory")
 		goprof(t, "report", "--rank", "x", dir).want(t, 2, "--rank")
 		goprof(t, "report", "--rank", "9", dir).want(t, 2, "ranks 0 to 3")

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/gorun-hpc/gorun/cmd/internal/suggest"
 )
 
 // flagMistake turns the flag parser's message about a command line into
@@ -89,42 +91,14 @@ func lookupFlag(name string, fs []cli.Flag) cli.Flag {
 // closest returns the visible flag name nearest to name, if one is within
 // two edits (one for names of up to four letters), else "".
 func closest(name string, fs []cli.Flag) string {
-	best, bestD := "", 3
-	if len(name) <= 4 {
-		bestD = 2
-	}
+	var names []string
 	for _, f := range fs {
 		if vf, ok := f.(cli.VisibleFlag); ok && !vf.IsVisible() {
 			continue
 		}
-		for _, n := range f.Names() {
-			if d := editDistance(name, n); d < bestD {
-				best, bestD = n, d
-			}
-		}
+		names = append(names, f.Names()...)
 	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return suggest.Closest(name, names)
 }
 
 // dashed writes a flag as gorun's help does: -np and one-letter flags with
