@@ -102,7 +102,7 @@ func runProcs(t *testing.T, procs string, args ...string) result {
 }
 
 // TestTimerSlack runs ranks and reads the timer slack each starts with: by
-// default 500 us for Go ranks bound to a core of their own, and for every
+// default 500 us for Go ranks bound to a CPU of their own, and for every
 // other rank (unbound, or not a Go program) the slack gorun itself has;
 // --timer-slack 0 leaves it alone, a duration sets it for every rank,
 // through agents too.
@@ -113,27 +113,24 @@ func TestTimerSlack(t *testing.T) {
 	}
 	inherited := strings.TrimSpace(string(own))
 	cpus := runtime.NumCPU()
-	np := strconv.Itoa(cpus) // as many ranks as cores: auto binds them
+	np := strconv.Itoa(cpus) // a rank to each CPU
 	prog, rsh := procsAndRsh(t)
 	shell := []string{"sh", "-c", `echo "rank $GORUN_RANK timerslack=$(cat /proc/self/timerslack_ns)"`}
 	for _, tc := range []struct {
 		name  string
-		bound bool // the case needs auto to bind: 2 CPUs or more
+		bound bool // a rank to each CPU, bound to it
 		args  []string
 		want  string // each rank's slack
 	}{
-		{"bound Go ranks", true, []string{"-np", np, prog}, "500000"},
-		{"bound, 0", true, []string{"-np", np, "--timer-slack", "0", prog}, inherited},
-		{"bound, not Go", true, append([]string{"-np", np}, shell...), inherited},
+		{"bound Go ranks", true, []string{"-np", np, "--bind-to", "hwthread", prog}, "500000"},
+		{"bound, 0", true, []string{"-np", np, "--bind-to", "hwthread", "--timer-slack", "0", prog}, inherited},
+		{"bound, not Go", true, append([]string{"-np", np, "--bind-to", "hwthread"}, shell...), inherited},
 		{"unbound", false, []string{"-np", "2", "--bind-to", "none", prog}, inherited},
 		{"unbound, chosen", false, []string{"-np", "2", "--bind-to", "none", "--timer-slack", "2ms", prog}, "2000000"},
 		{"not Go, chosen", false, append([]string{"-np", "2", "--timer-slack", "1.5ms"}, shell...), "1500000"},
 		{"through agents", false, []string{"--launch-agent", rsh, "-H", "127.0.0.2:1,127.0.0.3:1", "--bind-to", "none", "--timer-slack", "3ms", prog}, "3000000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.bound && cpus < 2 {
-				t.Skipf("auto binds ranks from 2 CPUs; this machine has %d", cpus)
-			}
 			r := gorun(t, "", tc.args...)
 			if r.code != 0 {
 				t.Fatal(r)

@@ -15,26 +15,35 @@ import (
 // thread that forks it. Linux's default is 50 us.
 //
 // By default (auto) a starter gives autoTimerSlack to each rank it binds
-// to CPUs of its own whose program is a Go binary, and leaves every other
-// rank the slack it inherits. Why (issue #29, the 2-core development VM,
-// np 2 bound): a Go process's sysmon thread shares the rank's one core.
+// to one CPU of its own whose program is a Go binary, and leaves every
+// other rank the slack it inherits. Why (issue #29, the 2-core development
+// VM, np 2 bound): a Go process's sysmon thread shares the rank's one CPU.
 // After a P is retaken from a syscall — with GOMAXPROCS 2 that takes one
 // sysmon tick whenever the other P is busy — after every garbage
 // collection's stop-the-world, and after any syscall entered while all
 // Ps were idle, sysmon polls every 20 us for a few milliseconds: on this
-// VM a tick every ~87 us that costs ~10 us, a tenth of the core taken from
+// VM a tick every ~87 us that costs ~10 us, a tenth of the CPU taken from
 // the rank's polling and compute. The slack stretches those 20-us sleeps
 // to about 500 us, where the runtime's own sleeps (netpoll waits, whole
-// milliseconds) barely move. Measured with alternating runs: the first
-// 20,000 8-byte broadcasts of a job ran 1.34-1.35x slower than the
-// settled ones, 1.03x with the slack; a 64 KiB send/receive hand-off
-// between two ranks with ~0.5 ms of compute a step took 1110-1166 us a
-// step, 951-959 with 500 us of slack (977-985 with 1 ms; 200 us barely
-// helped; 4 ms broke the runtime's linger timers, 2300 us);
-// examples/gpt --pp 2 gained 0.2-1.9% tokens/s, --tp 2 0.5-1.7%; steady
-// collbench figures and examples/ddp did not move, nor did the launch
-// time. An unbound rank shares the cores with the rest and a non-Go
-// program has no sysmon: neither gets slack unless the user asks.
+// milliseconds) barely move. Measured with alternating runs, --timer-slack
+// 0 against auto: the first 20,000 8-byte broadcasts of a job ran 1.29-1.36x
+// slower than the settled ones, 1.07-1.08x with the slack; a 64 KiB
+// send/receive hand-off between two ranks with ~0.5 ms of compute a step
+// took 1082-1108 us a step, 924-934 with the slack (965-982 with 1 ms;
+// 200 us barely helped; 4 ms broke the runtime's linger timers, 2300 us);
+// collbench's small all-reduces and all-gathers ran 5-30% faster;
+// examples/gpt, examples/ddp and the launch time did not move.
+//
+// Only there: the slack stretches every short sleep of the rank's
+// threads, and the Go scheduler backs off 3 us (usleep) before it steals
+// the goroutine a running P is about to run. On one CPU that back-off
+// yields the CPU to the P it waits for, and a channel-fed pool of
+// workers took as long with the slack as without (580-593 ms); with a
+// second CPU for the second P it waited for nothing, up to 500 us each
+// time, and the same pool, unbound on 2 CPUs, took 507-519 ms against
+// 408-412. A core of two hardware threads, an unbound rank and a rank
+// bound to a socket therefore get no slack unless the user asks, nor does
+// a program that is not Go (no sysmon).
 const autoTimerSlack = 500 * time.Microsecond
 
 // maxTimerSlack bounds --timer-slack: past a millisecond or so the slack
@@ -59,7 +68,8 @@ func parseTimerSlack(s string) (time.Duration, error) {
 
 // slackFor is the timer slack to start the rank with, from its
 // GORUN_TIMER_SLACK (env), its binding and its program (path): 0 leaves
-// the inherited one.
+// the inherited one. Auto gives autoTimerSlack to a Go program bound to
+// one CPU (see above).
 func slackFor(env []string, b binding, path string) (time.Duration, error) {
 	v, _ := envValue(env, contract.EnvTimerSlack)
 	d, err := parseTimerSlack(v)
@@ -69,7 +79,7 @@ func slackFor(env []string, b binding, path string) (time.Duration, error) {
 	if d >= 0 {
 		return d, nil
 	}
-	if b.cpus == nil || !isGoProgram(path) {
+	if len(b.cpus) != 1 || !isGoProgram(path) {
 		return 0, nil
 	}
 	return autoTimerSlack, nil

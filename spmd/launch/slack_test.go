@@ -25,15 +25,16 @@ func TestParseTimerSlack(t *testing.T) {
 	}
 }
 
-// TestSlackFor: auto gives a Go program (this test binary) bound to CPUs
-// its slack and nothing to an unbound one or another program (a shell);
-// a chosen slack goes to every rank.
+// TestSlackFor: auto gives a Go program (this test binary) bound to one
+// CPU its slack and nothing to an unbound one, one bound to 2 CPUs (a
+// core's hardware threads) or another program (a shell); a chosen slack
+// goes to every rank.
 func TestSlackFor(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	bound, unbound := binding{cpus: []int{0}}, binding{}
+	bound, unbound, core := binding{cpus: []int{0}}, binding{}, binding{cpus: []int{0, 8}}
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -43,6 +44,8 @@ func TestSlackFor(t *testing.T) {
 	}{
 		{"auto, bound Go", nil, bound, self, autoTimerSlack},
 		{"auto, unbound Go", nil, unbound, self, 0},
+		{"auto, Go bound to 2 CPUs", nil, core, self, 0},
+		{"chosen, Go bound to 2 CPUs", []string{contract.EnvTimerSlack + "=1ms"}, core, self, time.Millisecond},
 		{"auto, bound shell", nil, bound, "/bin/sh", 0},
 		{"auto, missing program", nil, bound, "/nonexistent", 0},
 		{"0", []string{contract.EnvTimerSlack + "=0s"}, bound, self, 0},
