@@ -105,7 +105,9 @@ func runProcs(t *testing.T, procs string, args ...string) result {
 // default 500 us for Go ranks bound to a CPU of their own, and for every
 // other rank (unbound, or not a Go program) the slack gorun itself has;
 // --timer-slack 0 leaves it alone, a duration sets it for every rank,
-// through agents too.
+// through agents too. Every case runs with an outer job's
+// GORUN_TIMER_SLACK, GORUN_BIND_TO and GORUN_REPORT_BINDINGS in gorun's
+// environment, which must change nothing.
 func TestTimerSlack(t *testing.T) {
 	own, err := os.ReadFile("/proc/self/timerslack_ns")
 	if err != nil {
@@ -128,12 +130,21 @@ func TestTimerSlack(t *testing.T) {
 		{"unbound", false, []string{"-np", "2", "--bind-to", "none", prog}, inherited},
 		{"unbound, chosen", false, []string{"-np", "2", "--bind-to", "none", "--timer-slack", "2ms", prog}, "2000000"},
 		{"not Go, chosen", false, append([]string{"-np", "2", "--timer-slack", "1.5ms"}, shell...), "1500000"},
+		// What the plan tells the starters does not come from gorun's own
+		// environment (a rank of an outer job): unbound, as --bind-to
+		// none says, with the slack gorun has.
+		{"outer job's variables", false, []string{"-np", "2", "--bind-to", "none", prog}, inherited},
 		{"through agents", false, []string{"--launch-agent", rsh, "-H", "127.0.0.2:1,127.0.0.3:1", "--bind-to", "none", "--timer-slack", "3ms", prog}, "3000000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := gorun(t, "", tc.args...)
+			cmd := gorunCmd(t, tc.args...)
+			cmd.Env = append(cmd.Env, "GORUN_TIMER_SLACK=3ms", "GORUN_BIND_TO=hwthread", "GORUN_REPORT_BINDINGS=1")
+			r := runGorun(t, cmd)
 			if r.code != 0 {
 				t.Fatal(r)
+			}
+			if strings.Contains(r.stderr, "gorun: rank 0 on") {
+				t.Errorf("GORUN_REPORT_BINDINGS came from gorun's environment\n%v", r)
 			}
 			ranks := 2
 			if tc.bound {

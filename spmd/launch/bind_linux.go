@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,38 +28,53 @@ var hostCPUs = sync.OnceValues(func() ([]cpuInfo, error) {
 // startWith starts cmd with its CPU affinity set to cpus (nil: the
 // starter's) and its timer slack set to slack (0: the starter's). A child
 // inherits both from the thread that forks it, and os/exec forks on the
-// calling thread: so the goroutine locks its thread, sets them on the
+// calling thread: so a goroutine locks its thread, sets them on the
 // thread, starts the child and restores them. The rank's Go runtime then
 // sees only its CPUs (runtime.NumCPU, and so GOMAXPROCS), and every thread
-// it makes inherits them.
-func startWith(cmd *exec.Cmd, cpus []int, slack time.Duration) error {
-	if cpus == nil && slack <= 0 {
+// it makes inherits them. Should a restore fail, the goroutine ends with
+// its thread locked, and the runtime discards the thread instead of
+// handing it to other goroutines. A slack that auto chose and the kernel
+// refuses (a seccomp filter) leaves the rank the starter's.
+func startWith(cmd *exec.Cmd, cpus []int, slack timerSlack) error {
+	if cpus == nil && slack.d <= 0 {
 		return cmd.Start()
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if cpus != nil {
-		var set, old unix.CPUSet
-		for _, c := range cpus {
-			set.Set(c)
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		restored := true
+		err := func() error {
+			if cpus != nil {
+				var set, old unix.CPUSet
+				for _, c := range cpus {
+					set.Set(c)
+				}
+				if err := unix.SchedGetaffinity(0, &old); err != nil {
+					return fmt.Errorf("sched_getaffinity: %w", err)
+				}
+				if err := unix.SchedSetaffinity(0, &set); err != nil {
+					return fmt.Errorf("bind to cpus %s: sched_setaffinity: %w", cpuList(cpus), err)
+				}
+				defer func() { restored = restored && unix.SchedSetaffinity(0, &old) == nil }()
+			}
+			if slack.d > 0 {
+				old, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+				if err == nil {
+					err = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(slack.d.Nanoseconds()), 0, 0, 0)
+				}
+				switch {
+				case err == nil:
+					defer func() { restored = restored && unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0) == nil }()
+				case !slack.auto:
+					return fmt.Errorf("--timer-slack %v: prctl: %w", slack.d, err)
+				}
+			}
+			return cmd.Start()
+		}()
+		if restored {
+			runtime.UnlockOSThread()
 		}
-		if err := unix.SchedGetaffinity(0, &old); err != nil {
-			return fmt.Errorf("sched_getaffinity: %w", err)
-		}
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			return fmt.Errorf("bind to cpus %s: sched_setaffinity: %w", cpuList(cpus), err)
-		}
-		defer unix.SchedSetaffinity(0, &old)
-	}
-	if slack > 0 {
-		old, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
-		if err != nil {
-			return fmt.Errorf("prctl(PR_GET_TIMERSLACK): %w", err)
-		}
-		if err := unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(slack.Nanoseconds()), 0, 0, 0); err != nil {
-			return fmt.Errorf("timer slack %v: prctl(PR_SET_TIMERSLACK): %w", slack, err)
-		}
-		defer unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0)
-	}
-	return cmd.Start()
+		done <- err
+	}()
+	return <-done
 }

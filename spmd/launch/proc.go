@@ -170,8 +170,8 @@ func (local) Start(spec *spec) (proc, error) {
 	}
 	if bind.report {
 		what := bind.what
-		if slack > 0 {
-			what += fmt.Sprintf(", timer slack %v", slack)
+		if slack.d > 0 {
+			what += fmt.Sprintf(", timer slack %v", slack.d)
 		}
 		fmt.Fprintf(errW, "gorun: rank %d on %s (pid %d): %s\n", spec.Rank.Rank, host, cmd.Process.Pid, what)
 	}

@@ -15,8 +15,10 @@ import (
 // thread that forks it. Linux's default is 50 us.
 //
 // By default (auto) a starter gives autoTimerSlack to each rank it binds
-// to one CPU of its own whose program is a Go binary, and leaves every
-// other rank the slack it inherits. Why (issue #29, the 2-core development
+// to one CPU of its own (no other rank bound to it) whose program is a Go
+// binary, and leaves every other rank the slack it inherits; a program
+// started through a wrapper (env, numactl, sh -c) is the wrapper's, and
+// gets none. Why (issue #29, the 2-core development
 // VM, np 2 bound): a Go process's sysmon thread shares the rank's one CPU.
 // After a P is retaken from a syscall — with GOMAXPROCS 2 that takes one
 // sysmon tick whenever the other P is busy — after every garbage
@@ -66,23 +68,30 @@ func parseTimerSlack(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// timerSlack is the slack a rank starts with: d (0 leaves the inherited
+// one), and whether auto chose it, in which case a kernel that refuses it
+// leaves the rank with the inherited one instead of failing its start.
+type timerSlack struct {
+	d    time.Duration
+	auto bool
+}
+
 // slackFor is the timer slack to start the rank with, from its
-// GORUN_TIMER_SLACK (env), its binding and its program (path): 0 leaves
-// the inherited one. Auto gives autoTimerSlack to a Go program bound to
-// one CPU (see above).
-func slackFor(env []string, b binding, path string) (time.Duration, error) {
+// GORUN_TIMER_SLACK (env), its binding and its program (path). Auto gives
+// autoTimerSlack to a Go program bound alone to one CPU (see above).
+func slackFor(env []string, b binding, path string) (timerSlack, error) {
 	v, _ := envValue(env, contract.EnvTimerSlack)
 	d, err := parseTimerSlack(v)
 	if err != nil {
-		return 0, fmt.Errorf("%s %w", contract.EnvTimerSlack, err)
+		return timerSlack{}, errorf(ErrUsage, "%s %w", contract.EnvTimerSlack, err)
 	}
 	if d >= 0 {
-		return d, nil
+		return timerSlack{d: d}, nil
 	}
-	if len(b.cpus) != 1 || !isGoProgram(path) {
-		return 0, nil
+	if len(b.cpus) != 1 || b.ranks != 1 || !isGoProgram(path) {
+		return timerSlack{}, nil
 	}
-	return autoTimerSlack, nil
+	return timerSlack{d: autoTimerSlack, auto: true}, nil
 }
 
 // notGoProgram says whether path is an executable of this machine that is
@@ -95,16 +104,28 @@ func notGoProgram(path string) bool {
 	return !isGoProgram(path)
 }
 
-// goPrograms caches isGoProgram by path: a host starts many ranks of one.
-var goPrograms sync.Map // path → bool
+// goPrograms caches isGoProgram by path, size and modification time: a
+// host starts many ranks of one program, which a restart may find rebuilt.
+var goPrograms sync.Map // programKey → bool
+
+type programKey struct {
+	path string
+	size int64
+	mod  time.Time
+}
 
 // isGoProgram says whether the executable at path is a Go binary (it
 // carries Go's build information).
 func isGoProgram(path string) bool {
-	if v, ok := goPrograms.Load(path); ok {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	key := programKey{path, fi.Size(), fi.ModTime()}
+	if v, ok := goPrograms.Load(key); ok {
 		return v.(bool)
 	}
-	_, err := buildinfo.ReadFile(path)
-	goPrograms.Store(path, err == nil)
+	_, err = buildinfo.ReadFile(path)
+	goPrograms.Store(key, err == nil)
 	return err == nil
 }

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -25,16 +26,18 @@ func TestParseTimerSlack(t *testing.T) {
 	}
 }
 
-// TestSlackFor: auto gives a Go program (this test binary) bound to one
-// CPU its slack and nothing to an unbound one, one bound to 2 CPUs (a
-// core's hardware threads) or another program (a shell); a chosen slack
-// goes to every rank.
+// TestSlackFor: auto gives a Go program (this test binary) bound alone to
+// one CPU its slack and nothing to an unbound one, one bound to 2 CPUs (a
+// core's hardware threads) or to a CPU another rank shares, or another
+// program (a shell); a chosen slack goes to every rank.
 func TestSlackFor(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	bound, unbound, core := binding{cpus: []int{0}}, binding{}, binding{cpus: []int{0, 8}}
+	bound, unbound := binding{cpus: []int{0}, ranks: 1}, binding{}
+	core := binding{cpus: []int{0, 8}, ranks: 1} // a core's two hardware threads
+	shared := binding{cpus: []int{0}, ranks: 2}  // :overload-allowed
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -45,6 +48,7 @@ func TestSlackFor(t *testing.T) {
 		{"auto, bound Go", nil, bound, self, autoTimerSlack},
 		{"auto, unbound Go", nil, unbound, self, 0},
 		{"auto, Go bound to 2 CPUs", nil, core, self, 0},
+		{"auto, Go bound to a CPU it shares", nil, shared, self, 0},
 		{"chosen, Go bound to 2 CPUs", []string{contract.EnvTimerSlack + "=1ms"}, core, self, time.Millisecond},
 		{"auto, bound shell", nil, bound, "/bin/sh", 0},
 		{"auto, missing program", nil, bound, "/nonexistent", 0},
@@ -53,11 +57,11 @@ func TestSlackFor(t *testing.T) {
 		{"last wins", []string{contract.EnvTimerSlack + "=2ms", contract.EnvTimerSlack + "=auto"}, unbound, self, 0},
 	} {
 		got, err := slackFor(tc.env, tc.b, tc.path)
-		if err != nil || got != tc.want {
+		if err != nil || got.d != tc.want || got.auto != (tc.env == nil && tc.want > 0) {
 			t.Errorf("%s: slackFor = %v, %v; want %v", tc.name, got, err, tc.want)
 		}
 	}
-	if _, err := slackFor([]string{contract.EnvTimerSlack + "=fast"}, bound, self); err == nil {
-		t.Errorf("slackFor took %s=fast", contract.EnvTimerSlack)
+	if _, err := slackFor([]string{contract.EnvTimerSlack + "=fast"}, bound, self); !errors.Is(err, ErrUsage) {
+		t.Errorf("slackFor took %s=fast: %v", contract.EnvTimerSlack, err)
 	}
 }

@@ -343,17 +343,23 @@ func startFailure(err error) int {
 var errNotProgram = errors.New("could not start the rank")
 
 // inheritedEnv is gorun's environment without the per-job variables of an
-// outer job, which the plan sets afresh.
+// outer job, which the plan sets afresh, and without what the plan tells
+// starters (GORUN_BIND_TO, GORUN_REPORT_BINDINGS, GORUN_TIMER_SLACK): a
+// gorun run by a rank of a bound job would have bound its own ranks so.
 func inheritedEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if !isContractVar(name) {
+		if !isContractVar(name) && !starterVars[name] {
 			env = append(env, kv)
 		}
 	}
 	return env
 }
+
+// starterVars are the plan's word to the starters, which gorun's own
+// environment must not give instead.
+var starterVars = map[string]bool{contract.EnvBindTo: true, contract.EnvReportBindings: true, contract.EnvTimerSlack: true}
 
 // watchSeed watches the rendezvous: if the first rank to register would
 // give up waiting before every rank has, the ranks still missing come to
