@@ -41,7 +41,7 @@ func newRemote(mode, sshArgs, launchAgent string, connectTimeout time.Duration, 
 	}
 	extra, err := splitShell(sshArgs)
 	if err != nil {
-		return r, fmt.Errorf("--ssh-args: %w", err)
+		return r, fmt.Errorf("--ssh-args %q: %w", sshArgs, err)
 	}
 	agent := []string{"ssh"}
 	if launchAgent != "" {
@@ -117,7 +117,7 @@ func splitShell(s string) ([]string, error) {
 		case c == '\'':
 			j := strings.IndexByte(s[i+1:], '\'')
 			if j < 0 {
-				return nil, fmt.Errorf("unterminated ' in %q", s)
+				return nil, errors.New("unterminated '")
 			}
 			w.WriteString(s[i+1 : i+1+j])
 			i += j + 1
@@ -131,7 +131,7 @@ func splitShell(s string) ([]string, error) {
 				w.WriteByte(s[i])
 			}
 			if i >= len(s) {
-				return nil, fmt.Errorf("unterminated \" in %q", s)
+				return nil, errors.New("unterminated \"")
 			}
 			inWord = true
 		default:

@@ -226,9 +226,6 @@ func (c *Config) Validate() error {
 	bad := func(format string, args ...any) error {
 		return errorf(ErrUsage, format, args...)
 	}
-	if c.NP < 0 {
-		return bad("-np %d: want at least 1 rank, as in gorun -np 4 %s", c.NP, c.Program)
-	}
 	if c.Hosts != "" && c.Hostfile != "" {
 		return bad("-H and --hostfile both given: use one host list")
 	}
@@ -240,9 +237,6 @@ func (c *Config) Validate() error {
 	if c.Iface != "" && c.Net != "" {
 		return bad("--iface and --net both given: pick the address one way")
 	}
-	if c.MaxRestarts < 0 {
-		return bad("--max-restarts %d: want 0 or more", c.MaxRestarts)
-	}
 	if c.ProfileCPU && c.ProfileDir == "" {
 		return bad("--profile-cpu needs --profile DIR: the CPU profiles go beside the trace files")
 	}
@@ -251,15 +245,6 @@ func (c *Config) Validate() error {
 	}
 	if _, err := c.StdinRank(); err != nil {
 		return bad("%v", err)
-	}
-	for _, x := range c.Export {
-		name, _, _ := strings.Cut(x, "=")
-		if name == "" || strings.ContainsAny(name, " \t\n") {
-			return bad("-x %q: want VAR or VAR=VALUE", x)
-		}
-		if isContractVar(name) {
-			return bad("-x %s: gorun sets %s for each rank itself", name, name)
-		}
 	}
 	return nil
 }
@@ -271,6 +256,38 @@ var valueChecks = []struct {
 	flag, key string
 	check     func(c *Config) error
 }{
+	{"-np", "np", func(c *Config) error {
+		if c.NP >= 0 {
+			return nil
+		}
+		prog := c.Program
+		if prog == "" {
+			prog = "./prog"
+		}
+		return fmt.Errorf("%d: want at least 1 rank, as in gorun -np 4 %s", c.NP, prog)
+	}},
+	{"-x", "export", func(c *Config) error {
+		for _, x := range c.Export {
+			name, _, _ := strings.Cut(x, "=")
+			if name == "" || strings.ContainsAny(name, " \t\n") {
+				return fmt.Errorf("%q: want VAR or VAR=VALUE", x)
+			}
+			if isContractVar(name) {
+				return fmt.Errorf("%s: gorun sets %s for each rank itself", name, name)
+			}
+		}
+		return nil
+	}},
+	{"--stdin", "stdin", func(c *Config) error {
+		switch c.Stdin {
+		case "", "none", "all":
+			return nil
+		}
+		if n, err := strconv.Atoi(c.Stdin); err != nil || n < 0 {
+			return fmt.Errorf("%q: want none, all, or a rank number", c.Stdin)
+		}
+		return nil // StdinRank checks the rank against -np
+	}},
 	{"--map-by", "map_by", func(c *Config) error {
 		if _, err := hosts.ParsePolicy(c.MapBy); c.MapBy == "" || err == nil {
 			return nil

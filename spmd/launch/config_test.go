@@ -45,6 +45,10 @@ func TestDecodeTOMLErrors(t *testing.T) {
 		{"spawn_radix 0", "spawn_radix = 0\n", `c.toml:1: spawn_radix 0: want at least 1`},
 		{"bad ports", "ports = \"9-1\"\n", `c.toml:1: ports "9-1": want LOW-HIGH`},
 		{"bad ssh_args", "ssh_args = \"-F 'x\"\n", `c.toml:1: ssh_args "-F 'x": unterminated '`},
+		{"bad stdin", "stdin = \"foo\"\n", `c.toml:1: stdin "foo": want none, all, or a rank number`},
+		{"bad export", "\nexport = [\"A B\"]\n", `c.toml:2: export "A B": want VAR or VAR=VALUE`},
+		{"contract export", "export = [\"GORUN_RANK=3\"]\n", `c.toml:1: export GORUN_RANK: gorun sets GORUN_RANK for each rank itself`},
+		{"negative np", "np = -1\n", `c.toml:1: np -1: want at least 1 rank`},
 		{"the first bad one", "net = \"10.0.0.0\"\nnpernode = -1\n", `c.toml:1: net "10.0.0.0": want a CIDR`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
