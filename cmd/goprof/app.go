@@ -45,7 +45,7 @@ func newApp() *cli.App {
 func unknownCommand(arg string, cmds []*cli.Command) error {
 	const list = "goprof report DIR, timeline, svg, html, pprof or diff (see goprof --help)"
 	if fi, err := os.Stat(arg); err == nil && fi.IsDir() {
-		return fmt.Errorf("%s is a directory, not a command: goprof report %s reports on its traces; the commands are %s", arg, arg, list)
+		return fmt.Errorf("%s is a directory, not a command: goprof report %s reports on the job whose traces it holds; the commands are %s", arg, arg, list)
 	}
 	var names []string
 	for _, c := range cmds {
