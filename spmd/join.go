@@ -23,6 +23,9 @@ import (
 // join is Init's work for a launched rank: listener, gossip, transport,
 // barrier.
 func join(ctx context.Context, env Env, secret []byte, o options) (*World, error) {
+	if env.LocalSize > 1 && env.Transport != "tcp" {
+		registerEarly() // for shared memory, which comes later in join
+	}
 	bind := env.BindAddr
 	if bind == "" {
 		bind = "127.0.0.1"

@@ -81,15 +81,23 @@ const (
 	asymmetricNo
 )
 
-// registerEarly starts the registration in the background: a rank that will
-// share memory calls it when it sets up its shared-memory transport, before
-// its first PublishShared. The registration waits for an RCU grace period
-// in the kernel, 4-20 ms on the 2-core VM, which the first Shared
-// collective of a job paid (a 2-rank 8-byte all-reduce took 8-14 ms, then
-// 5 us; Open MPI's first took 15-27 us). Stores made before it ends are
-// sequentially consistent (asymmetric).
+// registerEarly starts the registration in the background, once: a rank
+// that may share memory calls it as Init begins (its host has other ranks,
+// and GORUN_TRANSPORT does not say tcp), and again when it sets up its
+// shared-memory transport, before its first PublishShared. The
+// registration waits for an RCU grace period in the kernel, 4-20 ms on the
+// 2-core VM, which the first Shared collective of a job paid (a 2-rank
+// 8-byte all-reduce took 8-14 ms, then 5 us; Open MPI's first took 15-27
+// us). Stores made before it ends are sequentially consistent
+// (asymmetric), which made a job's first broadcasts slower: started with
+// the transport, a job's 20,000 8-byte broadcasts after the probe ran
+// 1.12x its settled ones; started as Init begins, 1.07x (medians of 10
+// alternating runs; collbench's broadcasts of 8-64 B 0.054-0.061 against
+// 0.056-0.063 us).
 func registerEarly() {
-	registering.Store(true)
+	if registering.Swap(true) {
+		return
+	}
 	go registerAsymmetric()
 }
 
