@@ -24,6 +24,7 @@ const (
 	flagConfig      = "config"
 	flagDryRun      = "dry-run"
 	flagVerbose     = "verbose"
+	flagQuiet       = "quiet"
 
 	flagHosts          = "host"
 	flagHostfile       = "hostfile"
@@ -95,6 +96,7 @@ func flags() []cli.Flag {
 		&cli.BoolFlag{Name: flagProfileCPU, Usage: "with --profile, have each Go rank also write its CPU profile, DIR/rank.N.cpu.pprof (sets GORUN_PROFILE_CPU=1)"},
 		&cli.BoolFlag{Name: flagDryRun, Usage: "print the plan (ranks, hosts, environment) and start nothing"},
 		&cli.BoolFlag{Name: flagVerbose, Usage: "log the launch and rendezvous steps (sets GORUN_VERBOSE=1 for the ranks)"},
+		&cli.BoolFlag{Name: flagQuiet, Aliases: []string{"q"}, Usage: "say nothing of what gorun sets for the ranks (OMP_NUM_THREADS, GOMAXPROCS, binding) or of oversubscription, as mpirun -q; failures are still reported"},
 	}
 }
 
@@ -119,7 +121,7 @@ func applyFlags(cliCtx *cli.Context, cfg *launch.Config) {
 		}
 	}
 	for name, dst := range map[string]*bool{
-		flagTagOutput: &cfg.TagOutput, flagTimestamp: &cfg.TimestampOutput, flagVerbose: &cfg.Verbose,
+		flagTagOutput: &cfg.TagOutput, flagTimestamp: &cfg.TimestampOutput, flagVerbose: &cfg.Verbose, flagQuiet: &cfg.Quiet,
 		flagOversubscribe: &cfg.Oversubscribe, flagPreload: &cfg.Preload, flagReportBindings: &cfg.ReportBindings,
 		flagProfileCPU: &cfg.ProfileCPU,
 	} {

@@ -173,3 +173,31 @@ func procsAndRsh(t *testing.T) (prog, rsh string) {
 	}
 	return prog, rsh
 }
+
+// TestQuiet: -q (or quiet = true in the config file) leaves out the
+// notices of a job whose ranks fill the host's cores (OMP_NUM_THREADS,
+// GOMAXPROCS, the binding) or oversubscribe it, and keeps a failure's.
+func TestQuiet(t *testing.T) {
+	prog, _ := procsAndRsh(t)
+	over := strconv.Itoa(runtime.NumCPU() + 1)
+	loud := gorun(t, "", "-np", over, prog)
+	if loud.code != 0 || !strings.Contains(loud.stderr, "OMP_NUM_THREADS") || !strings.Contains(loud.stderr, "oversubscribed") {
+		t.Fatalf("without -q, want the notices\n%v", loud)
+	}
+	conf := filepath.Join(t.TempDir(), "gorun.toml")
+	if err := os.WriteFile(conf, []byte("quiet = true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"-q", "-np", over, prog},
+		{"--quiet", "-np", strconv.Itoa(runtime.NumCPU()), prog},
+		{"--config", conf, "-np", over, prog},
+	} {
+		if r := gorun(t, "", args...); r.code != 0 || r.stderr != "" {
+			t.Errorf("gorun %v: want status 0 and nothing on stderr\n%v", args, r)
+		}
+	}
+	if r := gorun(t, "", "-q", "-np", "2", "sh", "-c", "exit 3"); r.code != 3 || !strings.Contains(r.stderr, "exited with status 3") {
+		t.Errorf("-q kept quiet about a failure\n%v", r)
+	}
+}

@@ -60,6 +60,7 @@ type Config struct {
 	restart int    // which start of the job this is (GORUN_RESTART_COUNT)
 	runID   string // the first start's job id: torchrun's run id, the same for every restart
 	Verbose bool   `toml:"verbose"` // log launch steps; GORUN_VERBOSE=1
+	Quiet   bool   `toml:"quiet"`   // no notices of what gorun sets for the ranks
 	DryRun  bool   `toml:"-"`       // print the plan, start nothing
 
 	// Hosts and mapping.

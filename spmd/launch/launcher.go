@@ -147,7 +147,7 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	// More ranks than cores: a --bind-to without :overload-allowed refuses
 	// the job instead (checkBindings), and this line would say otherwise.
 	bind, _ := parseBindPolicy(cfg.BindTo)
-	if n := runtime.NumCPU(); hl.mode == modeLocal && cfg.NP > n && (bind.Unit == "auto" || bind.Unit == "none" || bind.Overload) {
+	if n := runtime.NumCPU(); hl.mode == modeLocal && cfg.NP > n && (bind.Unit == "auto" || bind.Unit == "none" || bind.Overload) && !cfg.Quiet {
 		out.Logf("%d ranks on %d cores: oversubscribed, ranks will share cores", cfg.NP, n)
 	}
 	for {
@@ -257,7 +257,7 @@ func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, agents ma
 	if err == nil {
 		err = checkBindings(plan, hl.local, hostCPUs)
 	}
-	if err == nil && out != nil && cfg.restart == 0 {
+	if err == nil && out != nil && cfg.restart == 0 && !cfg.Quiet {
 		notices(plan, cfg, hl, agents, out)
 	}
 	return plan, err
