@@ -271,6 +271,11 @@ func openSegment(path string, rings, ringSize int, mac [32]byte) (*segment, erro
 		return nil, fmt.Errorf("%w: %s", errAuth, path)
 	}
 	if err := s.openBell(); err != nil {
+		// An owner that closed its transport meanwhile removes its
+		// doorbell: say that, not what opening the bell ran into.
+		if s.hdr.state.Load() == stateClose {
+			err = errPeerClosed
+		}
 		s.unmap()
 		return nil, err
 	}
