@@ -40,9 +40,12 @@ func TestReadySet(t *testing.T) {
 	}
 	t.Logf("%d by Poll, %d by EndPoll, %d by the reader goroutines", recv.delivered(viaPoll), recv.delivered(viaDrain), recv.delivered(viaReader))
 	// Poll reads every ready connection; the rest is what arrived between
-	// polls, before a reader goroutine saw the pollers (897, 867 and 881
-	// of 900 came by Poll in three runs).
-	if got, want := recv.delivered(viaPoll), (ranks-1)*(perPeer-1)*9/10; got < want {
+	// polls, before a reader goroutine saw the pollers. Under the race
+	// detector 867-897 of 900 came by Poll; without it, where the reader
+	// goroutines run as fast as the poll, 524-897 in 100 runs (median 876),
+	// and the test asked for 9 in 10 and failed half the time. A ready set
+	// that Poll did not read would leave it none: a third tells them apart.
+	if got, want := recv.delivered(viaPoll), (ranks-1)*(perPeer-1)/3; got < want {
 		t.Errorf("%d messages came through Poll, want at least %d", got, want)
 	}
 	ts[2].Close()
