@@ -154,13 +154,14 @@ func (c *Config) LoadTOML(path string) error {
 
 // DecodeTOML is LoadTOML on the bytes of a file; name is used in errors.
 func (c *Config) DecodeTOML(name string, b []byte) error {
-	if err := checkDurations(name, b); err != nil {
+	keys := topKeys(b)
+	if err := checkDurations(name, keys); err != nil {
 		return err
 	}
 	dec := toml.NewDecoder(bytes.NewReader(b)).DisallowUnknownFields()
 	err := dec.Decode(c)
 	if err == nil {
-		return c.checkValues(name, b)
+		return c.checkValues(name, keys)
 	}
 	var strict *toml.StrictMissingError
 	if errors.As(err, &strict) && len(strict.Errors) > 0 {
@@ -364,11 +365,11 @@ func negativeDuration(d Duration) error {
 	return nil
 }
 
-// checkValues runs valueChecks for the keys the config file name (its
-// bytes b) sets, now decoded onto c, and reports the first bad one by
-// its line.
-func (c *Config) checkValues(name string, b []byte) error {
-	for _, k := range topKeys(b) {
+// checkValues runs valueChecks for the keys the config file name sets
+// (topKeys), now decoded onto c, and reports the first bad one by its
+// line.
+func (c *Config) checkValues(name string, keys []fileKey) error {
+	for _, k := range keys {
 		for _, v := range valueChecks {
 			if v.key != k.key {
 				continue

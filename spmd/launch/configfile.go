@@ -21,10 +21,10 @@ var durationKeys = func() map[string]bool {
 }()
 
 // checkDurations fails on a duration key whose value is not a string: the
-// TOML decoder would take the integer 5 as 5 nanoseconds. The error names
-// name:line and says what to write.
-func checkDurations(name string, b []byte) error {
-	for _, k := range topKeys(b) {
+// TOML decoder would take the integer 5 as 5 nanoseconds. keys are the
+// file's (topKeys); the error names name:line and says what to write.
+func checkDurations(name string, keys []fileKey) error {
+	for _, k := range keys {
 		if !durationKeys[k.key] || k.kind == unstable.String {
 			continue
 		}

@@ -96,12 +96,11 @@ func slackFor(env []string, b binding, path string) (timerSlack, error) {
 
 // notGoProgram says whether path is an executable of this machine that is
 // not a Go binary: a Python or C program, whose ranks GOMAXPROCS does not
-// concern (though their Go children would read it).
+// concern (though their Go children would read it). A path that is not
+// here (a program of other hosts, a package) is not known not to be Go.
 func notGoProgram(path string) bool {
-	if _, err := os.Stat(path); err != nil {
-		return false // not here: a program of other hosts, or a package
-	}
-	return !isGoProgram(path)
+	goBin, here := goProgram(path)
+	return here && !goBin
 }
 
 // goPrograms caches isGoProgram by path, size and modification time: a
@@ -117,15 +116,22 @@ type programKey struct {
 // isGoProgram says whether the executable at path is a Go binary (it
 // carries Go's build information).
 func isGoProgram(path string) bool {
+	goBin, _ := goProgram(path)
+	return goBin
+}
+
+// goProgram says whether the file at path is a Go binary, and whether it
+// exists.
+func goProgram(path string) (goBin, here bool) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return false
+		return false, false
 	}
 	key := programKey{path, fi.Size(), fi.ModTime()}
 	if v, ok := goPrograms.Load(key); ok {
-		return v.(bool)
+		return v.(bool), true
 	}
 	_, err = buildinfo.ReadFile(path)
 	goPrograms.Store(key, err == nil)
-	return err == nil
+	return err == nil, true
 }
