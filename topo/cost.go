@@ -56,7 +56,7 @@ func (m Model) AlphaBusy(s Shape, cross bool, busy int) float64 {
 	if !cross {
 		a = max(a, m.Round)
 	}
-	return a + m.Wake*float64(max(0, min(busy, s.PerHost)-m.Cores))
+	return a + m.wakes(s, busy)
 }
 
 // Handoff is the latency of a wait on one host in which busy ranks take
@@ -64,7 +64,13 @@ func (m Model) AlphaBusy(s Shape, cross bool, busy int) float64 {
 // and seen): the Local link's alpha, grown by Wake beyond the cores as a
 // message's is, without Round.
 func (m Model) Handoff(s Shape, busy int) float64 {
-	return m.Local.Alpha + m.Wake*float64(max(0, min(busy, s.PerHost)-m.Cores))
+	return m.Local.Alpha + m.wakes(s, busy)
+}
+
+// wakes is Wake for every busy rank of the busiest host of s beyond its
+// cores.
+func (m Model) wakes(s Shape, busy int) float64 {
+	return m.Wake * float64(max(0, min(busy, s.PerHost)-m.Cores))
 }
 
 // Link is the Remote link for a round that crosses hosts, else the Local one.

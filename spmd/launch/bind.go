@@ -88,6 +88,13 @@ func parseBindPolicy(s string) (bindPolicy, error) {
 	return p, nil
 }
 
+// refusesOverload says whether p refuses more ranks on a unit than it has
+// cores: every unit but none and auto (which binds only where the ranks
+// fit), unless :overload-allowed.
+func (p bindPolicy) refusesOverload() bool {
+	return p.Unit != "none" && p.Unit != "auto" && !p.Overload
+}
+
 func (p bindPolicy) String() string {
 	if p.Overload {
 		return p.Unit + ":overload-allowed"
@@ -198,7 +205,7 @@ func bindingFor(env []string, hostCPUs func() ([]cpuInfo, error), host string) (
 	// u, u+n, u+2n, ... of the host.
 	u := local % len(units)
 	on := (size - u + len(units) - 1) / len(units)
-	if on > units[u].cores && !p.Overload {
+	if on > units[u].cores && p.refusesOverload() {
 		return b, errorf(ErrUsage, "--bind-to %v: %d ranks on %s would put %d on %s %d, which holds %d (one per core); use --bind-to %s:overload-allowed to have ranks share it, or --bind-to none",
 			p, size, host, on, p.Unit, u, units[u].cores, p.Unit)
 	}

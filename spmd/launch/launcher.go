@@ -147,7 +147,7 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	// More ranks than cores: a --bind-to without :overload-allowed refuses
 	// the job instead (checkBindings), and this line would say otherwise.
 	bind, _ := parseBindPolicy(cfg.BindTo)
-	if n := runtime.NumCPU(); hl.mode == modeLocal && cfg.NP > n && (bind.Unit == "auto" || bind.Unit == "none" || bind.Overload) && !cfg.Quiet {
+	if n := runtime.NumCPU(); hl.mode == modeLocal && cfg.NP > n && !bind.refusesOverload() && !cfg.Quiet {
 		out.Logf("%d ranks on %d cores: oversubscribed, ranks will share cores", cfg.NP, n)
 	}
 	for {
