@@ -1,5 +1,7 @@
 package nn
 
+import "fmt"
+
 // Linear is y = x·W + b, with W of shape [in, out] (the layout whose
 // forward and backward products run fastest: no operand of the forward
 // product is transposed). Its input may have any number of leading
@@ -44,6 +46,8 @@ func NewLinearInit(b *Builder, in, out int, bias bool, init Init) *Linear {
 	return l
 }
 
+func (l *Linear) inputWidth() int { return l.In }
+
 // Params lists W, then B.
 func (l *Linear) Params() []*Param {
 	if l.B == nil {
@@ -53,7 +57,11 @@ func (l *Linear) Params() []*Param {
 }
 
 // Forward returns x·W + b; the result is the layer's until its next call.
+// It panics if x's last dimension is not In, which is a programming error.
 func (l *Linear) Forward(x *Tensor, _ bool) *Tensor {
+	if x.Cols() != l.In {
+		panic(fmt.Sprintf("nn: Linear of %d inputs given input of shape %v", l.In, x.Shape))
+	}
 	rows := x.Rows()
 	l.x = x
 	l.y = Resize(l.y, withCols(x.Shape, l.Out)...)

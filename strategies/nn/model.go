@@ -83,6 +83,12 @@ type reporter interface {
 	ReportTo(st *Store)
 }
 
+// inputWidth is a layer that takes a fixed number of features per row
+// (Linear): Sequential checks a batch against its first layer's, where
+// a width that does not fit would fail inside the product or, wider,
+// read the rows askew.
+type inputWidth interface{ inputWidth() int }
+
 // Store returns the model's parameters.
 func (s *Sequential) Store() *Store { return s.store }
 
@@ -90,6 +96,11 @@ func (s *Sequential) Store() *Store { return s.store }
 func (s *Sequential) Forward(b *Batch, train bool) (float32, error) {
 	if b.XDim <= 0 || len(b.X) != b.N*b.XDim {
 		return 0, errorf(ErrShape, "sequential: batch of %d rows has %d features for dimension %d: pass N·XDim features", b.N, len(b.X), b.XDim)
+	}
+	if len(s.Layers) > 0 {
+		if w, ok := s.Layers[0].(inputWidth); ok && w.inputWidth() != b.XDim {
+			return 0, errorf(ErrShape, "sequential: batch of %d features per row for a first layer of %d inputs: pass XDim %d", b.XDim, w.inputWidth(), w.inputWidth())
+		}
 	}
 	s.in = Tensor{Shape: []int{b.N, b.XDim}, Data: b.X}
 	x := &s.in
