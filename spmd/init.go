@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/gorun-hpc/gorun/spmd/contract"
 )
@@ -22,7 +23,8 @@ import (
 // joins the gossip with its rank, host and address, and waits for the others
 // within GORUN_INIT_TIMEOUT (default 60s); a rank that never arrives fails
 // Init on every rank with an error naming it. Without a launcher, Init
-// returns a world of one rank.
+// returns a world of one rank. A launched process calls it once: a second
+// call fails, also after Close.
 func Init(ctx context.Context, opts ...Option) (*World, error) {
 	o := collect(opts)
 	if !Launched(o.getenv) {
@@ -35,6 +37,9 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	if env.Verbose && o.logger.Writer() == io.Discard {
 		o.logger = log.New(os.Stderr, fmt.Sprintf("gorun: rank %d: ", env.Rank), log.Lmicroseconds)
 	}
+	if o.ownEnv && joined.Swap(true) {
+		return nil, fmt.Errorf("spmd.Init: rank %d: this process has already joined its job: Init runs once per process, as MPI_Init does; use the World the first call returned", env.Rank)
+	}
 	secret, err := readSecret(o.getenv)
 	if err != nil {
 		return nil, fmt.Errorf("spmd.Init: rank %d: %w", env.Rank, err)
@@ -45,6 +50,10 @@ func Init(ctx context.Context, opts ...Option) (*World, error) {
 	}
 	return w, nil
 }
+
+// joined is set by the first Init of a launched process: the launcher's
+// secret is read once, and a process is one rank of one job.
+var joined atomic.Bool
 
 // readSecret reads the per-job secret from the fd gorun passed
 // (GORUN_SECRET_FD) or, failing that, GORUN_SECRET.

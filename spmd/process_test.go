@@ -225,3 +225,19 @@ func runKilled(t *testing.T, args ...string) string {
 	}
 	return out
 }
+
+// A second Init in a launched process fails with an error that says so,
+// where it failed reading the secret the first had taken; the first
+// World still works.
+func TestProcessInitTwice(t *testing.T) {
+	out, code := gorun(t, time.Minute, "-np", "2", ranksBin, "twice")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for r := range 2 {
+		want := fmt.Sprintf("second init: spmd.Init: rank %d: this process has already joined its job", r)
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+}

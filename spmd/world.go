@@ -78,6 +78,7 @@ type Option func(*options)
 
 type options struct {
 	getenv func(string) string
+	ownEnv bool // getenv is os.Getenv: Init joins this process's job
 	logger *log.Logger
 	trace  *trace.Recorder
 }
@@ -85,7 +86,7 @@ type options struct {
 // WithGetenv makes Init read the launcher's environment through getenv
 // instead of os.Getenv.
 func WithGetenv(getenv func(string) string) Option {
-	return func(o *options) { o.getenv = getenv }
+	return func(o *options) { o.getenv, o.ownEnv = getenv, false }
 }
 
 // WithLogger logs rendezvous and connection steps to l.
@@ -99,7 +100,7 @@ func WithTrace(rec *trace.Recorder) Option {
 }
 
 func collect(opts []Option) options {
-	o := options{getenv: os.Getenv}
+	o := options{getenv: os.Getenv, ownEnv: true}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -57,6 +57,11 @@ func main() {
 	case "procs":
 		fmt.Printf("rank %d GOMAXPROCS=%d\n", w.Rank(), runtime.GOMAXPROCS(0))
 		err = w.Barrier(ctx)
+	case "twice":
+		if _, err2 := spmd.Init(ctx); err2 != nil {
+			fmt.Println("second init:", err2)
+		}
+		err = w.Barrier(ctx)
 	}
 	if err != nil {
 		fmt.Println("error:", err)
