@@ -85,7 +85,9 @@ func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, txt
 		return fmt.Errorf("--batch %d gives each of the %d replicas %d sequences, which do not cut into --microbatches %d: pass a batch that is a multiple of replicas x micro-batches (%d)",
 			c.batch, m.DP, s.LocalBatch(), c.micro, m.DP*c.micro)
 	}
-	b := &nn.Batch{N: s.LocalBatch(), T: c.block, Tokens: make([]int32, s.LocalBatch()*c.block), Y: make([]int32, s.LocalBatch()*c.block)}
+	// Replica D holds the step's sequences from D·LocalBatch (Sampler.Local):
+	// First tells the engine, whose dropout masks the whole batch's rows.
+	b := &nn.Batch{N: s.LocalBatch(), T: c.block, Tokens: make([]int32, s.LocalBatch()*c.block), Y: make([]int32, s.LocalBatch()*c.block), First: m.D * s.LocalBatch()}
 	var loss float32
 	for step := 0; step < c.steps; step++ {
 		if err := seqs.Batch(s.Local(step), b.Tokens, b.Y); err != nil {

@@ -25,7 +25,9 @@
 // The mathematics of the split model is the unsplit one: trained on any
 // mesh, the GPT's losses and parameters equal nn.GPT's trained on one
 // rank within float32 rounding, and with dropout on the mesh equals one
-// rank running this package (tp's row-keyed dropout).
+// rank running this package on the step's whole batch (tp's row-keyed
+// dropout, keyed once per step, masking the rows of the whole batch:
+// each replica's batch says where it sits in it, nn.Batch.First).
 //
 // The subpackage plan ranks the layouts of a job by modelled step time
 // among those that fit in memory.

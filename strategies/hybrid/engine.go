@@ -102,7 +102,10 @@ func (e *Engine) Schedule() *pipe.Schedule { return e.sched }
 // Step runs one optimizer step over b, this data-parallel replica's
 // batch (every rank of a replica passes the same one: the first stage
 // reads its tokens, the last its targets), cut into Config.Micro
-// micro-batches. It returns the step's mean loss over every replica, on
+// micro-batches. b.First says where it sits in the step's batch over
+// every replica (data.Sampler.Local gives replica d the block from
+// d·LocalBatch): dropout masks the whole batch's rows, so that the mesh
+// trains as one rank does on that batch. It returns the step's mean loss over every replica, on
 // every rank.
 func (e *Engine) Step(ctx context.Context, b *nn.Batch) (loss float32, err error) {
 	defer trace.Region(ctx, "step").End()
@@ -111,6 +114,7 @@ func (e *Engine) Step(ctx context.Context, b *nn.Batch) (loss float32, err error
 		return 0, err
 	}
 	e.group.Bind(ctx)
+	e.rng.BeginStep()
 	if err := e.group.SetTokens(micro[0].N, micro[0].T); err != nil {
 		return 0, err
 	}
@@ -198,7 +202,7 @@ func (e *Engine) cut(b *nn.Batch) ([]*nn.Batch, error) {
 	out := make([]*nn.Batch, m)
 	for i := range out {
 		lo, hi := i*n*b.T, (i+1)*n*b.T
-		out[i] = &nn.Batch{N: n, T: b.T, Tokens: b.Tokens[lo:hi], Y: b.Y[lo:hi]}
+		out[i] = &nn.Batch{N: n, T: b.T, Tokens: b.Tokens[lo:hi], Y: b.Y[lo:hi], First: b.First + i*n}
 	}
 	return out, nil
 }

@@ -49,7 +49,7 @@ func batch(step, t int) *nn.Batch {
 func replica(b *nn.Batch, d, dp int) *nn.Batch {
 	n := b.N / dp
 	lo, hi := d*n*b.T, (d+1)*n*b.T
-	return &nn.Batch{N: n, T: b.T, Tokens: b.Tokens[lo:hi], Y: b.Y[lo:hi]}
+	return &nn.Batch{N: n, T: b.T, Tokens: b.Tokens[lo:hi], Y: b.Y[lo:hi], First: d * n}
 }
 
 type run struct {

@@ -98,10 +98,7 @@ func (p *Part) build(b *nn.Builder) (*slot, error) {
 	if p.First {
 		s.wte = tp.NewEmbedding(b.Scope("wte"), g, cfg.Vocab, cfg.Dim, init)
 		s.wpe = nn.NewEmbedding(b.Scope("wpe"), cfg.Context, cfg.Dim, init)
-		s.drop = &tp.Dropout{P: cfg.Dropout, Stream: p.rng.Stream("dropout/embeddings")}
-		if g.SeqParallel {
-			s.drop.Row = g.TokenRow
-		}
+		s.drop = &tp.Dropout{P: cfg.Dropout, Stream: p.rng.Stream("dropout/embeddings"), Key: p.rng.Key("dropout/embeddings"), Row: g.TokenRow}
 	}
 	for i := p.Lo; i < p.Hi; i++ {
 		name := fmt.Sprintf("h.%d", i)

@@ -13,6 +13,7 @@ import (
 // chunk's output, or, on the last chunk, nil and the loss.
 func (p *Part) forward(s *slot, b *nn.Batch, in *nn.Tensor, train bool) (*nn.Tensor, float32, error) {
 	st := p.store
+	p.G.SetFirst(b.First)
 	x := in
 	if p.First {
 		st.Enter(0, nn.BeforeForward)

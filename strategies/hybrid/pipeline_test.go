@@ -71,22 +71,26 @@ func TestInFlight(t *testing.T) {
 }
 
 // TestDropoutEqualsOneRank: with dropout on, the model split over tensor
-// parallelism (and sequence parallelism) and pipeline stages trains
-// exactly as it does on one rank: the split regions' masks, drawn row by
-// row, put together the unsplit masks.
+// parallelism (and sequence parallelism), pipeline stages and
+// data-parallel replicas trains exactly as it does on one rank: the split
+// regions' masks, drawn row by row, put together the unsplit masks, and
+// the replicas' rows (cut into smaller micro-batches than one rank's) are
+// masked as one rank masks them within the whole batch.
 func TestDropoutEqualsOneRank(t *testing.T) {
 	model := testModel
 	model.Dropout = 0.2
 	base := hybrid.Config{Model: model, TP: 1, PP: 1, DP: 1, Micro: 2, Seed: testSeed, Optimizer: adamw}
 	want := train(t, 1, base)
 	for _, tc := range []struct {
-		tp, pp int
-		seq    bool
-	}{{2, 1, false}, {2, 1, true}, {1, 2, false}, {2, 2, true}, {4, 1, false}} {
-		t.Run(fmt.Sprintf("tp%d-pp%d-seq=%v", tc.tp, tc.pp, tc.seq), func(t *testing.T) {
+		tp, pp, dp int
+		seq        bool
+		zero       int
+	}{{2, 1, 1, false, 0}, {2, 1, 1, true, 0}, {1, 2, 1, false, 0}, {2, 2, 1, true, 0}, {4, 1, 1, false, 0},
+		{1, 1, 2, false, 0}, {1, 1, 4, false, 3}, {1, 2, 2, false, 0}, {2, 1, 2, true, 1}} {
+		t.Run(fmt.Sprintf("tp%d-pp%d-dp%d-seq=%v-zero%d", tc.tp, tc.pp, tc.dp, tc.seq, tc.zero), func(t *testing.T) {
 			cfg := base
-			cfg.TP, cfg.PP, cfg.SeqParallel = tc.tp, tc.pp, tc.seq
-			got := train(t, tc.tp*tc.pp, cfg)
+			cfg.TP, cfg.PP, cfg.DP, cfg.SeqParallel, cfg.Zero = tc.tp, tc.pp, tc.dp, tc.seq, tc.zero
+			got := train(t, tc.tp*tc.pp*tc.dp, cfg)
 			if t.Failed() {
 				return
 			}

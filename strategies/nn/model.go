@@ -12,6 +12,11 @@ type Batch struct {
 	Tokens []int32
 	T      int
 	Y      []int32
+	// First is the index of the batch's first row or sequence in the
+	// step's whole batch, where this one is a part of it (a micro-batch,
+	// a data-parallel replica's share): row-keyed dropout (strategies/tp)
+	// masks the whole batch's rows. 0 for a whole batch.
+	First int
 }
 
 // Model is what the training drivers run: a network whose parameters live

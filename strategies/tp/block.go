@@ -55,12 +55,12 @@ func NewBlock(b *nn.Builder, g *Group, cfg nn.GPTConfig, rng *RNG, name string) 
 	k.Attn = NewAttention(b.Scope("attn"), g, c, cfg.Heads, init, proj)
 	k.LN2 = nn.NewLayerNorm(b.Scope("ln_2"), c)
 	k.MLP = NewMLP(b.Scope("mlp"), g, c, 4*c, init, proj)
-	k.probs = &Dropout{P: cfg.Dropout, Stream: rng.Stream("dropout/" + name + ".attn"), Row: k.headRow}
-	k.Drop1 = &Dropout{P: cfg.Dropout, Stream: rng.Stream("dropout/" + name + ".resid1")}
-	k.Drop2 = &Dropout{P: cfg.Dropout, Stream: rng.Stream("dropout/" + name + ".resid2")}
-	if g.SeqParallel {
-		k.Drop1.Row, k.Drop2.Row = g.TokenRow, g.TokenRow
+	drop := func(stream string, row func(int) int) *Dropout {
+		stream = "dropout/" + name + "." + stream
+		return &Dropout{P: cfg.Dropout, Stream: rng.Stream(stream), Key: rng.Key(stream), Row: row}
 	}
+	k.probs = drop("attn", k.headRow)
+	k.Drop1, k.Drop2 = drop("resid1", g.TokenRow), drop("resid2", g.TokenRow)
 	if cfg.Dropout > 0 {
 		k.Attn.Core.Drop = k.probs
 	}
@@ -70,17 +70,21 @@ func NewBlock(b *nn.Builder, g *Group, cfg nn.GPTConfig, rng *RNG, name string) 
 }
 
 // headRow maps a row of the rank's attention probabilities, [N, heads,
-// T, T] for its heads, to the row of the unsplit layer's.
+// T, T] for its heads, to the row of the unsplit layer's over the step's
+// whole batch (Group.SetFirst).
 func (k *Block) headRow(r int) int {
 	per, first, heads, t := k.Attn.Core.Heads, k.Attn.First, k.Attn.Heads, k.t
 	n, h, i := r/(per*t), (r/t)%per, r%t
-	return (n*heads+first+h)*t + i
+	return ((k.G.first+n)*heads+first+h)*t + i
 }
 
-// TokenRow maps row r of the rank's token rows to the whole activation's row (the identity without sequence parallelism).
+// TokenRow maps row r of the rank's token rows to the row of the step's
+// whole batch (Group.SetFirst): its row in the micro-batch's activation
+// (the identity without sequence parallelism), after the rows of the
+// sequences before the micro-batch.
 func (g *Group) TokenRow(r int) int {
 	first, _ := g.RowBlock()
-	return first + r
+	return g.first*g.t + first + r
 }
 
 // Params lists the block's parameters in layout order (nn.Block's).

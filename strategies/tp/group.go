@@ -23,8 +23,9 @@ type Group struct {
 	// all-reduces become all-gathers and reduce-scatters.
 	SeqParallel bool
 
-	ctx  context.Context
-	n, t int // the micro-batch's sequences and tokens (SetTokens)
+	ctx   context.Context
+	n, t  int // the micro-batch's sequences and tokens (SetTokens)
+	first int // the index of its first sequence in the step's batch (SetFirst)
 }
 
 // NewGroup returns the group of c's ranks. c is the group's own: the
@@ -99,6 +100,16 @@ func (g *Group) SetTokens(n, t int) error {
 	g.n, g.t = n, t
 	return nil
 }
+
+// SetFirst tells the group where the micro-batch that the passes run next
+// sits in its step's whole batch (over every micro-batch and
+// data-parallel replica): the index of its first sequence. Row-keyed
+// dropout masks the rows of the whole batch (TokenRow), so that a step
+// masks alike however its batch is cut.
+func (g *Group) SetFirst(seq int) { g.first = seq }
+
+// First returns the index SetFirst gave.
+func (g *Group) First() int { return g.first }
 
 // Tokens returns the shape SetTokens gave.
 func (g *Group) Tokens() (n, t int) { return g.n, g.t }

@@ -21,7 +21,8 @@ import (
 //     the rank's token rows with sequence parallelism) each rank holds
 //     different elements, and their masks must be independent: each rank
 //     draws from streams no other rank draws from.
-//   - Data-parallel replicas draw from the same streams.
+//   - Data-parallel replicas draw from the same streams, for the rows
+//     of the step's whole batch that they hold.
 //
 // Megatron meets the rule with two generators, one seeded alike on every
 // rank and one offset by the tensor-parallel rank. Here every mask is
@@ -32,14 +33,54 @@ import (
 // and the union of their masks is the mask of the unsplit layer: a model
 // trains with dropout on exactly as it does on one rank, whatever the
 // tensor-parallel size. With Megatron's offset seed it would not.
+//
+// A driver that cuts a step's batch into micro-batches, or over
+// data-parallel replicas, calls BeginStep at each step: a layer's key
+// (Key) is then one per step, drawn at its first Forward of the step, and
+// its rows are those of the step's whole batch (Group.SetFirst), so that
+// the masks do not depend on how the batch was cut: a replica's rows are
+// masked as one rank masks them within the whole batch.
 type RNG struct {
 	seed    uint64
 	streams map[string]*nn.Stream
+	step    uint64              // BeginStep's count; 0: a key per Forward
+	keys    map[string]*stepKey // per stream, the key of the step
 }
+
+// stepKey is the key a stream gave for a step.
+type stepKey struct{ step, key uint64 }
 
 // NewRNG returns a tracker whose streams derive from seed; every rank of
 // a job passes the same seed.
-func NewRNG(seed uint64) *RNG { return &RNG{seed: seed, streams: map[string]*nn.Stream{}} }
+func NewRNG(seed uint64) *RNG {
+	return &RNG{seed: seed, streams: map[string]*nn.Stream{}, keys: map[string]*stepKey{}}
+}
+
+// BeginStep starts a step: from now on each stream's Key is drawn once
+// per step.
+func (r *RNG) BeginStep() { r.step++ }
+
+// Key returns a function that gives the key of the stream of that name
+// for a Forward: before any BeginStep a fresh draw each time, after it
+// the step's key, drawn at its first call in the step and the same for
+// every call in the step (every micro-batch, every activation slot).
+func (r *RNG) Key(name string) func() uint64 {
+	s := r.Stream(name)
+	k, ok := r.keys[name]
+	if !ok {
+		k = &stepKey{}
+		r.keys[name] = k
+	}
+	return func() uint64 {
+		if r.step == 0 {
+			return s.Uint64()
+		}
+		if k.step != r.step {
+			k.step, k.key = r.step, s.Uint64()
+		}
+		return k.key
+	}
+}
 
 // Stream returns the stream of that name, created at its first use as
 // nn.NewStream(seed, name, 0).
@@ -108,13 +149,15 @@ func field(b []byte) (f, rest []byte, err error) {
 }
 
 // Dropout is inverted dropout whose mask is drawn row by row (see RNG):
-// each training Forward takes a key from Stream, and the mask of local
-// row r comes from a generator seeded with the key and Row(r), the
-// row's index in the whole activation. A nil Row is the identity: the
-// layer holds every row (a replicated region).
+// each training Forward takes a key, from Key if set (RNG.Key) else from
+// Stream, and the mask of local row r comes from a generator seeded with
+// the key and Row(r), the row's index in the whole activation. A nil Row
+// is the identity: the layer holds every row (a replicated region) of a
+// batch that is the whole.
 type Dropout struct {
 	P      float32
 	Stream *nn.Stream
+	Key    func() uint64
 	Row    func(r int) int
 
 	active bool
@@ -131,7 +174,12 @@ func (d *Dropout) Forward(x *nn.Tensor, train bool) *nn.Tensor {
 	if !d.active {
 		return x
 	}
-	key := d.Stream.Uint64()
+	var key uint64
+	if d.Key != nil {
+		key = d.Key()
+	} else {
+		key = d.Stream.Uint64()
+	}
 	scale := float32(0)
 	if d.P < 1 {
 		scale = 1 / (1 - d.P)
