@@ -23,6 +23,13 @@ var ErrCount = errors.New("buffer length does not fit")
 // Shared algorithms do).
 var ErrMismatch = errors.New("ranks in different collective calls")
 
+// ErrConcurrent is wrapped by the error of a call made while another
+// collective call on its communicator is in progress on this rank, from
+// another goroutine: a communicator's collectives run one at a time, in
+// the same order on every rank (Dup a communicator for a second stream,
+// or issue non-blocking calls, IAllReduce and the rest, which queue).
+var ErrConcurrent = errors.New("another collective call on the communicator is in progress")
+
 // ErrOp is wrapped by the error of a reduction given the zero Op.
 var ErrOp = errors.New("no reduction op")
 
@@ -104,6 +111,12 @@ func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, t
 			return nil, wrapCall(coll, o.algo, c, err)
 		}
 	}
+	if !trivial && st.busy {
+		return nil, wrapCall(coll, o.algo, c, fmt.Errorf("%w on this rank, from another goroutine: call a communicator's collectives one at a time (Dup it for a second stream)", ErrConcurrent))
+	}
+	if !trivial {
+		st.busy = true
+	}
 	var k *call
 	switch {
 	case trivial:
@@ -131,7 +144,9 @@ func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, t
 		// under k.ctx, so that a rank that gave up ends the probe too.
 		var err error
 		if ch, err = k.st.choose(k.ctx, c, coll, bytes); err != nil {
-			return nil, k.wrap(k.chooseFailed(err))
+			err = k.wrap(k.chooseFailed(err))
+			st.busy = false
+			return nil, err
 		}
 		k.algo = ch.algo
 	}
@@ -185,6 +200,7 @@ func (k *call) end(err *error) {
 		callPool.Put(k)
 	} else {
 		st.spare = k
+		st.busy = false
 	}
 }
 

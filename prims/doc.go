@@ -7,8 +7,14 @@
 // in the same order as its other collective calls on that communicator,
 // with matching arguments (the same root, element count, op and options).
 // Collectives on one communicator must not be called concurrently from
-// several goroutines of a rank; collectives on different communicators
-// may.
+// several goroutines of a rank (a call that finds another in progress
+// fails with ErrConcurrent; non-blocking calls queue instead);
+// collectives on different communicators may. Arguments that do not
+// match are caught where the algorithm can tell (the Shared algorithms
+// compare the collective and length, ErrMismatch and ErrCount); the
+// message algorithms, as MPI's, may return without an error, and leave
+// messages behind that later calls take: ranks that name different roots
+// of a broadcast each send and none receives.
 // Messages travel on the communicator's collective context
 // (spmd.Comm.Collective), so they never match the program's own
 // point-to-point receives.

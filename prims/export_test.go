@@ -54,3 +54,7 @@ const (
 
 // SharedScatterFrom is sharedScatterFrom.
 var SharedScatterFrom = sharedScatterFrom
+
+// MarkBusy marks c as in a collective call on this rank, as a call from
+// another goroutine would while it runs; false clears it.
+func MarkBusy(c *spmd.Comm, busy bool) { stateOf(c.Collective()).busy = busy }
