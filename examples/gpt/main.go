@@ -10,9 +10,10 @@
 //	gorun -np 8 ./examples/gpt --plan --mem-limit 512M   # rank the layouts, train nothing
 //	./examples/gpt --print-schedule --pp 4 --microbatches 8 --schedule 1f1b
 //
-// Rank 0 prints "step N loss L tokens/s S" after each step and "final
-// loss L" at the end. With --stats the first rank of each pipeline stage
-// then prints
+// Rank 0 prints "step N loss L tokens/s S" after each step (N from 1, the
+// loss to 4 decimals, S the step's --batch x --block tokens over its
+// time) and "final loss L" at the end. With --stats the first rank of
+// each pipeline stage then prints
 //
 //	stage S in-flight K activations B bubble X% (formula Y%, simulated Z%)
 //
