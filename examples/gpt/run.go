@@ -56,6 +56,9 @@ func corpus(c config) (*data.Text, error) {
 }
 
 func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, txt *data.Text, out io.Writer) error {
+	if err := c.checkMesh(w.Size()); err != nil {
+		return err
+	}
 	seqs, err := data.Sequences(txt.Tokens, c.block)
 	if err != nil {
 		return err
