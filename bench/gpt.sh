@@ -97,7 +97,7 @@ if echo "$PARTS" | grep -q 4; then
 	for l in 1:1:8 2:1:4 4:1:2 1:2:4 2:2:2 4:2:1 1:4:2 2:4:1 1:8:1; do
 		tp=${l%%:*} rest=${l#*:} pp=${rest%%:*} dp=${rest#*:}
 		gpt "$NP" --tp "$tp" --pp "$pp" --dp "$dp" --batch 32 --microbatches 4 --steps "$STEPS"
-		meas=$(awk '$1 == "step" && $2 > 0 { print $6 }' "$OUT/gpt.run" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+		meas=$(awk '$1 == "step" && $2 > 1 { print $6 }' "$OUT/gpt.run" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
 		name="tp$tp pp$pp dp$dp zero0 m4 1f1b"
 		model=$(awk -v n="$name" '{ l = $2 " " $3 " " $4 " " $5 " " $6 " " $7 } l == n && $8 ~ /^[0-9.]+$/ { print $9; exit }' "$OUT/gpt.plan")
 		echo "$name $meas $model" >>"$OUT/gpt.layouts"

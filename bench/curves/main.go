@@ -6,8 +6,8 @@
 //		none=bench/out/c-none.txt fp16=bench/out/c-fp16.txt topk:0.01=bench/out/c-topk.txt
 //
 // Each argument is NAME=PATH, PATH the stdout of examples/ddp ("step N loss
-// L samples/s S", N from 1) or of examples/gpt ("step N loss L tokens/s S",
-// N from 0); other lines are ignored. A step number that does not go up
+// L samples/s S") or of examples/gpt ("step N loss L tokens/s S"), N from 1
+// in both; other lines are ignored. A step number that does not go up
 // (a run resumed from a checkpoint) drops the steps from it on, so the
 // curve follows the run that went on. Flags come before the arguments.
 //

@@ -34,10 +34,10 @@ step 2 loss 2.269336 samples/s 4260.0
 final loss 2.269336
 `, []point{{1, 2.305911}, {2, 2.269336}}},
 		{"gpt", `compression topk:0.01 sent 100 bytes a step of 1000 (ratio 10.0)
-step 0 loss 5.1987 tokens/s 1977
-step 1 loss 4.8572 tokens/s 5197
+step 1 loss 5.1987 tokens/s 1977
+step 2 loss 4.8572 tokens/s 5197
 stage 0 in-flight 4 activations 1024 bubble 20.0% (formula 18.0%, simulated 19.0%)
-`, []point{{0, 5.1987}, {1, 4.8572}}},
+`, []point{{1, 5.1987}, {2, 4.8572}}},
 		{"junk between", `warming up
 step
 step 3 loss x samples/s 1

@@ -11,8 +11,11 @@
 //	gorun -np 2 ./examples/ddp --ckpt ckpt --steps 100          # save at the end
 //	gorun -np 2 ./examples/ddp --ckpt ckpt --resume --steps 200 # go on from it
 //
-// Rank 0 prints one line per step, "step N loss L samples/s S", and at the
-// end "final loss L". The loss is the mean over the global batch.
+// --batch is the global batch (by default 64, rounded down to a multiple
+// of the ranks x --accum). Rank 0 prints one line per step, "step N loss L
+// samples/s S" (N from 1), and at the end "final loss L". The loss is the
+// mean over the global batch. Resumed from a checkpoint at or past --steps,
+// it trains nothing and says so.
 package main
 
 import (
@@ -25,6 +28,12 @@ import (
 )
 
 func main() { workload.Main("ddp", parseFlags, run) }
+
+// about is what --help says before the flags.
+const about = `ddp trains a model with distributed data parallelism (strategies/dp): alone
+in one process, or under gorun with each rank taking its slice of every global batch.
+
+  gorun -np N ./examples/ddp [flags]`
 
 // config is the flags.
 type config struct {
@@ -48,7 +57,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&cfg.crashAt, "crash-at", 0, "for tests of restarts: rank 1 kills itself (SIGKILL) as it begins step N, on the job's first start only")
 	fs.BoolVar(&cfg.local, "local", false, "for benchmarks: the same steps with no gradient reduction (each rank trains on its own)")
 	fs.StringVar(&cfg.compress, "compress", "none", "gradient compression: none, "+compress.Names)
-	if err := workload.Parse(fs, args); err != nil {
+	if err := workload.Parse(fs, args, about); err != nil {
 		return cfg, err
 	}
 	if _, err := compress.Parse(cfg.compress, cfg.Seed); err != nil {

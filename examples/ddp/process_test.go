@@ -116,6 +116,12 @@ func TestResume(t *testing.T) {
 			t.Errorf("%s: the resumed run's checkpoint (%d bytes) differs from the uninterrupted run's (%d bytes)", optim, len(b), len(a))
 		}
 	}
+	// The checkpoint is at step 20: --steps 5 from it trains nothing, says
+	// so and prints no loss.
+	out := job(t, gorun, ddp, 2, append([]string{"--optim", "adamw", "--steps", "5", "--ckpt", split, "--resume"}, small...)...)
+	if !strings.Contains(out, "is at step 20, at or past --steps 5: nothing to train") || strings.Contains(out, "loss") {
+		t.Errorf("--resume --steps 5 from step 20 printed:\n%s", out)
+	}
 }
 
 // TestBadCheckpoint: a truncated or corrupted checkpoint is refused with

@@ -76,6 +76,12 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			return err
 		}
 	}
+	if ck.Step >= cfg.Steps {
+		if w.Rank() == 0 {
+			fmt.Fprintln(out, workload.NothingToTrain(cfg.ckpt, ck.Step, cfg.Steps))
+		}
+		return nil
+	}
 	var loss float32
 	first := ck.Step
 	for step := ck.Step; step < cfg.Steps; step++ {
@@ -101,7 +107,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			return err
 		}
 		if w.Rank() == 0 {
-			fmt.Fprintf(out, "step %d loss %.6f samples/s %.1f\n", step+1, loss, float64(cfg.Batch)/dt.Seconds())
+			fmt.Fprintf(out, "step %d loss %.6f samples/s %.1f\n", step+1, loss, float64(wl.Batch())/dt.Seconds())
 		}
 		ck.Step = step + 1
 		if cfg.ckpt != "" && w.Rank() == 0 && (ck.Step == cfg.Steps || cfg.ckptEvery > 0 && ck.Step%cfg.ckptEvery == 0) {

@@ -10,9 +10,10 @@
 //	gorun -np 8 ./examples/gpt --plan --mem-limit 512M   # rank the layouts, train nothing
 //	./examples/gpt --print-schedule --pp 4 --microbatches 8 --schedule 1f1b
 //
-// Rank 0 prints "step N loss L tokens/s S" after each step and "final
-// loss L" at the end. With --stats the first rank of each pipeline stage
-// then prints
+// Rank 0 prints "step N loss L tokens/s S" after each step (N from 1, the
+// loss to 4 decimals, S the step's --batch x --block tokens over its
+// time) and "final loss L" at the end. With --stats the first rank of
+// each pipeline stage then prints
 //
 //	stage S in-flight K activations B bubble X% (formula Y%, simulated Z%)
 //
@@ -35,6 +36,12 @@ import (
 )
 
 func main() { workload.Main("gpt", parseFlags, run) }
+
+// about is what --help says before the flags.
+const about = `gpt trains a GPT on the Go source with tensor, pipeline and data parallelism
+(strategies/hybrid): --tp x --pp x --dp ranks, --dp by default the ranks left.
+
+  gorun -np N ./examples/gpt [flags]`
 
 // config is the flags.
 type config struct {
@@ -71,7 +78,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&c.zero, "zero", 0, "ZeRO stage across the replicas: 0 (DDP), 1, or with --pp 1 also 2 and 3")
 	fs.IntVar(&c.micro, "microbatches", 4, "micro-batches per step")
 	fs.StringVar(&c.schedule, "schedule", pipe.NameOneFOneB, "pipeline schedule: gpipe, 1f1b or interleaved")
-	fs.IntVar(&c.virtual, "virtual", 1, "interleaved: model chunks per stage")
+	fs.IntVar(&c.virtual, "virtual", 1, "interleaved: model chunks per stage (1 or more; the other schedules take 1)")
 	fs.BoolVar(&c.seqParallel, "seq-parallel", false, "Megatron's sequence parallelism (needs --tp 2 or more)")
 	fs.IntVar(&c.batch, "batch", 16, "sequences per step, over all replicas")
 	fs.IntVar(&c.steps, "steps", 20, "optimizer steps")
@@ -85,16 +92,11 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&c.memLimit, "mem-limit", "0", "--plan: memory per rank (K, M, G suffixes; 0: no limit)")
 	fs.IntVar(&c.top, "top", 20, "--plan: rows of the table")
 	fs.BoolVar(&c.stats, "stats", false, "at the end, each stage prints its micro-batches in flight, activation bytes and measured bubble")
-	if err := workload.Parse(fs, args); err != nil {
+	if err := workload.Parse(fs, args, about); err != nil {
 		return c, err
 	}
-	switch {
-	case c.steps < 0:
-		return c, fmt.Errorf("--steps %d: pass 0 or more", c.steps)
-	case c.batch < 1:
-		return c, fmt.Errorf("--batch %d: pass at least 1", c.batch)
-	case c.vocab < 0:
-		return c, fmt.Errorf("--vocab %d: pass 0 or a size", c.vocab)
+	if err := c.check(); err != nil {
+		return c, err
 	}
 	if _, err := compress.Parse(c.compress, c.seed); err != nil {
 		return c, fmt.Errorf("--compress: %w", err)
@@ -103,4 +105,69 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		return c, fmt.Errorf("--mem-limit %q: %w", c.memLimit, err)
 	}
 	return c, nil
+}
+
+// check checks the flags that need no data and no job to check, in the
+// flags' own words, before strategies/hybrid checks the configuration they
+// make.
+func (c config) check() error {
+	switch {
+	case c.steps < 1:
+		return fmt.Errorf("--steps %d: pass 1 or more", c.steps)
+	case c.batch < 1:
+		return fmt.Errorf("--batch %d: pass at least 1", c.batch)
+	case c.vocab < 0:
+		return fmt.Errorf("--vocab %d: pass 0 or a size", c.vocab)
+	case !(c.lr > 0):
+		return fmt.Errorf("--lr %g: want a positive rate", c.lr)
+	case c.layers < 1:
+		return fmt.Errorf("--layers %d: pass 1 or more", c.layers)
+	case c.heads < 1:
+		return fmt.Errorf("--heads %d: pass 1 or more", c.heads)
+	case c.embd < 1:
+		return fmt.Errorf("--embd %d: pass a width of 1 or more", c.embd)
+	case c.embd%c.heads != 0:
+		return fmt.Errorf("--embd %d does not divide into --heads %d: pass heads that divide the width", c.embd, c.heads)
+	case c.block < 1:
+		return fmt.Errorf("--block %d: pass a context of 1 token or more", c.block)
+	case !(c.dropout >= 0 && c.dropout < 1):
+		return fmt.Errorf("--dropout %g: pass a probability in [0, 1)", c.dropout)
+	case c.tp < 1:
+		return fmt.Errorf("--tp %d: pass 1 or more", c.tp)
+	case c.pp < 1:
+		return fmt.Errorf("--pp %d: pass 1 or more", c.pp)
+	case c.dp < 0:
+		return fmt.Errorf("--dp %d: pass 1 or more, or 0 for the ranks left", c.dp)
+	case c.zero < 0 || c.zero > 3:
+		return fmt.Errorf("--zero %d: want 0, 1, 2 or 3", c.zero)
+	case c.micro < 1:
+		return fmt.Errorf("--microbatches %d: pass 1 or more", c.micro)
+	case c.virtual < 1:
+		return fmt.Errorf("--virtual %d: pass 1 or more chunks per stage", c.virtual)
+	}
+	return nil
+}
+
+// checkMesh says whether --tp x --pp x --dp fits a job of size ranks.
+func (c config) checkMesh(size int) error {
+	tp, pp := c.tp, c.pp
+	switch {
+	case c.dp == 0 && size%(tp*pp) != 0:
+		verb := "are"
+		if size == 1 {
+			verb = "is"
+		}
+		return fmt.Errorf("%s %s not a multiple of --tp %d x --pp %d = %d: pick sizes whose product divides the ranks, or run a multiple of %d ranks", ranks(size), verb, tp, pp, tp*pp, tp*pp)
+	case c.dp > 0 && tp*pp*c.dp != size:
+		return fmt.Errorf("--tp %d x --pp %d x --dp %d = %d, but the job has %s: pick sizes whose product is the number of ranks, or leave --dp out", tp, pp, c.dp, tp*pp*c.dp, ranks(size))
+	}
+	return nil
+}
+
+// ranks says "1 rank" or "N ranks".
+func ranks(n int) string {
+	if n == 1 {
+		return "1 rank"
+	}
+	return fmt.Sprintf("%d ranks", n)
 }

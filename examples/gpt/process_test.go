@@ -105,11 +105,12 @@ func TestBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{2, []string{"--tp", "3"}, "tp 3 x pp 1 x dp"},
+		{2, []string{"--tp", "3"}, "gpt: 2 ranks are not a multiple of --tp 3 x --pp 1 = 3"},
 		{4, []string{"--tp", "4", "--heads", "6", "--embd", "36"}, "6 heads do not divide over tp 4"},
 		{2, []string{"--pp", "2", "--zero", "3"}, "use zero 0 or 1 with a pipeline"},
 		{1, []string{"--seq-parallel"}, "needs tp 2 or more"},
 		{1, []string{"--schedule", "interleaved", "--virtual", "2"}, "virtual 2 with pp 1"},
+		{1, []string{"--layers", "3", "--pp", "1", "--virtual", "2", "--schedule", "interleaved"}, "\ngpt: hybrid: virtual 2 with pp 1"}, // each line of a joined error says the program
 		{2, []string{"--pp", "2", "--schedule", "interleaved", "--microbatches", "3"}, "interleaved"},
 		{1, []string{"--layers", "3", "--pp", "1", "--vocab", "5"}, "--vocab 5"},
 		{1, []string{"--bogus"}, "--help lists the flags"},

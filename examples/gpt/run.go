@@ -56,6 +56,9 @@ func corpus(c config) (*data.Text, error) {
 }
 
 func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, txt *data.Text, out io.Writer) error {
+	if err := c.checkMesh(w.Size()); err != nil {
+		return err
+	}
 	seqs, err := data.Sequences(txt.Tokens, c.block)
 	if err != nil {
 		return err
@@ -96,12 +99,12 @@ func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, txt
 		st.begin()
 		t0 := time.Now()
 		if loss, err = e.Step(ctx, b); err != nil {
-			return fmt.Errorf("step %d: %w", step, err)
+			return fmt.Errorf("step %d: %w", step+1, err)
 		}
 		dt := time.Since(t0)
 		st.end(step)
 		if w.Rank() == 0 {
-			fmt.Fprintf(out, "step %d loss %.4f tokens/s %.0f\n", step, loss, float64(c.batch*c.block)/dt.Seconds())
+			fmt.Fprintf(out, "step %d loss %.4f tokens/s %.0f\n", step+1, loss, float64(c.batch*c.block)/dt.Seconds())
 		}
 	}
 	if w.Rank() == 0 {

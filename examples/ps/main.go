@@ -18,8 +18,13 @@
 //
 //	gorun -np 1 ./examples/ps/server --steps 100 : -np 3 ./examples/ps/worker --steps 100
 //
-// Rank 0 (a server) prints one line per step, "step N loss L samples/s S",
-// the loss being the mean over the workers, and "final loss L".
+// --batch is the global batch, split evenly over the workers, as over
+// examples/ddp's ranks; by default 64 rounded down to a multiple of the
+// workers x --accum (63 for 3 workers), so the commands above run as
+// written. A --batch given that does not split is an error.
+//
+// Rank 0 (a server) prints one line per step, "step N loss L samples/s S"
+// (N from 1), the loss being the mean over the workers, and "final loss L".
 package main
 
 import (

@@ -16,7 +16,8 @@ import (
 
 // save writes the sharded checkpoint after step steps. With --crash-in-save
 // N, rank 1 kills itself at the N-th save, after writing its shard and
-// before the index is committed: what a crash mid-save leaves.
+// before the index is committed: what a crash mid-save leaves (run clears
+// cfg.crashInSave on a restart, so that only the first start crashes).
 func save(ctx context.Context, z *zero.Zero, cfg config, step int, saves *int) error {
 	*saves++
 	if *saves == cfg.crashInSave && z.Comm().Rank() == 1%z.Comm().Size() {

@@ -16,12 +16,15 @@
 //	memory rank R params P grads G optim O peak K heap H
 //
 // with the bytes the rank holds for the model (zero.Memory) and its Go
-// heap in use after a collection at the end.
+// heap in use after a collection at the end. Resumed from a checkpoint at
+// or past --steps, it trains nothing and says so, with none of these lines.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 
 	"github.com/gorun-hpc/gorun/compress"
 	"github.com/gorun-hpc/gorun/examples/internal/workload"
@@ -29,6 +32,12 @@ import (
 )
 
 func main() { workload.Main("zero", parseFlags, run) }
+
+// about is what --help says before the flags.
+const about = `zero trains a model with sharded data parallelism (strategies/zero): ZeRO
+stages 0-3 or FSDP's sharding strategies, in fp32 or bf16 mixed precision.
+
+  gorun -np N ./examples/zero [flags]`
 
 // config is the flags.
 type config struct {
@@ -39,39 +48,64 @@ type config struct {
 	ckptEvery int
 	resume    bool
 	ddp       bool
-	// crashInSave makes rank 1 die in the middle of that save, for tests.
+	// crashInSave makes rank 1 die in the middle of that save, for tests,
+	// on the job's first start only.
 	crashInSave int
+}
+
+// stageFlag is --zero, which remembers whether it was given: when it was
+// not, the stage is --shard's, or 3.
+type stageFlag struct {
+	stage int
+	set   bool
+}
+
+func (f *stageFlag) String() string {
+	if f == nil || !f.set {
+		return "" // --help shows no default
+	}
+	return strconv.Itoa(f.stage)
+}
+
+func (f *stageFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return errors.New("want 0, 1, 2 or 3")
+	}
+	f.stage, f.set = n, true
+	return nil
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	cfg := config{Config: workload.DefaultConfig()}
 	cfg.Register(fs)
-	stage := fs.Int("zero", -1, "ZeRO stage: 0 (DDP), 1 (optimizer state sharded), 2 (and gradients), 3 (and parameters); default 3, or what --shard says")
+	var stage stageFlag
+	fs.Var(&stage, "zero", "ZeRO `stage`: 0 (DDP), 1 (optimizer state sharded), 2 (and gradients), 3 (and parameters); when neither --zero nor --shard is given, 3")
 	shard := fs.String("shard", "", "FSDP's sharding strategy instead of --zero: full (stage 3), grad-op (2), none (0) or hybrid (3 within each host, replicated across hosts)")
 	mixed := fs.String("mixed", "none", "bf16: bf16 parameters and gradients, fp32 master weights and optimizer state; none: fp32")
 	fs.BoolVar(&cfg.zero.NoPrefetch, "no-prefetch", false, "stage 3: gather each unit when it runs, not while the one before computes")
 	fs.StringVar(&cfg.ckpt, "ckpt", "", "directory of the sharded checkpoint: every rank writes its shard at the end (and every --ckpt-every steps)")
 	fs.IntVar(&cfg.ckptEvery, "ckpt-every", 0, "also save every N steps (0: only at the end)")
 	fs.BoolVar(&cfg.resume, "resume", false, "continue from --ckpt's checkpoint, saved at any number of ranks and any stage")
-	fs.IntVar(&cfg.crashInSave, "crash-in-save", 0, "for tests: rank 1 kills itself (SIGKILL) during the N-th save, after writing its shard, before the index is committed")
+	fs.IntVar(&cfg.crashInSave, "crash-in-save", 0, "for tests of restarts: rank 1 kills itself (SIGKILL) during the N-th save, after writing its shard, before the index is committed, on the job's first start only")
 	fs.StringVar(&cfg.compress, "compress", "none", "compress the gradients' reductions: none, "+compress.Names+" (fp16 and bf16 reduce-scatter in 16 bits; the others all-reduce and keep the rank's chunk)")
 	fs.BoolVar(&cfg.ddp, "ddp", false, "for benchmarks: train with strategies/dp's DDP instead, same model and steps")
-	if err := workload.Parse(fs, args); err != nil {
+	if err := workload.Parse(fs, args, about); err != nil {
 		return cfg, err
 	}
 	switch {
-	case *shard != "" && *stage >= 0:
-		return cfg, fmt.Errorf("--zero %d and --shard %s both say what to shard: pass one", *stage, *shard)
+	case stage.set && (stage.stage < 0 || stage.stage > 3):
+		return cfg, fmt.Errorf("--zero %d: want 0, 1, 2 or 3", stage.stage)
+	case *shard != "" && stage.set:
+		return cfg, fmt.Errorf("--zero %d and --shard %s both say what to shard: pass one", stage.stage, *shard)
 	case *shard != "":
 		if err := zero.Shard(*shard).Apply(&cfg.zero); err != nil {
 			return cfg, fmt.Errorf("--shard: %w", err)
 		}
-	case *stage < 0:
+	case !stage.set:
 		cfg.zero.Stage = 3
-	case *stage > 3:
-		return cfg, fmt.Errorf("--zero %d: want 0, 1, 2 or 3", *stage)
 	default:
-		cfg.zero.Stage = *stage
+		cfg.zero.Stage = stage.stage
 	}
 	switch *mixed {
 	case "bf16":
@@ -94,6 +128,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		return cfg, fmt.Errorf("--resume needs --ckpt DIR, the directory to resume from")
 	case cfg.ckptEvery < 0:
 		return cfg, fmt.Errorf("--ckpt-every %d: want 0 or more", cfg.ckptEvery)
+	case cfg.crashInSave < 0:
+		return cfg, fmt.Errorf("--crash-in-save %d: want a save, 1 or more", cfg.crashInSave)
 	case cfg.ddp && (cfg.ckpt != "" || cfg.zero.Mixed):
 		return cfg, fmt.Errorf("--ddp is for benchmarks: it takes neither --ckpt nor --mixed")
 	}

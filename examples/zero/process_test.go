@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -80,6 +81,24 @@ func TestCrashInSaveThenResume(t *testing.T) {
 		if g, ok := got[s]; !ok || math.Abs(g-want[s]) > 1e-5*want[s]+1e-6 {
 			t.Errorf("step %d: loss %v (present %v) after resuming at 2 ranks, %v uninterrupted at 4", s, g, ok, want[s])
 		}
+	}
+}
+
+// TestRestartAfterCrashInSave: under gorun --max-restarts, --crash-in-save
+// kills the first start only: the restarted job resumes from the save
+// before the crash and finishes. A run asked for no more steps than the
+// checkpoint's then trains nothing and says so.
+func TestRestartAfterCrashInSave(t *testing.T) {
+	gorun, zero := build(t)
+	dir := t.TempDir()
+	args := append([]string{"-np", "2", "--max-restarts", "1", "--timeout", "2m", zero, "--steps", "6", "--ckpt", dir, "--ckpt-every", "2", "--resume", "--crash-in-save", "2"}, small...)
+	out, err := exec.Command(gorun, args...).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "resuming from step 2") || !strings.Contains(string(out), "final loss ") {
+		t.Fatalf("gorun: %v, want a restart that resumes from step 2 and finishes:\n%s", err, out)
+	}
+	got := mustJob(t, gorun, zero, 2, append([]string{"--steps", "3", "--ckpt", dir, "--resume"}, small...)...)
+	if !strings.Contains(got, "is at step 6, at or past --steps 3: nothing to train") || strings.Contains(got, "loss") {
+		t.Errorf("--resume --steps 3 from step 6 printed:\n%s", got)
 	}
 }
 

@@ -53,13 +53,26 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		if cfg.ddp {
 			name = "ddp"
 		}
-		fmt.Fprintf(out, "%s on %d ranks, %s model\n", name, w.Size(), cfg.Model)
+		ranks := "ranks"
+		if w.Size() == 1 {
+			ranks = "rank"
+		}
+		fmt.Fprintf(out, "%s on %d %s, %s model\n", name, w.Size(), ranks, cfg.Model)
 	}
 	first := 0
 	if z, ok := tr.(*zero.Zero); ok && cfg.resume {
 		if first, err = resume(ctx, z, cfg.ckpt, w.Env().MaxRestarts > 0, out); err != nil {
 			return err
 		}
+	}
+	if first >= cfg.Steps {
+		if w.Rank() == 0 {
+			fmt.Fprintln(out, workload.NothingToTrain(cfg.ckpt, first, cfg.Steps))
+		}
+		return nil
+	}
+	if w.Env().RestartCount > 0 {
+		cfg.crashInSave = 0 // it crashed the first start: let the restart go on
 	}
 	var loss float32
 	saves := 0
@@ -78,7 +91,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			return err
 		}
 		if w.Rank() == 0 {
-			fmt.Fprintf(out, "step %d loss %.6f samples/s %.1f\n", step+1, loss, float64(cfg.Batch)/dt.Seconds())
+			fmt.Fprintf(out, "step %d loss %.6f samples/s %.1f\n", step+1, loss, float64(wl.Batch())/dt.Seconds())
 		}
 		if z, ok := tr.(*zero.Zero); ok && cfg.ckpt != "" && (step+1 == cfg.Steps || cfg.ckptEvery > 0 && (step+1)%cfg.ckptEvery == 0) {
 			if err := save(ctx, z, cfg, step+1, &saves); err != nil {

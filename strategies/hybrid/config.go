@@ -61,11 +61,13 @@ func (c *Config) Validate(size int) error {
 		bad("tp %d, pp %d, dp %d: pass sizes of at least 1", c.TP, c.PP, c.DP)
 		return errors.Join(errs...)
 	}
-	if c.DP == 0 && size%(c.TP*c.PP) == 0 {
+	switch {
+	case c.DP == 0 && size%(c.TP*c.PP) != 0:
+		bad("%s %s not split into groups of tp %d x pp %d = %d: pick sizes whose product divides the number of ranks", count(size, "rank"), do(size), c.TP, c.PP, c.TP*c.PP)
+	case c.DP == 0:
 		c.DP = size / (c.TP * c.PP)
-	}
-	if c.TP*c.PP*c.DP != size {
-		bad("tp %d x pp %d x dp %d is %d ranks, but the job has %d: pick sizes whose product is the number of ranks", c.TP, c.PP, c.DP, c.TP*c.PP*c.DP, size)
+	case c.TP*c.PP*c.DP != size:
+		bad("tp %d x pp %d x dp %d is %s, but the job has %d: pick sizes whose product is the number of ranks", c.TP, c.PP, c.DP, count(c.TP*c.PP*c.DP, "rank"), size)
 	}
 	if c.Schedule == "" {
 		c.Schedule = pipe.NameOneFOneB
@@ -74,13 +76,13 @@ func (c *Config) Validate(size int) error {
 		c.Virtual = 1
 	}
 	if c.Model.Heads > 0 && c.Model.Heads%c.TP != 0 {
-		bad("%d heads do not divide over tp %d: pick a tensor-parallel size that divides the heads", c.Model.Heads, c.TP)
+		bad("%s %s not divide over tp %d: pick a tensor-parallel size that divides the heads", count(c.Model.Heads, "head"), do(c.Model.Heads), c.TP)
 	}
 	if c.Model.Vocab > 0 && c.Model.Vocab < c.TP {
 		bad("a vocabulary of %d over tp %d leaves a rank no columns: pick a tensor-parallel size of at most %d", c.Model.Vocab, c.TP, c.Model.Vocab)
 	}
 	if c.Model.Layers > 0 && c.Model.Layers%c.Chunks() != 0 {
-		bad("%d layers do not cut into pp %d x virtual %d chunks of equal size: pick sizes that divide the layers", c.Model.Layers, c.PP, c.Virtual)
+		bad("%s %s not cut into pp %d x virtual %d chunks of equal size: pick sizes that divide the layers", count(c.Model.Layers, "layer"), do(c.Model.Layers), c.PP, c.Virtual)
 	}
 	if c.PP == 1 && c.Virtual > 1 {
 		bad("virtual %d with pp 1: interleaving splits a pipeline's stages into chunks; pass --virtual 1, or a pipeline", c.Virtual)
@@ -106,4 +108,20 @@ func (c *Config) Validate(size int) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// count says "1 layer" or "N layers".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// do is the verb of count(n, ...): "does" or "do".
+func do(n int) string {
+	if n == 1 {
+		return "does"
+	}
+	return "do"
 }

@@ -22,7 +22,7 @@ import (
 type Config struct {
 	Model    string // mlp or gpt
 	Steps    int
-	Batch    int // global batch
+	Batch    int // global batch; 0: DefaultBatch, rounded to split (GlobalBatch)
 	Accum    int
 	LR       float64
 	Momentum float64
@@ -39,10 +39,15 @@ type Config struct {
 	MaxBytes int
 }
 
+// DefaultBatch is the global batch when Config.Batch is 0, as it is by
+// default: rounded down to a multiple of the data-parallel ranks times the
+// micro-batches, so that it splits at any number of ranks (GlobalBatch).
+const DefaultBatch = 64
+
 // DefaultConfig is the 784-1024-1024-10 MLP with SGD and momentum,
-// batch 64.
+// batch DefaultBatch.
 func DefaultConfig() Config {
-	return Config{Model: "mlp", Steps: 20, Batch: 64, Accum: 1, LR: 0.05, Momentum: 0.9, Optim: "sgd",
+	return Config{Model: "mlp", Steps: 20, Accum: 1, LR: 0.05, Momentum: 0.9, Optim: "sgd",
 		Seed: 1, Examples: 8192, Hidden: "1024,1024", Layers: 2, Heads: 4, Dim: 128, Context: 64, MaxBytes: 4 << 20}
 }
 
@@ -50,10 +55,10 @@ func DefaultConfig() Config {
 func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Model, "model", c.Model, "mlp (784-in classifier on a synthetic set) or gpt (character-level, on --data)")
 	fs.IntVar(&c.Steps, "steps", c.Steps, "optimizer steps")
-	fs.IntVar(&c.Batch, "batch", c.Batch, "global batch: each data-parallel rank gets batch/ranks")
+	fs.IntVar(&c.Batch, "batch", c.Batch, fmt.Sprintf("global batch, split evenly over the data-parallel ranks (the workers of ps); 0, the default: %d, rounded down to a multiple of ranks x --accum", DefaultBatch))
 	fs.IntVar(&c.Accum, "accum", c.Accum, "micro-batches per step (gradient accumulation)")
 	fs.Float64Var(&c.LR, "lr", c.LR, "learning rate")
-	fs.Float64Var(&c.Momentum, "momentum", c.Momentum, "SGD momentum")
+	fs.Float64Var(&c.Momentum, "momentum", c.Momentum, "SGD momentum (0: none)")
 	fs.StringVar(&c.Optim, "optim", c.Optim, "sgd or adamw")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the initial weights, the data order and dropout")
 	fs.StringVar(&c.Data, "data", c.Data, "gpt: text files or directories, or a nanoGPT .bin token file (default: the Go distribution's source)")
@@ -71,12 +76,14 @@ func (c *Config) Register(fs *flag.FlagSet) {
 // flags are defined, as the training examples do: usage goes to stderr
 // for --help only (which returns flag.ErrHelp), a mistake is an error that
 // says --help lists the flags, and an argument that is not a flag is an
-// error.
-func Parse(fs *flag.FlagSet, args []string) error {
+// error. The usage is a line "Usage of PROGRAM:", about (what the program
+// does and how it is run, one or more lines), and the flags.
+func Parse(fs *flag.FlagSet, args []string, about string) error {
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		fs.SetOutput(os.Stderr)
 		if err == flag.ErrHelp {
+			fmt.Fprintf(fs.Output(), "Usage of %s:\n%s\n\nFlags:\n", fs.Name(), strings.TrimRight(about, "\n"))
 			fs.PrintDefaults()
 			return err
 		}
@@ -95,16 +102,52 @@ func (c *Config) Validate(replicas int) error {
 		return fmt.Errorf("--model %q: want mlp or gpt", c.Model)
 	case c.Optim != "sgd" && c.Optim != "adamw":
 		return fmt.Errorf("--optim %q: want sgd or adamw", c.Optim)
-	case c.Steps < 0:
-		return fmt.Errorf("--steps %d: want 0 or more", c.Steps)
+	case c.Steps < 1:
+		return fmt.Errorf("--steps %d: want 1 or more", c.Steps)
 	case c.Accum < 1:
 		return fmt.Errorf("--accum %d: want 1 or more", c.Accum)
-	case c.Batch < 1 || c.Batch%(replicas*c.Accum) != 0:
-		return fmt.Errorf("--batch %d does not split into %d ranks x %d micro-batches: pass a multiple of %d", c.Batch, replicas, c.Accum, replicas*c.Accum)
-	case c.LR <= 0:
+	case !(c.LR > 0):
 		return fmt.Errorf("--lr %g: want a positive rate", c.LR)
+	case !(c.Momentum >= 0):
+		return fmt.Errorf("--momentum %g: want 0 (none) or more", c.Momentum)
+	}
+	return c.CheckBatch(replicas, "rank")
+}
+
+// GlobalBatch is the batch of a step over replicas data-parallel ranks:
+// Batch, or where it is 0 DefaultBatch rounded down to a multiple of
+// replicas·Accum (at least one).
+func (c *Config) GlobalBatch(replicas int) int {
+	if c.Batch != 0 {
+		return c.Batch
+	}
+	unit := replicas * max(c.Accum, 1)
+	return max(unit, DefaultBatch/unit*unit)
+}
+
+// CheckBatch says whether the global batch splits evenly over replicas
+// data-parallel ranks, each cutting its share into Accum micro-batches;
+// its messages call the ranks what rank says ("rank", or "worker").
+func (c *Config) CheckBatch(replicas int, rank string) error {
+	b, unit := c.GlobalBatch(replicas), replicas*max(c.Accum, 1)
+	switch {
+	case b < 0:
+		return fmt.Errorf("--batch %d: want 1 or more, or 0 (the default) for %d rounded down to a multiple of %ss x --accum", b, DefaultBatch, rank)
+	case b%unit != 0:
+		return fmt.Errorf("--batch %d does not split into %s x %s: pass a multiple of %d", b, count(replicas, rank), count(c.Accum, "micro-batch"), unit)
 	}
 	return nil
+}
+
+// count says "1 rank" or "N ranks".
+func count(n int, noun string) string {
+	switch {
+	case n == 1:
+		return "1 " + noun
+	case strings.HasSuffix(noun, "ch"):
+		return fmt.Sprintf("%d %ses", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // hidden parses --hidden.
@@ -128,6 +171,7 @@ type Workload struct {
 	cfg     Config
 	rank    int
 	reps    int
+	batch   int // global
 	gptNet  *nn.GPT
 	fill    func(idx []int, b *nn.Batch) error
 	micro   []*nn.Batch
@@ -138,7 +182,7 @@ func New(cfg Config, rank, replicas int) (*Workload, error) {
 	if err := cfg.Validate(replicas); err != nil {
 		return nil, err
 	}
-	w := &Workload{cfg: cfg, Streams: map[string]*nn.Stream{}, rank: rank, reps: replicas}
+	w := &Workload{cfg: cfg, Streams: map[string]*nn.Stream{}, rank: rank, reps: replicas, batch: cfg.GlobalBatch(replicas)}
 	var n int
 	var err error
 	if cfg.Model == "mlp" {
@@ -149,7 +193,7 @@ func New(cfg Config, rank, replicas int) (*Workload, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w.Sampler, err = data.NewSampler(n, cfg.Batch, rank, replicas, cfg.Seed, true); err != nil {
+	if w.Sampler, err = data.NewSampler(n, w.batch, rank, replicas, cfg.Seed, true); err != nil {
 		return nil, err
 	}
 	for range cfg.Accum {
@@ -157,6 +201,10 @@ func New(cfg Config, rank, replicas int) (*Workload, error) {
 	}
 	return w, nil
 }
+
+// Batch is the global batch: what --batch says, or what its default came
+// to at the job's number of data-parallel ranks.
+func (w *Workload) Batch() int { return w.batch }
 
 // Batches returns this rank's micro-batches of the step; they are reused
 // by the next call. It also sets the step's dropout stream, which depends
@@ -188,10 +236,18 @@ func (w *Workload) Optimizer(params []*nn.Param, lo, hi int) (nn.Optimizer, erro
 	return nn.NewSGD(nn.SGDConfig{LR: float32(w.cfg.LR), Momentum: float32(w.cfg.Momentum)}, params, lo, hi)
 }
 
+// NothingToTrain is what a program resumed from the checkpoint in dir, at
+// step, says when that leaves none of its steps to train: a run asked
+// for no more steps than were trained already.
+func NothingToTrain(dir string, step, steps int) string {
+	return fmt.Sprintf("the checkpoint in %s is at step %d, at or past --steps %d: nothing to train; pass a larger --steps to go on", dir, step, steps)
+}
+
 // Main is the main function of a training example called name: it parses
 // the command line with parse, runs run until SIGINT or SIGTERM ends its
-// context, and on an error prints it, prefixed with the name unless it
-// says it already, and exits 1. --help prints the flags and exits 0.
+// context, and on an error prints it, each line prefixed with the name
+// unless it says it already, and exits 1. --help prints the usage and
+// exits 0.
 func Main[C any](name string, parse func(*flag.FlagSet, []string) (C, error), run func(context.Context, C, io.Writer) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -203,12 +259,20 @@ func Main[C any](name string, parse func(*flag.FlagSet, []string) (C, error), ru
 		return
 	}
 	if err != nil {
-		msg := err.Error()
-		if !strings.HasPrefix(msg, name+": ") { // a driver's errors may say it already
-			msg = name + ": " + msg
-		}
-		fmt.Fprintln(os.Stderr, msg)
+		fmt.Fprintln(os.Stderr, message(name, err))
 		stop()
 		os.Exit(1)
 	}
+}
+
+// message is err for people: each of its lines (errors.Join puts one
+// error on each) prefixed with "name: ", unless the line says it already.
+func message(name string, err error) string {
+	lines := strings.Split(strings.TrimRight(err.Error(), "\n"), "\n")
+	for i, l := range lines {
+		if !strings.HasPrefix(l, name+": ") { // a driver's errors may say it already
+			lines[i] = name + ": " + l
+		}
+	}
+	return strings.Join(lines, "\n")
 }

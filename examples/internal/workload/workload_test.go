@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -15,11 +16,14 @@ func TestValidate(t *testing.T) {
 	}{
 		{func(c *Config) { c.Model = "cnn" }, 1, `--model "cnn": want mlp or gpt`},
 		{func(c *Config) { c.Optim = "lamb" }, 1, `--optim "lamb"`},
-		{func(c *Config) { c.Batch = 10 }, 3, "--batch 10 does not split into 3 ranks x 1 micro-batches: pass a multiple of 3"},
+		{func(c *Config) { c.Batch = 10 }, 3, "--batch 10 does not split into 3 ranks x 1 micro-batch: pass a multiple of 3"},
+		{func(c *Config) { c.Batch = -2 }, 2, "--batch -2: want 1 or more, or 0 (the default)"},
 		{func(c *Config) { c.Batch, c.Accum = 12, 5 }, 2, "pass a multiple of 10"},
 		{func(c *Config) { c.Accum = 0 }, 1, "--accum 0"},
 		{func(c *Config) { c.LR = 0 }, 1, "--lr 0"},
 		{func(c *Config) { c.Steps = -1 }, 1, "--steps -1"},
+		{func(c *Config) { c.Steps = 0 }, 1, "--steps 0: want 1 or more"},
+		{func(c *Config) { c.Momentum = -1 }, 1, "--momentum -1: want 0 (none) or more"},
 		{func(c *Config) { c.Hidden = "10,x" }, 1, `--hidden "10,x"`},
 	}
 	for _, tc := range cases {
@@ -30,6 +34,48 @@ func TestValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", c, err, tc.want)
 		}
+	}
+}
+
+// TestCheckBatch: the messages call the data-parallel ranks what the
+// program calls them.
+func TestCheckBatch(t *testing.T) {
+	c := DefaultConfig()
+	c.Batch = 64
+	err := c.CheckBatch(3, "worker")
+	if want := "--batch 64 does not split into 3 workers x 1 micro-batch: pass a multiple of 3"; err == nil || err.Error() != want {
+		t.Errorf("%v, want %q", err, want)
+	}
+}
+
+// TestDefaultBatch: the default batch splits at any number of ranks and
+// micro-batches, DefaultBatch or the largest multiple below it (one if
+// none is).
+func TestDefaultBatch(t *testing.T) {
+	for _, tc := range []struct{ replicas, accum, want int }{
+		{1, 1, 64}, {2, 1, 64}, {3, 1, 63}, {3, 2, 60}, {5, 4, 60}, {100, 1, 100},
+	} {
+		c := DefaultConfig()
+		c.Accum = tc.accum
+		if got := c.GlobalBatch(tc.replicas); got != tc.want {
+			t.Errorf("%d ranks x %d micro-batches: batch %d, want %d", tc.replicas, tc.accum, got, tc.want)
+		}
+		if err := c.Validate(tc.replicas); err != nil {
+			t.Errorf("%d ranks x %d micro-batches: %v", tc.replicas, tc.accum, err)
+		}
+	}
+	c := DefaultConfig()
+	c.Batch = 64
+	if got := c.GlobalBatch(3); got != 64 {
+		t.Errorf("--batch 64 at 3 ranks: %d, want it as given", got)
+	}
+}
+
+// TestMessage: each line of a joined error says the program's name once.
+func TestMessage(t *testing.T) {
+	err := errors.Join(errors.New("hybrid: a"), errors.New("gpt: b"))
+	if got, want := message("gpt", err), "gpt: hybrid: a\ngpt: b"; got != want {
+		t.Errorf("%q, want %q", got, want)
 	}
 }
 

@@ -55,7 +55,7 @@ func Parser(role Role) func(fs *flag.FlagSet, args []string) (Config, error) {
 			fs.IntVar(&cfg.Slow, "slow-worker", cfg.Slow, "for experiments: this worker (0-based among workers) sleeps --slow-delay each step")
 			fs.DurationVar(&cfg.Delay, "slow-delay", cfg.Delay, "how long --slow-worker sleeps each step")
 		}
-		if err := workload.Parse(fs, args); err != nil {
+		if err := workload.Parse(fs, args, about[role]); err != nil {
 			return cfg, err
 		}
 		switch {
@@ -63,9 +63,42 @@ func Parser(role Role) func(fs *flag.FlagSet, args []string) (Config, error) {
 			return cfg, fmt.Errorf("--servers %d: want 1 or more", cfg.Servers)
 		case cfg.Staleness < 0:
 			return cfg, fmt.Errorf("--staleness %d: want 0 (synchronous) or more", cfg.Staleness)
+		case cfg.Slow < -1:
+			return cfg, fmt.Errorf("--slow-worker %d: want a worker, 0 or more (0-based among the workers), or -1 for none", cfg.Slow)
+		case cfg.Delay < 0:
+			return cfg, fmt.Errorf("--slow-delay %v: want 0 or more", cfg.Delay)
 		}
 		return cfg, nil
 	}
+}
+
+// about is what --help says before the flags, by role.
+var about = map[Role]string{
+	ByRank: `ps trains a model with a parameter server (strategies/ps): the first --servers
+ranks hold the parameters and the optimizer, the others are workers that split
+each global batch.
+
+  gorun -np N ./examples/ps --servers S [flags]`,
+	Server: `server is the parameter-server example's server program, for an MPMD job:
+its ranks come first and hold the parameters and the optimizer.
+
+  ` + usage,
+	Worker: `worker is the parameter-server example's worker program, for an MPMD job:
+its ranks follow the servers' and split each global batch.
+
+  ` + usage,
+}
+
+// checkWorkers says whether the flags fit a job of workers workers: the
+// global batch splits over them, and --slow-worker is one of them.
+func (c Config) checkWorkers(workers int) error {
+	if err := c.CheckBatch(workers, "worker"); err != nil {
+		return err
+	}
+	if c.Slow >= workers {
+		return fmt.Errorf("--slow-worker %d: the job has %d workers: pass 0 to %d (0-based among the workers), or -1 for none", c.Slow, workers, workers-1)
+	}
+	return nil
 }
 
 // register adds the training flags, those every program of a job must

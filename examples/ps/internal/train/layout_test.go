@@ -62,3 +62,36 @@ func TestTrainingFlags(t *testing.T) {
 }
 
 func newFlagSet() *flag.FlagSet { return flag.NewFlagSet("test", flag.ContinueOnError) }
+
+// TestFlagMistakes: each mistake is an error that names the flag and says
+// what to pass, at parsing or, where it depends on the number of workers,
+// once the job's layout is known.
+func TestFlagMistakes(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		workers int
+		want    string
+	}{
+		{[]string{"--slow-worker", "-2"}, 3, "--slow-worker -2: want a worker, 0 or more"},
+		{[]string{"--slow-delay", "-1s"}, 3, "--slow-delay -1s"},
+		{[]string{"--staleness", "-1"}, 3, "--staleness -1"},
+		{[]string{"--slow-worker", "5"}, 3, "--slow-worker 5: the job has 3 workers: pass 0 to 2"},
+		{[]string{"--batch", "64"}, 3, "--batch 64 does not split into 3 workers x 1 micro-batch: pass a multiple of 3"},
+	} {
+		cfg, err := Parser(ByRank)(newFlagSet(), tc.args)
+		if err == nil {
+			err = cfg.checkWorkers(tc.workers)
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v with %d workers: %v, want an error saying %q", tc.args, tc.workers, err, tc.want)
+		}
+	}
+	// The default batch splits over any number of workers.
+	cfg, err := Parser(ByRank)(newFlagSet(), []string{"--slow-worker", "2"})
+	if err == nil {
+		err = cfg.checkWorkers(3)
+	}
+	if err != nil {
+		t.Errorf("the defaults with --slow-worker 2 and 3 workers: %v", err)
+	}
+}

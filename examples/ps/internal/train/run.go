@@ -30,6 +30,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		return err
 	}
 	workers := w.Size() - servers
+	if err := cfg.checkWorkers(workers); err != nil {
+		return err
+	}
 	worker := max(w.Rank()-servers, 0) // servers build worker 0's data: they read none
 	wl, err := workload.New(cfg.Config, worker, workers)
 	if err != nil {
@@ -41,7 +44,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	defer d.Close()
 	if d.IsServer() {
-		return serve(ctx, cfg, d, w.Rank() == 0, out)
+		return serve(ctx, wl.Batch(), d, w.Rank() == 0, out)
 	}
 	for step := 0; step < cfg.Steps; step++ {
 		batches, err := wl.Batches(step)
@@ -59,14 +62,14 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 }
 
 // serve runs a server; rank 0 prints each step as it is applied.
-func serve(ctx context.Context, cfg Config, d *ps.PS, report bool, out io.Writer) error {
+func serve(ctx context.Context, batch int, d *ps.PS, report bool, out io.Writer) error {
 	var loss float32
 	last := time.Now()
 	err := d.Serve(ctx, func(step int, l float32) {
 		loss = l
 		if report {
 			now := time.Now()
-			fmt.Fprintf(out, "step %d loss %.6f samples/s %.1f\n", step+1, l, float64(cfg.Batch)/now.Sub(last).Seconds())
+			fmt.Fprintf(out, "step %d loss %.6f samples/s %.1f\n", step+1, l, float64(batch)/now.Sub(last).Seconds())
 			last = now
 		}
 	})
@@ -104,7 +107,7 @@ func alone(ctx context.Context, cfg Config, out io.Writer) error {
 		if loss, err = localStep(wl.Model, batches, opt); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "step %d loss %.6f samples/s %.1f\n", step+1, loss, float64(cfg.Batch)/time.Since(t0).Seconds())
+		fmt.Fprintf(out, "step %d loss %.6f samples/s %.1f\n", step+1, loss, float64(wl.Batch())/time.Since(t0).Seconds())
 	}
 	fmt.Fprintf(out, "final loss %.6f\n", loss)
 	return nil
