@@ -2,6 +2,8 @@ package prims
 
 import (
 	"context"
+	"fmt"
+	"unsafe"
 
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/topo"
@@ -9,11 +11,15 @@ import (
 
 // AllGather collects every rank's send on every rank: rank i's elements
 // land in recv[i*k:(i+1)*k], k = len(send), the same on every rank. recv
-// has Size()*k elements; send may be recv's own block (in place).
+// has Size()*k elements; send may be recv's own block (in place), and
+// must not overlap recv otherwise (ErrCount).
 func AllGather[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T, opts ...Option) (err error) {
 	kk := len(send)
 	if len(recv) != c.Size()*kk {
 		return argError(c, topo.AllGather, countError("recv has %d elements, want %d ranks x %d", len(recv), c.Size(), kk))
+	}
+	if kk > 0 && !inPlaceOrApart(send, recv, c.Rank()*kk) {
+		return argError(c, topo.AllGather, fmt.Errorf("%w: send overlaps recv other than as this rank's block %d: pass recv[%d:%d] or a buffer apart", ErrCount, c.Rank(), c.Rank()*kk, (c.Rank()+1)*kk))
 	}
 	k, err := start(ctx, c, topo.AllGather, len(recv)*sizeOf[T](), kk == 0 || c.Size() == 1, opts)
 	if err != nil {
@@ -200,4 +206,20 @@ func swapHosts[T spmd.Number](k *call, h *hier, buf []T, kk int) error {
 		}
 	}
 	return reqs.waitAll(k.ctx)
+}
+
+// inPlaceOrApart reports whether send is recv[at:at+len(send)] itself or
+// shares no element with recv: where it overlapped another rank's block,
+// the algorithms that copy it into recv while it travels read it
+// overwritten (linear gathered [102 103 102 103] for [102 103 100 101]).
+func inPlaceOrApart[T spmd.Number](send, recv []T, at int) bool {
+	if len(send) == 0 || len(recv) == 0 {
+		return true
+	}
+	size := unsafe.Sizeof(send[0])
+	s, r := uintptr(unsafe.Pointer(&send[0])), uintptr(unsafe.Pointer(&recv[0]))
+	if s+uintptr(len(send))*size <= r || r+uintptr(len(recv))*size <= s {
+		return true
+	}
+	return s == r+uintptr(at)*size
 }

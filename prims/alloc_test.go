@@ -41,7 +41,8 @@ func TestCollectivesAllocateNothing(t *testing.T) {
 			return prims.Broadcast(ctx, c, buf, 0, prims.WithAlgo(a))
 		}},
 		{topo.AllGather, func(ctx context.Context, c *spmd.Comm, buf []float32, a topo.Algo) error {
-			return prims.AllGather(ctx, c, buf[:len(buf)/p], buf, prims.WithAlgo(a))
+			k := len(buf) / p // in place: this rank's block
+			return prims.AllGather(ctx, c, buf[c.Rank()*k:(c.Rank()+1)*k], buf, prims.WithAlgo(a))
 		}},
 		{topo.Reduce, func(ctx context.Context, c *spmd.Comm, buf []float32, a topo.Algo) error {
 			return prims.Reduce(ctx, c, buf, buf, prims.Sum[float32](), 0, prims.WithAlgo(a))

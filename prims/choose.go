@@ -86,14 +86,14 @@ func Choose(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int) 
 	}
 	t, err := tableFor(ctx, c)
 	if err != nil {
-		return "", fmt.Errorf("choosing a %s algorithm on comm %d: %w", coll, c.ID(), err)
+		return "", fmt.Errorf("choosing the algorithm of %s on comm %d: %w", coll, c.ID(), err)
 	}
 	if a, ok := t.lookup(coll, bytes); ok {
 		return a, nil
 	}
 	m, err := topo.ModelFor(ctx, c)
 	if err != nil {
-		return "", fmt.Errorf("choosing a %s algorithm on comm %d: %w", coll, c.ID(), err)
+		return "", fmt.Errorf("choosing the algorithm of %s on comm %d: %w", coll, c.ID(), err)
 	}
 	return Cheapest(m, coll, c.Size(), bytes, topo.LayoutOf(c)), nil
 }

@@ -34,3 +34,30 @@ func TestConcurrentCallFails(t *testing.T) {
 		return nil
 	})
 }
+
+// An all-gather whose send overlaps recv other than as the rank's own
+// block is refused (ErrCount) before it starts; in place and apart work.
+func TestAllGatherRefusesAnOverlap(t *testing.T) {
+	spmdtest.Run(t, 2, func(ctx context.Context, w *spmd.World) error {
+		r := w.Rank()
+		recv := []int32{0, 0, 0, 0}
+		other := recv[2*(1-r) : 2*(1-r)+2] // the other rank's block
+		other[0], other[1] = int32(10*r), int32(10*r+1)
+		if err := prims.AllGather(ctx, w.Comm, other, recv); !errors.Is(err, prims.ErrCount) {
+			t.Errorf("rank %d: send in the other rank's block: %v, want ErrCount", r, err)
+		}
+		if err := prims.AllGather(ctx, w.Comm, recv[1:3], recv); !errors.Is(err, prims.ErrCount) {
+			t.Errorf("rank %d: send across two blocks: %v, want ErrCount", r, err)
+		}
+		mine := recv[2*r : 2*r+2]
+		mine[0], mine[1] = int32(10*r), int32(10*r+1)
+		if err := prims.AllGather(ctx, w.Comm, mine, recv); err != nil || recv[0] != 0 || recv[3] != 11 {
+			t.Errorf("rank %d: in place: %v, %v", r, err, recv)
+		}
+		apart := []int32{int32(10 * r), int32(10*r + 1)}
+		if err := prims.AllGather(ctx, w.Comm, apart, recv); err != nil || recv[1] != 1 || recv[2] != 10 {
+			t.Errorf("rank %d: apart: %v, %v", r, err, recv)
+		}
+		return nil
+	})
+}

@@ -168,6 +168,9 @@ func (r *Request) Wait(ctx context.Context) (int, error) {
 	}
 	var waited int64 // when the wait began, if it blocked and is traced
 	if !r.finished() {
+		if r.e == nil {
+			panic("spmd: Request.Wait on a freed Request (or one no call returned)")
+		}
 		if r.tr != nil {
 			waited = r.tr.rec.Now()
 		}
