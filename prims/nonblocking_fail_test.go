@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -159,6 +160,10 @@ func TestNonBlockingBlockingGivesUp(t *testing.T) {
 					err := prims.IAllReduce(ctx, w.Comm, buf, prims.Sum[float64]()).Wait(ctx)
 					if !errors.Is(err, prims.ErrAborted) {
 						return fmt.Errorf("got %v, want ErrAborted", err)
+					}
+					// The notice says why rank 0 gave up.
+					if !strings.Contains(err.Error(), "rank 0: another rank abandoned a collective: context canceled") {
+						return fmt.Errorf("got %v, want rank 0's reason", err)
 					}
 					return nil
 				}

@@ -262,15 +262,16 @@ func listen(cc *spmd.Comm, st *state) {
 		buf := make([]byte, noticeLen)
 		req := cc.Listen(r, noticeTag, buf)
 		go func() {
-			if n, err := req.Wait(context.Background()); err == nil && n == noticeLen {
-				st.breaks(decodeNotice(cc, r, buf))
+			if n, err := req.Wait(context.Background()); err == nil && n >= 4 {
+				st.breaks(decodeNotice(cc, r, buf[:n]))
 			}
 		}()
 	}
 }
 
-// A notice says why a rank gave up: the world rank it lost, or -1.
-const noticeLen = 4
+// A notice says why a rank gave up: the world rank it lost, or -1, then
+// its error's text, cut to fit noticeLen bytes in all.
+const noticeLen = 256
 
 // giveUp marks the communicator broken after this rank's collective failed
 // with err, and tells every other member, so that none waits for this rank.
@@ -285,6 +286,11 @@ func (st *state) giveUp(cc *spmd.Comm, err error) {
 		lost = int32(pe.Rank)
 	}
 	msg := binary.LittleEndian.AppendUint32(nil, uint32(lost))
+	why := err.Error()
+	if len(why) > noticeLen-4 {
+		why = why[:noticeLen-7] + "..."
+	}
+	msg = append(msg, why...)
 	for r := 0; r < cc.Size(); r++ {
 		if r != cc.Rank() {
 			cc.Isend(context.Background(), r, noticeTag, msg) // a lost member cannot be told
@@ -295,7 +301,10 @@ func (st *state) giveUp(cc *spmd.Comm, err error) {
 func decodeNotice(cc *spmd.Comm, from int, msg []byte) error {
 	lost := int32(binary.LittleEndian.Uint32(msg))
 	if lost < 0 {
-		return fmt.Errorf("rank %d of comm %d: %w", from, cc.ID(), ErrAborted)
+		if why := string(msg[4:]); why != "" {
+			return fmt.Errorf("rank %d: %w: %s", from, ErrAborted, why)
+		}
+		return fmt.Errorf("rank %d: %w", from, ErrAborted)
 	}
 	return &spmd.PeerError{Rank: int(lost), Err: fmt.Errorf("%w (seen by rank %d of comm %d)", spmd.ErrPeerLost, from, cc.ID())}
 }
