@@ -6,8 +6,9 @@
 // With profiling off (no gorun --profile) the Recorder is nil, and every
 // call on a nil *Recorder returns at once: a nil check. With profiling on
 // each rank streams its events to DIR/rank.N.trace as it runs, through a
-// buffer of a few tens of KiB, so that a long job holds no more than that:
-// a rank that crashes loses the buffer's events, and its file lacks the
+// buffer of a few tens of KiB, so that a long job holds no more than that,
+// written when it is full and every 20 ms: a rank that crashes or is
+// killed loses at most its last 20 ms of events, and its file lacks the
 // end record, which goprof reports.
 //
 // # File format (version 2)
