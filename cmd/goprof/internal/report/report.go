@@ -38,6 +38,12 @@ type Info struct {
 	Ranks    []int    `json:"ranks"` // the ranks analysed
 	Missing  []int    `json:"missing,omitempty"`
 	Problems []string `json:"problems,omitempty"`
+	Cut      []int    `json:"cut_short,omitempty"` // ranks whose trace lacks its end record (the rank died, was killed or runs still)
+	// LeftOut are the ranks the figures that compare ranks (Imbalance,
+	// POP, RegionStat.CV, Bandwidth) leave out: without events, or cut
+	// short beside whole ones. Notes say so for people.
+	LeftOut  []int    `json:"left_out,omitempty"`
+	Notes    []string `json:"notes,omitempty"`
 	Duration int64    `json:"duration_ns"`
 	Events   int      `json:"events"`
 }
@@ -199,13 +205,14 @@ func Analyze(j *job.Job) *Report {
 		r.Job.Events += len(x.Events)
 	}
 	r.ranks(j)
+	left := r.partial(j)
 	r.ops(j)
-	r.regions(j)
-	r.balance()
+	r.regions(j, left)
+	r.balance(left)
 	r.lateSenders(j)
 	colls := j.Collectives()
 	r.collectiveWaits(j, colls)
-	r.bandwidth(j, colls)
+	r.bandwidth(j, colls, left)
 	r.steps(j)
 	r.pipeline(j)
 	return r
