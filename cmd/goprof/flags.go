@@ -74,6 +74,9 @@ func loadDir(cliCtx *cli.Context, dir string, warn io.Writer) (*job.Job, error) 
 		for _, p := range j.Problems {
 			fmt.Fprintf(warn, "goprof: warning: %s\n", p)
 		}
+		if n := j.EarlierNote(); n != "" {
+			fmt.Fprintf(warn, "goprof: note: %s\n", n)
+		}
 	}
 	return j, nil
 }

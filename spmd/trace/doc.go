@@ -18,7 +18,9 @@
 // does not know. Integers in payloads are uvarints; signed ones are
 // zigzag varints. The kinds:
 //
-//   - header: JSON (Header): version, rank, size, job, host, pid, start.
+//   - header: JSON (Header): version, rank, size, job, host, pid, start,
+//     program and, after a restart (gorun --max-restarts), which start of
+//     the job wrote the file.
 //   - string: id, bytes. Names, algorithms, tracks and call sites are
 //     written once and referred to by id; id 0 is the empty string.
 //   - comm: id, size, the world ranks of its members in order.

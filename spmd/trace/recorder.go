@@ -80,6 +80,12 @@ func WithFlushEvery(d time.Duration) Option {
 // FileName returns the name of rank's trace file in a profile directory.
 func FileName(rank int) string { return fmt.Sprintf("rank.%d.trace", rank) }
 
+// StartDir returns the directory in profile directory dir that holds the
+// files of start k (GORUN_RESTART_COUNT) of a job gorun restarted
+// (--max-restarts): when a later start opens its trace, each rank moves its
+// files of the one before there, so that dir holds the last start's.
+func StartDir(dir string, k int) string { return filepath.Join(dir, fmt.Sprintf("start.%d", k)) }
+
 // New creates dir (if needed) and dir/rank.N.trace for h.Rank, writes the
 // file's header and returns the recorder that streams into it.
 func New(dir string, h Header, opts ...Option) (*Recorder, error) {

@@ -43,6 +43,8 @@ type Info struct {
 	// POP, RegionStat.CV, Bandwidth) leave out: without events, or cut
 	// short beside whole ones. Notes say so for people.
 	LeftOut  []int    `json:"left_out,omitempty"`
+	Restart  int      `json:"restart,omitempty"`        // which start of a job gorun restarted this is
+	Earlier  []string `json:"earlier_starts,omitempty"` // the directories of its earlier starts' traces
 	Notes    []string `json:"notes,omitempty"`
 	Duration int64    `json:"duration_ns"`
 	Events   int      `json:"events"`
@@ -204,6 +206,10 @@ func Analyze(j *job.Job) *Report {
 		r.Job.Ranks = append(r.Job.Ranks, x.Rank)
 		r.Job.Events += len(x.Events)
 	}
+	if n := j.EarlierNote(); n != "" {
+		r.Job.Notes = append(r.Job.Notes, n)
+	}
+	r.Job.Restart, r.Job.Earlier = j.Restart, j.Earlier
 	r.ranks(j)
 	left := r.partial(j)
 	r.ops(j)

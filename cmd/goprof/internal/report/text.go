@@ -113,6 +113,9 @@ func (r *Report) textJob(w *textWriter) {
 	if j.ID != "" {
 		w.printf(", id %s", j.ID)
 	}
+	if j.Restart > 0 {
+		w.printf(", start %d (gorun restarted it %s)", j.Restart, times(j.Restart))
+	}
 	w.printf(", %s, %d events\n", Dur(j.Duration), j.Events)
 	if len(j.Ranks) != j.Size {
 		w.printf("ranks:    %s\n", job.Ranges(j.Ranks))

@@ -3,8 +3,10 @@ package main
 import (
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gorun-hpc/gorun/cmd/goprof/internal/report"
@@ -107,4 +109,37 @@ func headerEnd(b []byte) int {
 	at := len(trace.Magic) + 1 // the header's kind byte
 	n, w := binary.Uvarint(b[at:])
 	return at + w + int(n)
+}
+
+// TestRestartedJob: goprof DIR reports a restarted job's last start and
+// says where its earlier starts' traces are (gorun's ranks move them to
+// DIR/start.K); goprof DIR/start.0 reads the first. A start.K left by
+// another run, K not below this start's, is not named.
+func TestRestartedJob(t *testing.T) {
+	dir := t.TempDir()
+	for _, s := range []struct {
+		dir     string
+		restart int
+	}{{filepath.Join(dir, "start.0"), 0}, {dir, 1}, {filepath.Join(dir, "start.1"), 1}} {
+		j, err := synth.New(s.dir, 2, synth.Options{Job: fmt.Sprint("start", s.restart), Restart: s.restart})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.Training(200)
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := filepath.Join(dir, "start.0")
+	r := goprof(t, "report", dir)
+	r.want(t, 0, "id start1, start 1 (gorun restarted it once)", "its earlier starts' are in "+first+" (goprof report "+first+")")
+	if strings.Contains(r.stdout, "start.1") {
+		t.Errorf("the report names start.1, a later start than its own:\n%s", r.stdout)
+	}
+	goprof(t, "svg", dir, "-o", filepath.Join(t.TempDir(), "x.svg")).want(t, 0, "note: gorun restarted this job", first)
+	r = goprof(t, "report", first)
+	r.want(t, 0, "id start0,")
+	if strings.Contains(r.stdout, "restarted") {
+		t.Errorf("the first start's report says it was restarted:\n%s", r.stdout)
+	}
 }
