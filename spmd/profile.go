@@ -3,7 +3,9 @@ package spmd
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -21,11 +23,48 @@ const clockTag = barrierTag - 2
 // estimate theirs.
 const clockRounds = 10
 
-// newRecorder opens the trace file of this rank (gorun --profile).
+// newRecorder opens the trace file of this rank (gorun --profile), after
+// moving this rank's files of the job's earlier start out of its way.
 func newRecorder(env Env, hostname string) (*trace.Recorder, error) {
-	h := trace.Header{Rank: env.Rank, Size: env.Size, Job: env.JobID, Host: hostname, Program: strings.Join(os.Args, " ")}
+	if err := keepEarlierStart(env); err != nil {
+		return nil, err
+	}
+	h := trace.Header{Rank: env.Rank, Size: env.Size, Job: env.JobID, Host: hostname, Program: strings.Join(os.Args, " "), Restart: env.RestartCount}
 	return trace.New(env.ProfileDir, h)
 }
+
+// keepEarlierStart moves this rank's trace and CPU profile of an earlier
+// start of a restarted job (gorun --max-restarts) to trace.StartDir of the
+// start that wrote them (its header says which; the start before this one
+// when it cannot be read), where this start would have overwritten them.
+func keepEarlierStart(env Env) error {
+	if env.RestartCount == 0 {
+		return nil
+	}
+	h, err := trace.ReadHeader(filepath.Join(env.ProfileDir, trace.FileName(env.Rank)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // this rank left no trace, or its file has been moved
+	}
+	k := env.RestartCount - 1
+	if err == nil && h.Restart < k {
+		k = h.Restart
+	}
+	dst := trace.StartDir(env.ProfileDir, k)
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return fmt.Errorf("keeping the trace of the job's start %d: %w", k, err)
+	}
+	for _, name := range []string{trace.FileName(env.Rank), cpuProfileName(env.Rank)} {
+		err := os.Rename(filepath.Join(env.ProfileDir, name), filepath.Join(dst, name))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("keeping the trace of the job's start %d: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// cpuProfileName is the name of rank's CPU profile in the profile
+// directory (gorun --profile-cpu).
+func cpuProfileName(rank int) string { return fmt.Sprintf("rank.%d.cpu.pprof", rank) }
 
 // startProfile measures the clock offset to rank 0 into rec, makes rec the
 // process's recorder for regions, and starts the CPU profile when asked.
@@ -37,7 +76,7 @@ func (w *World) startProfile(ctx context.Context, rec *trace.Recorder) error {
 	if !w.env.ProfileCPU {
 		return nil
 	}
-	path := filepath.Join(w.env.ProfileDir, fmt.Sprintf("rank.%d.cpu.pprof", w.Rank()))
+	path := filepath.Join(w.env.ProfileDir, cpuProfileName(w.Rank()))
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("CPU profile: %w", err)

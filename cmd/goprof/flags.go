@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -26,8 +27,10 @@ const (
 func narrowFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: flagRank, Usage: "only the ranks in `LIST`, such as 0,2-5"},
-		&cli.DurationFlag{Name: flagFrom, Usage: "only the events that start `AT` or after, counted from the job's first event (1.5s, 200ms)"},
-		&cli.DurationFlag{Name: flagTo, Usage: "only the events that start before `AT`, counted from the job's first event"},
+		// Strings, not cli.DurationFlag: its error for "1.5" says only
+		// "parse error", and its help "(default: 0s)" for the end.
+		&cli.StringFlag{Name: flagFrom, Usage: "only the events that start `AT` or after, counted from the job's first event, a duration with a unit (1.5s, 200ms) (default: its first event)"},
+		&cli.StringFlag{Name: flagTo, Usage: "only the events that start before `AT`, counted from the job's first event (default: its end)"},
 	}
 }
 
@@ -63,19 +66,46 @@ func loadDir(cliCtx *cli.Context, dir string, warn io.Writer) (*job.Job, error) 
 			return nil, usageError{fmt.Errorf("--rank %w", err)}
 		}
 	}
-	from, to := cliCtx.Duration(flagFrom), cliCtx.Duration(flagTo)
+	from, err := durationFlag(cliCtx, flagFrom)
+	if err != nil {
+		return nil, err
+	}
+	to, err := durationFlag(cliCtx, flagTo)
+	if err != nil {
+		return nil, err
+	}
 	if from < 0 || to < 0 {
 		return nil, usageError{errors.New("--from and --to count from the job's first event: give 0 or more")}
 	}
+	end := time.Duration(j.Duration)
 	if err := j.Narrow(keep, int64(from), int64(to)); err != nil {
 		return nil, usageError{err}
+	}
+	if from > end {
+		return nil, usageError{fmt.Errorf("--from %s is past the trace's end at %v (%s)", cliCtx.String(flagFrom), end.Round(time.Microsecond), dir)}
 	}
 	if warn != nil {
 		for _, p := range j.Problems {
 			fmt.Fprintf(warn, "goprof: warning: %s\n", p)
 		}
+		if n := j.EarlierNote(); n != "" {
+			fmt.Fprintf(warn, "goprof: note: %s\n", n)
+		}
 	}
 	return j, nil
+}
+
+// durationFlag reads flag name, a duration with a unit; "" is 0.
+func durationFlag(cliCtx *cli.Context, name string) (time.Duration, error) {
+	s := cliCtx.String(name)
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, usageError{fmt.Errorf("--%s %s: want a duration with a unit, e.g. 1.5s or 200ms", name, s)}
+	}
+	return d, nil
 }
 
 // output runs write on the output the command was told to make: "-" is

@@ -60,3 +60,17 @@ func TestManPage(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeCommands fails when README.md's profiling section leaves out
+// a goprof command that the man page (generated from the app) has.
+func TestReadmeCommands(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range newApp().Commands {
+		if !strings.Contains(string(b), "go run ./cmd/goprof "+c.Name+" ") {
+			t.Errorf("README.md shows no %q: add it to the Profiling section's examples", "go run ./cmd/goprof "+c.Name)
+		}
+	}
+}

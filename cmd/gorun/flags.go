@@ -92,7 +92,7 @@ func flags() []cli.Flag {
 		&cli.DurationFlag{Name: flagKillGrace, Value: launch.DefaultKillGrace, Usage: "wait `DURATION` between SIGTERM and SIGKILL when stopping ranks"},
 		&cli.DurationFlag{Name: flagInitTimeout, Usage: "have each rank's spmd.Init wait `DURATION` for all ranks (sets GORUN_INIT_TIMEOUT)"},
 		&cli.StringFlag{Name: flagWdir, Usage: "run the ranks in `DIR`"},
-		&cli.StringFlag{Name: flagProfile, Usage: "have the ranks write trace files to `DIR` (created; sets GORUN_PROFILE_DIR); goprof reads them"},
+		&cli.StringFlag{Name: flagProfile, Usage: "have the ranks write trace files to `DIR` (created; sets GORUN_PROFILE_DIR); goprof reads them. Under --max-restarts DIR holds the last start's, and DIR/start.K the K-th start's (0: the first)"},
 		&cli.BoolFlag{Name: flagProfileCPU, Usage: "with --profile, have each Go rank also write its CPU profile, DIR/rank.N.cpu.pprof (sets GORUN_PROFILE_CPU=1)"},
 		&cli.BoolFlag{Name: flagDryRun, Usage: "print the plan (ranks, hosts, environment) and start nothing"},
 		&cli.BoolFlag{Name: flagVerbose, Usage: "log the launch and rendezvous steps (sets GORUN_VERBOSE=1 for the ranks)"},

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/trace"
 )
 
 // TestRankKilled: a rank killed mid-training stops the job; gorun names
@@ -99,8 +101,8 @@ func TestRestartResumes(t *testing.T) {
 	gorun, ddp := build(t)
 	args := append([]string{"--steps", "30", "--ckpt-every", "5"}, small...)
 	want := losses(t, job(t, gorun, ddp, 2, append(args, "--ckpt", t.TempDir())...))
-	dir := t.TempDir()
-	cmd := exec.Command(gorun, append([]string{"-np", "2", "--max-restarts", "1", "--timeout", "2m", ddp, "--ckpt", dir, "--resume", "--crash-at", "13"}, args...)...)
+	dir, prof := t.TempDir(), t.TempDir()
+	cmd := exec.Command(gorun, append([]string{"-np", "2", "--max-restarts", "1", "--timeout", "2m", "--profile", prof, ddp, "--ckpt", dir, "--resume", "--crash-at", "13"}, args...)...)
 	cmd.WaitDelay = 10 * time.Second
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -118,4 +120,29 @@ func TestRestartResumes(t *testing.T) {
 	}
 	got := losses(t, string(out))
 	sameLosses(t, "restarted", got, want, 11, 30)
+	restartedTraces(t, prof)
+}
+
+// restartedTraces checks the traces of the job TestRestartResumes ran
+// under --profile: its second start's in the directory, whole, and its
+// first's in start.0, rank 1's cut short where it was killed (its steps
+// here take less than the recorder's 20 ms between writes, so what it
+// keeps of them varies).
+func restartedTraces(t *testing.T, prof string) {
+	t.Helper()
+	for r := range 2 {
+		f, err := trace.ReadFile(filepath.Join(prof, trace.FileName(r)))
+		if err != nil || f.Header.Restart != 1 {
+			t.Errorf("rank %d's trace of the second start: %v, written by start %d", r, err, f.Header.Restart)
+		}
+		f, err = trace.ReadFile(filepath.Join(trace.StartDir(prof, 0), trace.FileName(r)))
+		switch {
+		case f == nil || f.Header.Restart != 0:
+			t.Errorf("rank %d's trace of the first start: %v", r, err)
+		case r == 0 && err != nil:
+			t.Errorf("rank 0's trace of the first start: %v", err)
+		case r == 1 && (!errors.Is(err, trace.ErrTruncated) || f.RTT == 0):
+			t.Errorf("rank 1's trace of the first start, killed at step 13: %v, clock round trip %d; want it cut short, with its clock record", err, f.RTT)
+		}
+	}
 }

@@ -6,8 +6,9 @@
 // With profiling off (no gorun --profile) the Recorder is nil, and every
 // call on a nil *Recorder returns at once: a nil check. With profiling on
 // each rank streams its events to DIR/rank.N.trace as it runs, through a
-// buffer of a few tens of KiB, so that a long job holds no more than that:
-// a rank that crashes loses the buffer's events, and its file lacks the
+// buffer of a few tens of KiB, so that a long job holds no more than that,
+// written when it is full and every 20 ms: a rank that crashes or is
+// killed loses at most its last 20 ms of events, and its file lacks the
 // end record, which goprof reports.
 //
 // # File format (version 2)
@@ -17,7 +18,9 @@
 // does not know. Integers in payloads are uvarints; signed ones are
 // zigzag varints. The kinds:
 //
-//   - header: JSON (Header): version, rank, size, job, host, pid, start.
+//   - header: JSON (Header): version, rank, size, job, host, pid, start,
+//     program and, after a restart (gorun --max-restarts), which start of
+//     the job wrote the file.
 //   - string: id, bytes. Names, algorithms, tracks and call sites are
 //     written once and referred to by id; id 0 is the empty string.
 //   - comm: id, size, the world ranks of its members in order.

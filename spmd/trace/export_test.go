@@ -6,10 +6,11 @@ var Callers = callers
 
 // The package's tuning constants, for tests that check them.
 const (
-	FlushAt   = flushAt
-	HeapEvery = heapEvery
-	MaxRecord = maxRecord
-	SiteDepth = siteDepth
+	FlushAt    = flushAt
+	FlushEvery = flushEvery
+	HeapEvery  = heapEvery
+	MaxRecord  = maxRecord
+	SiteDepth  = siteDepth
 )
 
 // SiteVia calls r.Site depth+1 frames down inside package trace, as spmd

@@ -81,6 +81,7 @@ type Header struct {
 	Pid     int       `json:"pid"`
 	Start   time.Time `json:"start"` // wall clock at the recorder's time 0
 	Program string    `json:"program,omitempty"`
+	Restart int       `json:"restart,omitempty"` // GORUN_RESTART_COUNT: which start of a restarted job wrote it
 }
 
 // The record kinds of the file format.

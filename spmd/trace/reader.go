@@ -52,6 +52,20 @@ func ReadFile(path string) (*File, error) {
 	return f, err
 }
 
+// ReadHeader decodes only the header of the trace file at path.
+func ReadHeader(path string) (Header, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return Header{}, err
+	}
+	defer fh.Close()
+	d := &decoder{r: bufio.NewReaderSize(fh, 4<<10), f: &File{Strings: []string{""}, Comms: map[uint32][]int{}}, headerOnly: true}
+	if err := d.run(); err != nil {
+		return Header{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return d.f.Header, nil
+}
+
 // Read decodes a trace from r: see ReadFile.
 func Read(r io.Reader) (*File, error) { return read(r, 0) }
 
@@ -69,6 +83,8 @@ type decoder struct {
 	last int64
 	hint int // about how many events, once the header says this is a trace
 	p    []byte
+
+	headerOnly bool // stop after the header
 }
 
 func (d *decoder) run() error {
@@ -115,6 +131,9 @@ func (d *decoder) run() error {
 		first = false
 		if err := d.record(k, d.p); err != nil {
 			return fmt.Errorf("%w: record at byte %d: %v", ErrCorrupt, start, err)
+		}
+		if d.headerOnly {
+			return nil
 		}
 		if k == recEnd {
 			d.f.Done = true

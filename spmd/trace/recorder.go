@@ -19,6 +19,14 @@ const fastSeqs = 64
 // them to its file.
 const flushAt = 64 << 10
 
+// flushEvery is how often the recorder writes what it holds however
+// little that is, so that a rank killed (SIGKILL, os.Exit, a panic) leaves
+// its events up to this long before it died, and its clock record. A DDP
+// step can take 10 ms: with 100 ms a rank killed at its third step (ddp
+// --crash-at 3) often left nothing after Init's barrier. A flush is one
+// write of what built up since the last, under the lock.
+const flushEvery = 20 * time.Millisecond
+
 // Recorder streams one rank's events to its trace file. It is safe for
 // concurrent use; every method of a nil Recorder does nothing.
 type Recorder struct {
@@ -26,6 +34,11 @@ type Recorder struct {
 	rank  int
 	start time.Time
 	clock func() time.Duration
+	every time.Duration // how often flushLoop writes (flushEvery)
+
+	stop     chan struct{} // closed to stop flushLoop
+	stopOnce sync.Once
+	flushed  chan struct{} // closed when flushLoop has returned
 
 	// fastSeqs are the next collective indexes of the communicators with
 	// the smallest ids, counted without the lock.
@@ -58,8 +71,20 @@ func WithClock(now func() time.Duration) Option {
 	return func(r *Recorder) { r.clock = now }
 }
 
+// WithFlushEvery makes the recorder write what it holds every d instead of
+// every 20 ms; 0 or less writes only when its buffer is full and at Close.
+func WithFlushEvery(d time.Duration) Option {
+	return func(r *Recorder) { r.every = d }
+}
+
 // FileName returns the name of rank's trace file in a profile directory.
 func FileName(rank int) string { return fmt.Sprintf("rank.%d.trace", rank) }
+
+// StartDir returns the directory in profile directory dir that holds the
+// files of start k (GORUN_RESTART_COUNT) of a job gorun restarted
+// (--max-restarts): when a later start opens its trace, each rank moves its
+// files of the one before there, so that dir holds the last start's.
+func StartDir(dir string, k int) string { return filepath.Join(dir, fmt.Sprintf("start.%d", k)) }
 
 // New creates dir (if needed) and dir/rank.N.trace for h.Rank, writes the
 // file's header and returns the recorder that streams into it.
@@ -77,6 +102,7 @@ func New(dir string, h Header, opts ...Option) (*Recorder, error) {
 		strs:  map[string]uint32{"": 0},
 		sites: map[[siteDepth]uintptr]uint32{},
 		seqs:  map[uint32]uint64{},
+		every: flushEvery,
 	}
 	r.clock = func() time.Duration { return time.Since(r.start) }
 	for _, o := range opts {
@@ -104,8 +130,35 @@ func New(dir string, h Header, opts ...Option) (*Recorder, error) {
 		f.Close()
 		return nil, r.err
 	}
+	r.stop, r.flushed = make(chan struct{}), make(chan struct{})
+	go r.flushLoop()
 	opened(r)
 	return r, nil
+}
+
+// flushLoop writes the buffer every r.every until Close. It costs the
+// events nothing: they find the lock taken at most once an interval, for
+// one write of what built up since the last.
+func (r *Recorder) flushLoop() {
+	defer close(r.flushed)
+	if r.every <= 0 {
+		<-r.stop
+		return
+	}
+	t := time.NewTicker(r.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+			r.mu.Lock()
+			if !r.closed {
+				r.flushLocked()
+			}
+			r.mu.Unlock()
+		}
+	}
 }
 
 // Path returns the file the recorder writes.
@@ -306,6 +359,8 @@ func (r *Recorder) Close() error {
 	if r == nil {
 		return nil
 	}
+	r.stopOnce.Do(func() { close(r.stop) })
+	<-r.flushed
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {

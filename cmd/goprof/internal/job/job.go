@@ -38,6 +38,10 @@ type Job struct {
 	ID      string // GORUN_JOB_ID
 	Program string
 	Size    int
+	Restart int // which start of a job gorun restarted (--max-restarts) this is: 0, 1, ...
+	// Earlier are the directories, start.K under Dir, that hold the
+	// traces of the earlier starts of a restarted job, in start order.
+	Earlier []string
 	Ranks   []*Rank // by rank; nil for a rank whose trace is missing
 	Missing []int   // ranks without a usable trace file
 	// Problems says what is wrong with the directory's files, one line
@@ -92,6 +96,8 @@ func (j *Job) Present() []*Rank {
 var ErrNoTraces = errors.New("no trace files")
 
 var traceName = regexp.MustCompile(`^rank\.(\d+)\.trace$`)
+
+var startName = regexp.MustCompile(`^start\.(\d+)$`)
 
 // Load reads every rank.N.trace file of dir. It fails only when no file
 // could be used; damaged, foreign and missing files are listed in
@@ -167,7 +173,8 @@ func Load(dir string) (*Job, error) {
 		kept = append(kept, l)
 	}
 	h := kept[0].f.Header
-	j.ID, j.Size, j.Program = h.Job, h.Size, h.Program
+	j.ID, j.Size, j.Program, j.Restart = h.Job, h.Size, h.Program, h.Restart
+	j.Earlier = earlier(dir, ents, j.Restart)
 	j.Ranks = make([]*Rank, j.Size)
 	for _, l := range kept {
 		j.Ranks[l.rank] = j.add(filepath.Join(dir, l.name), l.f)
@@ -182,6 +189,40 @@ func Load(dir string) (*Job, error) {
 	}
 	j.origin()
 	return j, nil
+}
+
+// earlier returns the start.K directories among ents of the starts before
+// start restart, by K: those of another run in the same directory are not
+// this job's.
+func earlier(dir string, ents []os.DirEntry, restart int) []string {
+	type start struct {
+		k    int
+		name string
+	}
+	var ss []start
+	for _, e := range ents {
+		if m := startName.FindStringSubmatch(e.Name()); m != nil && e.IsDir() {
+			if k, err := strconv.Atoi(m[1]); err == nil && k < restart {
+				ss = append(ss, start{k, e.Name()})
+			}
+		}
+	}
+	sort.Slice(ss, func(a, b int) bool { return ss[a].k < ss[b].k })
+	var dirs []string
+	for _, s := range ss {
+		dirs = append(dirs, filepath.Join(dir, s.name))
+	}
+	return dirs
+}
+
+// EarlierNote says where the traces of a restarted job's earlier starts
+// are, or returns "".
+func (j *Job) EarlierNote() string {
+	if len(j.Earlier) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("gorun restarted this job (--max-restarts): these are the traces of its start %d; its earlier starts' are in %s (goprof report %s)", j.Restart,
+		strings.Join(j.Earlier, ", "), j.Earlier[len(j.Earlier)-1])
 }
 
 // jobKey is what a trace file's job is known by: its id and size.

@@ -118,7 +118,7 @@ func problems(m *markup, j *job.Job, r *report.Report) {
 			incomplete = append(incomplete, s.Rank)
 		}
 	}
-	if len(j.Missing) == 0 && len(r.Job.Problems) == 0 && len(incomplete) == 0 {
+	if len(j.Missing) == 0 && len(r.Job.Problems) == 0 && len(incomplete) == 0 && len(r.Job.Notes) == 0 {
 		return
 	}
 	m.raw("<section id=\"problems\" class=\"problems\">\n<h2>Problems</h2>\n")
@@ -144,6 +144,11 @@ func problems(m *markup, j *job.Job, r *report.Report) {
 			m.raw("</li>\n")
 		}
 		m.raw("</ul>\n")
+	}
+	for _, n := range r.Job.Notes {
+		m.raw("<p class=\"note\">")
+		m.text(n)
+		m.raw("</p>\n")
 	}
 	m.raw("</section>\n")
 }

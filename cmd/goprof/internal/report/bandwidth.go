@@ -23,8 +23,11 @@ func busFactor(op string, p int) float64 {
 
 // bandwidth groups the collective calls by operation, size and algorithm,
 // and times each call from its last member's entry to its last exit: the
-// collective's own time, without the wait for late members.
-func (r *Report) bandwidth(j *job.Job, colls []job.Instance) {
+// collective's own time, without the wait for late members. A call that
+// lacks a member whose trace is missing is timed by the mean of the calls
+// recorded; one that lacks a member left out (its trace is cut short) is
+// left out: the member's time is not missing but unknown.
+func (r *Report) bandwidth(j *job.Job, colls []job.Instance, left map[int]bool) {
 	type key struct {
 		op, algo string
 		p        int
@@ -52,6 +55,9 @@ func (r *Report) bandwidth(j *job.Job, colls []job.Instance) {
 			}
 			t = lastOut - lastIn
 		} else {
+			if lacksLeftOut(j, &in, left) {
+				continue
+			}
 			if p == 0 {
 				p = len(in.Calls)
 			}
@@ -96,4 +102,25 @@ func (r *Report) bandwidth(j *job.Job, colls []job.Instance) {
 		}
 		return x.Algo < y.Algo
 	})
+}
+
+// lacksLeftOut reports whether a member of in that the report leaves out
+// has no call in it.
+func lacksLeftOut(j *job.Job, in *job.Instance, left map[int]bool) bool {
+	if len(left) == 0 {
+		return false
+	}
+	if len(in.Members) == 0 {
+		return true // who should have called is unknown
+	}
+	called := map[int]bool{}
+	for _, c := range in.Calls {
+		called[c.Rank] = true
+	}
+	for _, m := range in.Members {
+		if left[m] && !called[m] {
+			return true
+		}
+	}
+	return false
 }

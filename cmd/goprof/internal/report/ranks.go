@@ -118,7 +118,9 @@ func addSize(bs []Bucket, n int64) []Bucket {
 	return slices.Insert(bs, i, Bucket{Upto: upto, Count: 1})
 }
 
-func (r *Report) regions(j *job.Job) {
+// regions sums the regions by name; their cv is over the ranks not left
+// out.
+func (r *Report) regions(j *job.Job, left map[int]bool) {
 	by := map[string]*RegionStat{}
 	perRank := map[string]map[int]int64{}
 	for _, x := range j.Present() {
@@ -145,7 +147,9 @@ func (r *Report) regions(j *job.Job) {
 		s.Mean = s.Total / int64(s.Count)
 		var v []float64
 		for _, x := range j.Present() {
-			v = append(v, float64(perRank[n][x.Rank]))
+			if !left[x.Rank] {
+				v = append(v, float64(perRank[n][x.Rank]))
+			}
 		}
 		s.CV = cv(v)
 		r.Regions = append(r.Regions, *s)
@@ -158,20 +162,24 @@ func (r *Report) regions(j *job.Job) {
 	})
 }
 
-func (r *Report) balance() {
-	if len(r.Ranks) == 0 {
-		return
-	}
+// balance compares the ranks not left out.
+func (r *Report) balance(left map[int]bool) {
 	var app, cm []float64
 	var maxWall int64
 	im := &r.Imbalance
 	for _, s := range r.Ranks {
+		if left[s.Rank] {
+			continue
+		}
 		app = append(app, float64(s.App))
 		cm = append(cm, float64(s.Comm))
 		if s.App > im.MaxApp || len(app) == 1 {
 			im.MaxApp, im.MostLoaded = s.App, s.Rank
 		}
 		maxWall = max(maxWall, s.Wall)
+	}
+	if len(app) == 0 {
+		return
 	}
 	im.AppCV, im.CommCV = cv(app), cv(cm)
 	im.MeanApp = int64(mean(app))

@@ -38,6 +38,14 @@ type Info struct {
 	Ranks    []int    `json:"ranks"` // the ranks analysed
 	Missing  []int    `json:"missing,omitempty"`
 	Problems []string `json:"problems,omitempty"`
+	Cut      []int    `json:"cut_short,omitempty"` // ranks whose trace lacks its end record (the rank died, was killed or runs still)
+	// LeftOut are the ranks the figures that compare ranks (Imbalance,
+	// POP, RegionStat.CV, Bandwidth) leave out: without events, or cut
+	// short beside whole ones. Notes say so for people.
+	LeftOut  []int    `json:"left_out,omitempty"`
+	Restart  int      `json:"restart,omitempty"`        // which start of a job gorun restarted this is
+	Earlier  []string `json:"earlier_starts,omitempty"` // the directories of its earlier starts' traces
+	Notes    []string `json:"notes,omitempty"`
 	Duration int64    `json:"duration_ns"`
 	Events   int      `json:"events"`
 }
@@ -198,14 +206,19 @@ func Analyze(j *job.Job) *Report {
 		r.Job.Ranks = append(r.Job.Ranks, x.Rank)
 		r.Job.Events += len(x.Events)
 	}
+	if n := j.EarlierNote(); n != "" {
+		r.Job.Notes = append(r.Job.Notes, n)
+	}
+	r.Job.Restart, r.Job.Earlier = j.Restart, j.Earlier
 	r.ranks(j)
+	left := r.partial(j)
 	r.ops(j)
-	r.regions(j)
-	r.balance()
+	r.regions(j, left)
+	r.balance(left)
 	r.lateSenders(j)
 	colls := j.Collectives()
 	r.collectiveWaits(j, colls)
-	r.bandwidth(j, colls)
+	r.bandwidth(j, colls, left)
 	r.steps(j)
 	r.pipeline(j)
 	return r

@@ -113,12 +113,18 @@ func (r *Report) textJob(w *textWriter) {
 	if j.ID != "" {
 		w.printf(", id %s", j.ID)
 	}
+	if j.Restart > 0 {
+		w.printf(", start %d (gorun restarted it %s)", j.Restart, times(j.Restart))
+	}
 	w.printf(", %s, %d events\n", Dur(j.Duration), j.Events)
 	if len(j.Ranks) != j.Size {
 		w.printf("ranks:    %s\n", job.Ranges(j.Ranks))
 	}
 	for _, p := range j.Problems {
 		w.printf("warning:  %s\n", p)
+	}
+	for _, n := range j.Notes {
+		w.printf("note:     %s\n", n)
 	}
 }
 
@@ -173,12 +179,16 @@ func (r *Report) textRegions(w *textWriter) {
 	for _, s := range r.Regions {
 		rows = append(rows, fmt.Sprintf("%s\t%d\t%s\t%s\t%s\t%.2f", s.Name, s.Count, Dur(s.Total), Dur(s.Mean), Dur(s.Max), s.CV))
 	}
-	w.table("Regions (all ranks; cv: of the ranks' totals)", "region\tcount\ttotal\tmean\tmax\tcv", rows)
+	w.table("Regions (all ranks; cv: of the ranks' totals"+r.leftOut()+")", "region\tcount\ttotal\tmean\tmax\tcv", rows)
 }
 
 func (r *Report) textBalance(w *textWriter) {
 	im, p := r.Imbalance, r.POP
-	w.printf("\nLoad balance\n")
+	title := "Load balance"
+	if l := r.leftOut(); l != "" {
+		title += " (" + strings.TrimPrefix(l, "; ") + ")"
+	}
+	w.printf("\n%s\n", title)
 	w.printf("  app time: mean %s, max %s on rank %d, cv %.3f; comm time cv %.3f\n", Dur(im.MeanApp), Dur(im.MaxApp), im.MostLoaded, im.AppCV, im.CommCV)
 	w.printf("  POP: parallel efficiency %s = load balance %s x communication efficiency %s\n", pct(p.ParallelEfficiency), pct(p.LoadBalance), pct(p.CommEfficiency))
 }
@@ -233,7 +243,7 @@ func (r *Report) textBandwidth(w *textWriter) {
 		}
 		rows = append(rows, fmt.Sprintf("%s\t%s\t%d\t%s\t%d\t%s\t%.3g\t%.3g\t%s\t%s", s.Op, s.Algo, s.Ranks, Size(s.Bytes), s.Calls, Dur(s.Time), s.AlgBW, s.BusBW, model, ratio))
 	}
-	w.table("Collective bandwidth (time: last entry to last exit; GB/s; model: topo's prediction)",
+	w.table("Collective bandwidth (time: last entry to last exit; GB/s; model: topo's prediction"+r.leftOut()+")",
 		"op\talgo\tranks\tsize\tcalls\ttime\talgbw\tbusbw\tmodel time\tmodel busbw\tachieved/model", rows)
 }
 

@@ -36,6 +36,9 @@ type Options struct {
 	Skew map[int]time.Duration
 	// Program is the header's command line.
 	Program string
+	// Restart is which start of a restarted job this is (gorun
+	// --max-restarts).
+	Restart int
 }
 
 // New starts the trace files of a job of size ranks in dir, with world
@@ -47,7 +50,7 @@ func New(dir string, size int, o Options) (*Job, error) {
 	j := &Job{Dir: dir, Size: size}
 	for r := 0; r < size; r++ {
 		skew := int64(o.Skew[r])
-		rec, err := trace.New(dir, trace.Header{Rank: r, Size: size, Job: o.Job, Host: fmt.Sprintf("host%d", r/4), Program: o.Program})
+		rec, err := trace.New(dir, trace.Header{Rank: r, Size: size, Job: o.Job, Host: fmt.Sprintf("host%d", r/4), Program: o.Program, Restart: o.Restart})
 		if err != nil {
 			j.Close()
 			return nil, err
