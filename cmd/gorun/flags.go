@@ -87,7 +87,7 @@ func flags() []cli.Flag {
 		&cli.BoolFlag{Name: flagTimestamp, Usage: "prefix every line of output with the time it was written"},
 		&cli.StringFlag{Name: flagOutputDir, Usage: "also write each rank's output to `DIR`/rank.N.out and DIR/rank.N.err"},
 		&cli.StringFlag{Name: flagStdin, Value: "0", Usage: "give gorun's standard input to `WHICH` ranks: none, all, or a rank number"},
-		&cli.DurationFlag{Name: flagTimeout, Usage: "stop the job after `DURATION` and exit 124 (0: no limit)"},
+		&cli.DurationFlag{Name: flagTimeout, Usage: "stop the job `DURATION` after its first start, restarts included, and exit 124 (0: no limit)"},
 		&cli.IntFlag{Name: flagMaxRestarts, Usage: "when a rank fails, stop the job and start all its ranks again, up to `N` times, as torchrun --max-restarts (sets GORUN_RESTART_COUNT)"},
 		&cli.DurationFlag{Name: flagKillGrace, Value: launch.DefaultKillGrace, Usage: "wait `DURATION` between SIGTERM and SIGKILL when stopping ranks"},
 		&cli.DurationFlag{Name: flagInitTimeout, Usage: "have each rank's spmd.Init wait `DURATION` for all ranks (sets GORUN_INIT_TIMEOUT)"},

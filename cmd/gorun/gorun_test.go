@@ -605,6 +605,12 @@ func TestMaxRestarts(t *testing.T) {
 	if r.code != 124 || strings.Contains(r.stderr, "restarting") {
 		t.Errorf("a timed-out job: want status 124 and no restart\n%v", r)
 	}
+	// --timeout bounds the job over every start, as mpirun's: restarts
+	// that fail quickly do not make it a limit per start.
+	r = gorun(t, "", "-q", "-np", "1", "--max-restarts", "50", "--timeout", "1s", "sh", "-c", "sleep 0.3; exit 1")
+	if r.code != 124 || strings.Count(r.stderr, "restarting") > 4 {
+		t.Errorf("starts that fail every 0.3 s under --timeout 1s: want status 124 after at most 4 restarts\n%v", r)
+	}
 	if r := gorun(t, "", "-np", "1", "--max-restarts", "-1", "true"); r.code != 2 || !strings.Contains(r.stderr, "--max-restarts -1") {
 		t.Errorf("--max-restarts -1: want a usage error\n%v", r)
 	}

@@ -56,12 +56,13 @@ type Config struct {
 	ProfileCPU      bool     `toml:"profile_cpu"`      // GORUN_PROFILE_CPU=1: CPU profiles too
 	MaxRestarts     int      `toml:"max_restarts"`     // start the job again after a rank's failure, up to this many times
 
-	apps    []App  // every context, the first included, once Run has counted them
-	restart int    // which start of the job this is (GORUN_RESTART_COUNT)
-	runID   string // the first start's job id: torchrun's run id, the same for every restart
-	Verbose bool   `toml:"verbose"` // log launch steps; GORUN_VERBOSE=1
-	Quiet   bool   `toml:"quiet"`   // no notices of what gorun sets for the ranks
-	DryRun  bool   `toml:"-"`       // print the plan, start nothing
+	apps     []App     // every context, the first included, once Run has counted them
+	restart  int       // which start of the job this is (GORUN_RESTART_COUNT)
+	deadline time.Time // --timeout from the job's first start, over every restart
+	runID    string    // the first start's job id: torchrun's run id, the same for every restart
+	Verbose  bool      `toml:"verbose"` // log launch steps; GORUN_VERBOSE=1
+	Quiet    bool      `toml:"quiet"`   // no notices of what gorun sets for the ranks
+	DryRun   bool      `toml:"-"`       // print the plan, start nothing
 
 	// Hosts and mapping.
 	Hosts         string `toml:"hosts"`         // -H node1:2,node2:2

@@ -150,6 +150,9 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	if n := runtime.NumCPU(); hl.mode == modeLocal && cfg.NP > n && !bind.refusesOverload() && !cfg.Quiet {
 		out.Logf("%d ranks on %d cores: oversubscribed, ranks will share cores", cfg.NP, n)
 	}
+	if cfg.Timeout > 0 {
+		cfg.deadline = time.Now().Add(time.Duration(cfg.Timeout))
+	}
 	for {
 		status, failed, err := l.start(ctx, &cfg, hl, out, logf)
 		if err != nil || !failed || cfg.restart >= cfg.MaxRestarts || ctx.Err() != nil {

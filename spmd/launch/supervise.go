@@ -60,8 +60,8 @@ type supervisor struct {
 // the rest have started.
 func (j *job) run(ctx context.Context, seed Seed) int {
 	s := &supervisor{job: j, ctxDone: ctx.Done()}
-	if j.cfg.Timeout > 0 {
-		t := time.NewTimer(time.Duration(j.cfg.Timeout))
+	if !j.cfg.deadline.IsZero() {
+		t := time.NewTimer(time.Until(j.cfg.deadline))
 		defer t.Stop()
 		s.timeout = t.C
 	}
