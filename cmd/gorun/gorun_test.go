@@ -338,6 +338,11 @@ func TestBadInput(t *testing.T) {
 		{"bad duration", []string{"-np", "2", "--timeout", "1x", "true"}, 2, `--timeout "1x": want a duration such as 30s`},
 		{"np 0", []string{"-np", "0", "true"}, 2, `-np 0: want at least 1 rank`},
 		{"np missing", []string{"true"}, 2, `give -np N`},
+		// A huge -np crashed gorun (makeslice) or took the machine's memory.
+		{"np huge", []string{"-np", "9223372036854775807", "true"}, 2, `-np 9223372036854775807: at most 1048576 ranks in one job`},
+		{"np crowds this machine", []string{"-np", "100000", "--dry-run", "true"}, 2, `-np 100000 on this machine's \d+ CPUs?: more than 64 ranks per CPU needs --oversubscribe`},
+		{"mpmd np huge", []string{"-np", "9223372036854775807", "true", ":", "-np", "2", "true"}, 2, `program 1 of the MPMD job \(true\): -np 9223372036854775807: at most 1048576 ranks`},
+		{"mpmd np sum", []string{"-np", "1000000", "true", ":", "-np", "1000000", "true", ":", "-np", "2", "true"}, 2, `program 2 of the MPMD job \(true\): -np 1000000: the programs' ranks add up to more than 1048576`},
 		{"np not a number", []string{"-np", "two", "true"}, 2, `-np "two": want a whole number`},
 		{"no program", []string{"-np", "2"}, 2, `no program to run`},
 		{"nothing", nil, 2, `no program to run: usage is gorun \[flags\] PROGRAM`},

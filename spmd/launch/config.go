@@ -111,6 +111,16 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // MarshalText writes the duration as time.Duration.String does.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
 
+// MaxRanks is the most ranks one job may have (hosts.MaxSlots, the most
+// that hosts.Map places): more is refused before anything is allocated
+// for them.
+const MaxRanks = hosts.MaxSlots
+
+// maxRanksPerCPU is how crowded a job on this machine alone may be
+// without --oversubscribe: more ranks than this per CPU are a typo more
+// often than a plan, and would take the machine's memory and processes.
+const maxRanksPerCPU = 64
+
 // Defaults of DefaultConfig.
 const (
 	DefaultKillGrace      = 5 * time.Second  // between SIGTERM and SIGKILL
@@ -215,6 +225,10 @@ func (c *Config) countApps() error {
 			return errorf(ErrUsage, "program %d of the MPMD job: no program after its -np %d", i+1, a.NP)
 		case a.NP < 1:
 			return errorf(ErrUsage, "program %d of the MPMD job (%s): -np %d: want at least 1 rank", i+1, a.Program, a.NP)
+		case a.NP > MaxRanks:
+			return errorf(ErrUsage, "program %d of the MPMD job (%s): -np %d: at most %d ranks in one job", i+1, a.Program, a.NP, MaxRanks)
+		case a.NP > MaxRanks-total: // total <= MaxRanks: no overflow
+			return errorf(ErrUsage, "program %d of the MPMD job (%s): -np %d: the programs' ranks add up to more than %d, the most one job may have", i+1, a.Program, a.NP, MaxRanks)
 		}
 		total += a.NP
 	}
@@ -259,6 +273,9 @@ var valueChecks = []struct {
 	check     func(c *Config) error
 }{
 	{"-np", "np", func(c *Config) error {
+		if c.NP > MaxRanks {
+			return fmt.Errorf("%d: at most %d ranks in one job", c.NP, MaxRanks)
+		}
 		if c.NP >= 0 {
 			return nil
 		}

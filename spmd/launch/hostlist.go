@@ -3,6 +3,7 @@ package launch
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 
 	"github.com/gorun-hpc/gorun/spmd/launch/hosts"
@@ -89,6 +90,10 @@ func resolveHosts(cfg *Config, getenv func(string) string) (*hostList, error) {
 func localHosts(cfg *Config, hl *hostList) (*hostList, error) {
 	if cfg.NP < 1 {
 		return nil, errorf(ErrUsage, "-np %d: want at least 1 rank, as in gorun -np 4 %s (or give a host list)", cfg.NP, cfg.Program)
+	}
+	if cpus := runtime.NumCPU(); cfg.NP > maxRanksPerCPU*cpus && !cfg.Oversubscribe {
+		return nil, errorf(ErrUsage, "-np %d on this machine's %d %s: more than %d ranks per CPU needs --oversubscribe (or give a host list, -H or --hostfile)",
+			cfg.NP, cpus, plural(cpus, "CPU"), maxRanksPerCPU)
 	}
 	if cfg.NPerNode > 0 && cfg.NP > cfg.NPerNode {
 		return nil, errorf(ErrUsage, "-np %d with --npernode %d on one machine: give a host list (-H or --hostfile) for more hosts", cfg.NP, cfg.NPerNode)
