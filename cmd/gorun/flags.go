@@ -101,9 +101,25 @@ func flags() []cli.Flag {
 }
 
 // applyFlags sets the fields of cfg whose flags were given on the command
-// line; flags override the config file.
+// line; flags override the config file. A host list on the command line
+// (-H or --hostfile) replaces the file's, whichever way the file gave it,
+// and so does an address (--iface or --net); both ways on the command
+// line stay an error of Validate.
 func applyFlags(cliCtx *cli.Context, cfg *launch.Config) {
 	set := cliCtx.IsSet
+	for _, alt := range []struct {
+		flags  [2]string
+		fields [2]*string
+	}{
+		{[2]string{flagHosts, flagHostfile}, [2]*string{&cfg.Hosts, &cfg.Hostfile}},
+		{[2]string{flagIface, flagNet}, [2]*string{&cfg.Iface, &cfg.Net}},
+	} {
+		for i := range alt.flags {
+			if set(alt.flags[i]) && !set(alt.flags[1-i]) {
+				*alt.fields[1-i] = ""
+			}
+		}
+	}
 	for name, dst := range map[string]*string{
 		flagOutputDir: &cfg.OutputDir, flagStdin: &cfg.Stdin, flagWdir: &cfg.Wdir, flagProfile: &cfg.ProfileDir,
 		flagHosts: &cfg.Hosts, flagHostfile: &cfg.Hostfile, flagMapBy: &cfg.MapBy, flagBindTo: &cfg.BindTo,

@@ -301,6 +301,38 @@ func TestDryRun(t *testing.T) {
 	}
 }
 
+// TestFlagsOverConfigHosts: a host list or address on the command line
+// replaces the config file's, whichever key the file used; gorun said
+// "-H and --hostfile both given" of a file's hostfile and a -H.
+func TestFlagsOverConfigHosts(t *testing.T) {
+	dir := t.TempDir()
+	hostfile := filepath.Join(dir, "hosts")
+	os.WriteFile(hostfile, []byte("localhost slots=2\n"), 0o644)
+	for _, tc := range []struct {
+		name, file string
+		args       []string
+		want       string // in stdout
+	}{
+		{"-H over hostfile", `hostfile = "/no/such/hosts"`, []string{"-H", "localhost:1"}, "1 rank of "},
+		{"--hostfile over hosts", `hosts = "nosuchhost:4"`, []string{"--hostfile", hostfile}, "2 ranks of "},
+		{"--iface over net", `net = "203.0.113.0/24"`, []string{"-np", "1", "--iface", "lo"}, "1 rank of "},
+		{"--net over iface", `iface = "nosuch0"`, []string{"-np", "1", "--net", "127.0.0.0/8"}, "1 rank of "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := filepath.Join(dir, "c.toml")
+			os.WriteFile(cfg, []byte(tc.file+"\n"), 0o644)
+			r := gorun(t, "", append(append([]string{"--config", cfg, "--dry-run"}, tc.args...), "true")...)
+			if r.code != 0 || !strings.Contains(r.stdout, tc.want) {
+				t.Errorf("status %d, want 0 and %q in stdout:\n%s%s", r.code, tc.want, r.stdout, r.stderr)
+			}
+		})
+	}
+	r := gorun(t, "", "-H", "localhost:1", "--hostfile", hostfile, "true")
+	if r.code != 2 || !strings.Contains(r.stderr, "-H and --hostfile both given") {
+		t.Errorf("both on the command line: status %d, stderr %q", r.code, r.stderr)
+	}
+}
+
 func TestGoPackage(t *testing.T) {
 	r := gorun(t, "", "-np", "2", "--verbose", "./testdata/hello")
 	if r.code != 0 || strings.Join(lines(r.stdout), "|") != "hello from rank 0 of 2|hello from rank 1 of 2" {
