@@ -66,7 +66,7 @@ func flags() []cli.Flag {
 		&cli.BoolFlag{Name: flagReportBindings, Usage: "print each rank's binding to standard error as it starts"},
 		&cli.StringFlag{Name: flagSSHArgs, Usage: "pass `ARGS` to ssh, split like a shell would, as in \"-F cfg -p 2222\""},
 		&cli.StringFlag{Name: flagLaunchAgent, Usage: "start agents with `CMD` HOST COMMAND instead of ssh (an rsh-like command)"},
-		&cli.DurationFlag{Name: flagConnectTimeout, Value: launch.DefaultConnectTimeout, Usage: "give up on a host whose agent is not reached within `DURATION`"},
+		&cli.DurationFlag{Name: flagConnectTimeout, Value: launch.DefaultConnectTimeout, Usage: "give up on a host whose agent has not answered within `DURATION` (and a second, per level of the spawn tree; ssh gets it as ConnectTimeout), killing its ssh or launch agent; 0: no limit"},
 		&cli.IntFlag{Name: flagSpawnRadix, Value: launch.DefaultSpawnRadix, Usage: "start at most `N` agents from gorun and from each agent (a tree: O(log hosts) rounds)"},
 		&cli.BoolFlag{Name: flagPreload, Usage: "copy gorun and the program to a temporary directory on each host first (removed at the end)"},
 		&cli.StringFlag{Name: flagIface, Usage: "listen on the address of interface `NAME` on every host (as eth0, ib0)"},

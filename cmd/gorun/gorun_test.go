@@ -301,6 +301,26 @@ func TestDryRun(t *testing.T) {
 	}
 }
 
+// TestConnectTimeout: a launch agent that never answers is given up at
+// --connect-timeout (and connectMargin), killed at once, and named in the
+// hint; gorun waited 5 s more, then KillGrace+5 s for it, and said "try
+// ssh HOST true" of a --launch-agent.
+func TestConnectTimeout(t *testing.T) {
+	dir := t.TempDir()
+	hang := filepath.Join(dir, "hangrsh")
+	os.WriteFile(hang, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755)
+	t0 := time.Now()
+	r := gorun(t, "", "-H", "127.0.0.2:1", "--launch-agent", hang, "--connect-timeout", "1s", "true")
+	took := time.Since(t0)
+	want := "gorun: host 127.0.0.2: no answer from its agent after 2s (--connect-timeout 1s); is it up? try " + hang + " 127.0.0.2 true\n"
+	if r.code != 255 || r.stderr != want {
+		t.Errorf("status %d, want 255, and stderr\n%q, want\n%q", r.code, r.stderr, want)
+	}
+	if took > 5*time.Second {
+		t.Errorf("gorun took %v to give up on a 1s connect timeout", took)
+	}
+}
+
 // TestFlagsOverConfigHosts: a host list or address on the command line
 // replaces the config file's, whichever key the file used; gorun said
 // "-H and --hostfile both given" of a file's hostfile and a -H.
