@@ -291,13 +291,22 @@ func TestDryRun(t *testing.T) {
 		t.Fatal(r)
 	}
 	for _, want := range []string{"2 ranks of ", "rank 0: host ", "rank 1: host ", "local rank 1",
-		"    GORUN_RANK=1\n", "    GORUN_SIZE=2\n", "    FOO=bar\n", "    MASTER_ADDR=127.0.0.1\n", "    GORUN_SECRET_FD=3\n"} {
+		"    GORUN_RANK=1\n", "    GORUN_SIZE=2\n", "    FOO=bar\n", "    MASTER_ADDR=127.0.0.1\n", "    GORUN_SECRET_FD=3\n",
+		// What the start adds, as the real run would (the dry run left it out).
+		fmt.Sprintf("    GORUN_HOST_CPUS=%d\n", runtime.NumCPU()), "    GOMAXPROCS="} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("dry run output lacks %q:\n%s", want, r.stdout)
 		}
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("--dry-run started the program")
+	}
+	if !regexpMatch(`(?m)^rank 0: host .*, local rank 0, (bound to core 0 \(cpu|not bound)`, r.stdout) {
+		t.Errorf("dry run does not say how rank 0 is bound:\n%s", r.stdout)
+	}
+	r = gorun(t, "", "-np", "2", "--dry-run", "--bind-to", "none", "-x", "GOMAXPROCS=3", "true")
+	if !strings.Contains(r.stdout, "    GOMAXPROCS=3\n") || strings.Contains(r.stdout, "GOMAXPROCS=1") || !strings.Contains(r.stdout, "local rank 1, not bound\n") {
+		t.Errorf("dry run with --bind-to none and -x GOMAXPROCS=3:\n%s", r.stdout)
 	}
 }
 

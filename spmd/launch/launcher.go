@@ -120,6 +120,9 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 		if err != nil {
 			return 0, err
 		}
+		if err := plan.foreseeStarts(hl.local, hostCPUs, runtime.NumCPU()); err != nil {
+			return 0, err
+		}
 		if _, err := io.WriteString(l.Stdout, hl.Map()); err != nil {
 			return 0, err
 		}

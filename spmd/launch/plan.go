@@ -42,6 +42,9 @@ type rankPlan struct {
 	// ShareProcs says that the user chose no GOMAXPROCS for the rank, so
 	// that its starter gives it its share of the host's CPUs (procs.go).
 	ShareProcs bool
+	// Start says, for --dry-run, how the rank's starter binds it ("bound
+	// to core 0 (cpu 0)"), or that its host's agent decides; "": unsaid.
+	Start string
 }
 
 // jobInfo is what is decided once per job, before planning.
@@ -254,6 +257,35 @@ var contractVars = map[string]bool{
 
 func isContractVar(name string) bool { return contractVars[name] }
 
+// foreseeStarts does for --dry-run what the starters will do to each
+// rank's environment and CPUs: for a rank of this machine (local), the
+// GOMAXPROCS, GORUN_HOST_CPUS and GORUN_BIND_TO its start adds and its
+// binding, as local.Start; for another host's, a word that its agent
+// decides them by that host's CPUs.
+func (p *jobPlan) foreseeStarts(local map[string]bool, hostCPUs func() ([]cpuInfo, error), cpus int) error {
+	for i := range p.Ranks {
+		rp := &p.Ranks[i]
+		if !local[rp.Host] {
+			rp.Start = "GOMAXPROCS, GORUN_HOST_CPUS and the binding chosen by its host's agent at launch"
+			continue
+		}
+		bind, err := bindingFor(rp.Env, hostCPUs, rp.Host)
+		if err != nil {
+			return fmt.Errorf("rank %d: %w", rp.Rank, err)
+		}
+		rp.Env = boundEnv(procsEnv(rp.Env, *rp, bind, cpus), bind, cpus)
+		sort.Strings(rp.Env)
+		rp.Start = "not bound"
+		if bind.cpus != nil {
+			rp.Start = "bound to " + bind.what
+		}
+		if slack, err := slackFor(rp.Env, bind, p.Apps[rp.App].Program); err == nil && slack.d > 0 {
+			rp.Start += fmt.Sprintf(", timer slack %v", slack.d)
+		}
+	}
+	return nil
+}
+
 // Format writes the plan for --dry-run: a header line, then per rank one
 // line with its host and local rank and one indented line per variable.
 func (p *jobPlan) Format(w io.Writer) error {
@@ -272,6 +304,9 @@ func (p *jobPlan) Format(w io.Writer) error {
 		fmt.Fprintf(&b, "rank %d: host %s, node %d, local rank %d", r.Rank, r.Host, r.NodeRank, r.LocalRank)
 		if len(p.Apps) > 1 {
 			fmt.Fprintf(&b, ", program %d (%s)", r.App+1, p.Apps[r.App].Program)
+		}
+		if r.Start != "" {
+			b.WriteString(", " + r.Start)
 		}
 		b.WriteString("\n")
 		for _, kv := range r.Env {
