@@ -377,8 +377,15 @@ func TestGoPackage(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	cfg := filepath.Join(t.TempDir(), "bad.toml")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "bad.toml")
 	os.WriteFile(cfg, []byte("np = 2\n\ntag_output = \"yes\"\n"), 0o644)
+	// Found before any rank starts: exec said "no such file or directory"
+	// of the script (127) and "exec format error" (1), after "stopping
+	// the other ranks" of none.
+	badInterp, noShebang := filepath.Join(dir, "badinterp"), filepath.Join(dir, "noshebang")
+	os.WriteFile(badInterp, []byte("#!/no/such/interp -x\necho hi\n"), 0o755)
+	os.WriteFile(noShebang, []byte("echo hi\n"), 0o755)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -410,6 +417,8 @@ func TestBadInput(t *testing.T) {
 		{"bad stdin", []string{"-np", "2", "--stdin", "5", "true"}, 2, `--stdin 5: there are only 2 ranks`},
 		{"program not on PATH", []string{"-np", "2", "no-such-program-xyz"}, 127, `no-such-program-xyz: not found on PATH \(`},
 		{"program path missing", []string{"-np", "2", "./no/such"}, 127, `\./no/such: no such file or directory \(looked at /\S+/no/such\)`},
+		{"bad interpreter", []string{"-np", "2", badInterp}, 127, regexpQuote(badInterp) + `: its #! line names /no/such/interp, which does not exist`},
+		{"no #! line", []string{"-np", "2", noShebang}, 126, regexpQuote(noShebang) + ` is not a program this machine can run \(no #! line, not an ELF for this machine\)`},
 		{"malformed config", []string{"--config", cfg, "true"}, 2, regexpQuote(cfg) + `:3: .*tag_output`},
 		{"missing config", []string{"--config", cfg + ".missing", "-np", "1", "true"}, 2, `no such file`},
 	} {
@@ -450,6 +459,10 @@ func TestStartFailureStatus(t *testing.T) {
 			r := gorun(t, "", tc.args...)
 			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
 				t.Errorf("status %d, want %d, and stderr saying %q:\n%s", r.code, tc.code, tc.want, r.stderr)
+			}
+			// The first start failed: no other rank to stop, none started to count.
+			if strings.Contains(r.stderr, "stopping the other ranks") || strings.Contains(r.stderr, "were started") {
+				t.Errorf("gorun spoke of other ranks:\n%s", r.stderr)
 			}
 			if tc.code == 2 && (strings.Contains(r.stderr, "GOMAXPROCS") || strings.Contains(r.stderr, "were started") || strings.Contains(r.stderr, "oversubscribed")) {
 				t.Errorf("gorun spoke of ranks it does not start:\n%s", r.stderr)
