@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -307,6 +308,55 @@ func TestDryRun(t *testing.T) {
 	r = gorun(t, "", "-np", "2", "--dry-run", "--bind-to", "none", "-x", "GOMAXPROCS=3", "true")
 	if !strings.Contains(r.stdout, "    GOMAXPROCS=3\n") || strings.Contains(r.stdout, "GOMAXPROCS=1") || !strings.Contains(r.stdout, "local rank 1, not bound\n") {
 		t.Errorf("dry run with --bind-to none and -x GOMAXPROCS=3:\n%s", r.stdout)
+	}
+}
+
+// TestPortsTooFew: a --ports range with fewer ports than the job needs
+// is refused before the start (the ranks each failed with "every port in
+// 40000-40000 is in use"), and a rendezvous that cannot bind fails the
+// start (gorun went on: ranks "will not find each other").
+func TestPortsTooFew(t *testing.T) {
+	for _, tc := range []struct{ ports, want string }{
+		{"40000", "--ports 40000: 1 port, and host \\S+ needs 3: 1 for the rendezvous and 1 for each of its 2 ranks \\(its listener\\); widen it, as in --ports 40000-40002"},
+		{"40000-40001", "--ports 40000-40001: 2 ports, and host \\S+ needs 3: "},
+	} {
+		r := gorun(t, "", "--ports", tc.ports, "-np", "2", "true")
+		if r.code != 2 || !regexpMatch(`^gorun: `+tc.want, r.stderr) {
+			t.Errorf("--ports %s: status %d, want 2, and stderr matching %q:\n%s", tc.ports, r.code, tc.want, r.stderr)
+		}
+	}
+	// Hold three ports in a row, and ask for those.
+	var held []net.Listener
+	defer func() {
+		for _, ln := range held {
+			ln.Close()
+		}
+	}()
+	low := 0
+	for base := 42000; base < 60000 && low == 0; base += 97 {
+		for _, ln := range held {
+			ln.Close()
+		}
+		held = held[:0]
+		for p := base; p < base+3; p++ {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				break
+			}
+			held = append(held, ln)
+		}
+		if len(held) == 3 {
+			low = base
+		}
+	}
+	if low == 0 {
+		t.Skip("no three free ports in a row")
+	}
+	ports := fmt.Sprintf("%d-%d", low, low+2)
+	r := gorun(t, "", "--ports", ports, "-np", "2", "true")
+	want := "gorun: cannot open the job's rendezvous on 127.0.0.1 (--ports " + ports + "): every port in " + ports + " is in use"
+	if r.code != 1 || !strings.HasPrefix(r.stderr, want) {
+		t.Errorf("status %d, want 1, and stderr starting %q:\n%s", r.code, want, r.stderr)
 	}
 }
 

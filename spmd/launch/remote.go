@@ -28,7 +28,10 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 		bind = "127.0.0.1"
 	}
 	logf("the launcher's address facing the hosts is %s", bind)
-	seed := l.openSeed(ctx, SeedConfig{JobID: jobID, Secret: secret, BindAddr: bind, Verbose: cfg.Verbose, Crowd: 1, Gossip: true}, cfg.Ports, out)
+	seed, err := l.openSeed(ctx, SeedConfig{JobID: jobID, Secret: secret, BindAddr: bind, Verbose: cfg.Verbose, Crowd: 1, Gossip: true}, cfg.Ports, out)
+	if err != nil {
+		return 0, false, err
+	}
 	if seed != nil {
 		defer seed.Close()
 	}
