@@ -91,7 +91,14 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 		cfg.Args, cfg.Apps = first, apps
 	}
 	if cfg.NP == 0 && !cliCtx.IsSet(flagNP) && cfg.Hosts == "" && cfg.Hostfile == "" && !inSlurm() {
-		return usageError{fmt.Errorf("how many ranks? give -np N, as in gorun -np 4 %s", cfg.Program)}
+		example := "gorun -np 4 " + cfg.Program
+		switch {
+		case cliCtx.Bool(flagTopo): // cfg.Program is gorun itself
+			example = "gorun --topo -np 4"
+		case cliCtx.Bool(flagTune):
+			example = "gorun --tune -np 4"
+		}
+		return usageError{fmt.Errorf("how many ranks? give -np N, as in %s", example)}
 	}
 	l := &launch.Launcher{
 		Stdin:    os.Stdin,

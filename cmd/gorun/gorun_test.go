@@ -456,6 +456,8 @@ func TestBadInput(t *testing.T) {
 		{"bad duration", []string{"-np", "2", "--timeout", "1x", "true"}, 2, `--timeout "1x": want a duration such as 30s`},
 		{"np 0", []string{"-np", "0", "true"}, 2, `-np 0: want at least 1 rank`},
 		{"np missing", []string{"true"}, 2, `give -np N`},
+		{"topo np missing", []string{"--topo"}, 2, `how many ranks\? give -np N, as in gorun --topo -np 4`},
+		{"tune np missing", []string{"--tune"}, 2, `how many ranks\? give -np N, as in gorun --tune -np 4`},
 		// A huge -np crashed gorun (makeslice) or took the machine's memory.
 		{"np huge", []string{"-np", "9223372036854775807", "true"}, 2, `-np 9223372036854775807: at most 1048576 ranks in one job`},
 		{"np crowds this machine", []string{"-np", "100000", "--dry-run", "true"}, 2, `-np 100000 on this machine's \d+ CPUs?: more than 64 ranks per CPU needs --oversubscribe`},
