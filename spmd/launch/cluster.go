@@ -92,7 +92,7 @@ func (c *cluster) connect(ctx context.Context, targets []target, wait, per time.
 			return &kindError{err: fmt.Errorf("host %s: cannot start its agent: %s", failed.t.Name, failed.lost), kind: errHost}
 		}
 		if len(pending) == 0 {
-			c.logf("agents on %d hosts ready after %v", len(targets), time.Since(t0).Round(time.Millisecond))
+			c.logf("agents on %d %s ready after %v", len(targets), plural(len(targets), "host"), time.Since(t0).Round(time.Millisecond))
 			return nil
 		}
 		select {

@@ -420,6 +420,9 @@ func (c *Config) StdinRank() (int, error) {
 		return 0, fmt.Errorf("--stdin %q: want none, all, or a rank number", c.Stdin)
 	}
 	if c.NP > 0 && n >= c.NP {
+		if c.NP == 1 {
+			return 0, fmt.Errorf("--stdin %d: there is only 1 rank (0)", n)
+		}
 		return 0, fmt.Errorf("--stdin %d: there are only %d ranks (0..%d)", n, c.NP, c.NP-1)
 	}
 	return n, nil

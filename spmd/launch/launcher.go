@@ -154,7 +154,7 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	// the job instead (checkBindings), and this line would say otherwise.
 	bind, _ := parseBindPolicy(cfg.BindTo)
 	if n := runtime.NumCPU(); hl.mode == modeLocal && cfg.NP > n && !bind.refusesOverload() && !cfg.Quiet {
-		out.Logf("%d ranks on %d cores: oversubscribed, ranks will share cores", cfg.NP, n)
+		out.Logf("%d ranks on %d %s: oversubscribed, ranks will share cores", cfg.NP, n, plural(n, "core"))
 	}
 	for {
 		status, failed, err := l.start(ctx, &cfg, hl, out, logf)
@@ -177,7 +177,7 @@ func (l *Launcher) start(ctx context.Context, cfg *Config, hl *hostList, out *ou
 		cfg.runID = jobID
 	}
 	defer shm.Cleanup(jobID) // what ranks that died left in /dev/shm
-	logf("job %s: %d ranks of %s on %d %s (%s)", jobID, cfg.NP, cfg.Program,
+	logf("job %s: %d %s of %s on %d %s (%s)", jobID, cfg.NP, plural(cfg.NP, "rank"), cfg.Program,
 		len(hl.hosts), plural(len(hl.hosts), "host"), hl.source)
 	if l.Guard != nil && hl.hasLocal() {
 		l.cgroup = openCgroup(jobID, l.Guard, logf)

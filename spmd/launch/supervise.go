@@ -405,7 +405,7 @@ func (j *job) waitSeed(ctx context.Context, seed Seed) (stop func()) {
 		defer close(done)
 		t0 := time.Now()
 		if err := seed.Wait(ctx, len(j.plan.Ranks)); err == nil {
-			j.logf("all %d ranks ready after %v", len(j.plan.Ranks), time.Since(t0).Round(time.Millisecond))
+			j.logf("all %d %s ready after %v", len(j.plan.Ranks), plural(len(j.plan.Ranks), "rank"), time.Since(t0).Round(time.Millisecond))
 		}
 	}()
 	return func() { cancel(); <-done }
