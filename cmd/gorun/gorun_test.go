@@ -474,6 +474,7 @@ func TestBadInput(t *testing.T) {
 		{"bad stdin", []string{"-np", "2", "--stdin", "5", "true"}, 2, `--stdin 5: there are only 2 ranks`},
 		{"program not on PATH", []string{"-np", "2", "no-such-program-xyz"}, 127, `no-such-program-xyz: not found on PATH \(`},
 		{"program path missing", []string{"-np", "2", "./no/such"}, 127, `\./no/such: no such file or directory \(looked at /\S+/no/such\)`},
+		{"go file", []string{"-np", "1", "../../examples/hello/main.go"}, 126, `\.\./\.\./examples/hello/main\.go is a Go source file: give its package's directory, \.\./\.\./examples/hello, and gorun builds it`},
 		{"bad interpreter", []string{"-np", "2", badInterp}, 127, regexpQuote(badInterp) + `: its #! line names /no/such/interp, which does not exist`},
 		{"no #! line", []string{"-np", "2", noShebang}, 126, regexpQuote(noShebang) + ` is not a program this machine can run \(no #! line, not an ELF for this machine\)`},
 		{"malformed config", []string{"--config", cfg, "true"}, 2, regexpQuote(cfg) + `:3: .*tag_output`},

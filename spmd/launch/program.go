@@ -68,6 +68,12 @@ func resolveProgram(name string) (program, error) {
 		return program{}, fmt.Errorf("%s: %w", name, err)
 	case fi.IsDir():
 		return goPackage(name, abs)
+	case fi.Mode()&0o111 == 0 && strings.HasSuffix(name, ".go"):
+		dir := filepath.Dir(name)
+		if !filepath.IsAbs(dir) && dir != "." && dir != ".." && !strings.HasPrefix(dir, "../") {
+			dir = "./" + dir
+		}
+		return program{}, errorf(ErrNotExecutable, "%s is a Go source file: give its package's directory, %s, and gorun builds it", name, dir)
 	case fi.Mode()&0o111 == 0:
 		return program{}, errorf(ErrNotExecutable, "%s: not executable; chmod +x it", abs)
 	}
