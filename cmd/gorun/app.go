@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -64,6 +65,11 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 		return err
 	}
 	applyFlags(cliCtx, &cfg)
+	for _, x := range cliCtx.StringSlice(flagExport) {
+		if strings.HasPrefix(x, "-") { // gorun -x -np 2 ./prog took -np for the variable
+			return usageError{fmt.Errorf("-x %s: a flag where -x wants VAR or VAR=VALUE, as in -x OMP_NUM_THREADS=4", x)}
+		}
+	}
 	if cliCtx.IsSet(flagTuneSizes) && !cliCtx.Bool(flagTune) {
 		return usageError{fmt.Errorf("%s goes with --tune, as in gorun --tune -np 4 %s 8-1M", dashed(flagTuneSizes), dashed(flagTuneSizes))}
 	}

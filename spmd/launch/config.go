@@ -288,8 +288,8 @@ var valueChecks = []struct {
 	{"-x", "export", func(c *Config) error {
 		for _, x := range c.Export {
 			name, _, _ := strings.Cut(x, "=")
-			if name == "" || strings.ContainsAny(name, " \t\n") {
-				return fmt.Errorf("%q: want VAR or VAR=VALUE", x)
+			if !validVarName(name) {
+				return fmt.Errorf("%q: want VAR or VAR=VALUE, VAR letters, digits and _, not starting with a digit", x)
 			}
 			if isContractVar(name) {
 				return fmt.Errorf("%s: gorun sets %s for each rank itself", name, name)
@@ -365,6 +365,20 @@ var valueChecks = []struct {
 		}
 		return nil
 	}},
+}
+
+// validVarName says whether name is a variable name a shell would take:
+// letters, digits and _, not starting with a digit.
+func validVarName(name string) bool {
+	for i, c := range name {
+		switch {
+		case c == '_', 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case '0' <= c && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return name != ""
 }
 
 // negative is the error "n: want" where n < 0, else nil.

@@ -229,8 +229,8 @@ func exports(xs []string, getenv func(string) string) (map[string]string, error)
 	out := map[string]string{}
 	for _, x := range xs {
 		name, val, ok := strings.Cut(x, "=")
-		if name == "" {
-			return nil, errorf(ErrUsage, "-x %q: want VAR or VAR=VALUE", x)
+		if !validVarName(name) {
+			return nil, errorf(ErrUsage, "-x %q: want VAR or VAR=VALUE, VAR letters, digits and _, not starting with a digit", x)
 		}
 		if !ok {
 			val = getenv(name)
