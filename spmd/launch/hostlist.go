@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -34,7 +35,13 @@ func resolveHosts(cfg *Config, getenv func(string) string) (*hostList, error) {
 	case cfg.Hosts != "":
 		hl.source = "-H"
 		hl.hosts, err = hosts.ParseHostList(cfg.Hosts)
-		if err != nil {
+		var perr *hosts.ParseError
+		switch {
+		case errors.As(err, &perr) && perr.Text == cfg.Hosts: // the one entry: say it once
+			return nil, errorf(ErrUsage, "-H %s: %s", cfg.Hosts, perr.Msg)
+		case errors.As(err, &perr):
+			return nil, errorf(ErrUsage, "-H %s: entry %q: %s", cfg.Hosts, perr.Text, perr.Msg)
+		case err != nil:
 			return nil, errorf(ErrUsage, "-H %s: %w", cfg.Hosts, err)
 		}
 	case cfg.Hostfile != "":

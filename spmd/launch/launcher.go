@@ -380,7 +380,12 @@ func checkPorts(cfg *Config, hl *hostList) error {
 func prepareDirs(cfg *Config) error {
 	if cfg.Wdir != "" {
 		fi, err := os.Stat(cfg.Wdir)
-		if err != nil || !fi.IsDir() {
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return errorf(ErrUsage, "--wdir %s: no such directory; create it, or give one that exists", cfg.Wdir)
+		case err != nil:
+			return errorf(ErrUsage, "--wdir %s: %v", cfg.Wdir, err)
+		case !fi.IsDir():
 			return errorf(ErrUsage, "--wdir %s: not a directory", cfg.Wdir)
 		}
 	}
