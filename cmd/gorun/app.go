@@ -96,7 +96,8 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 		}
 		cfg.Args, cfg.Apps = first, apps
 	}
-	if cfg.NP == 0 && !cliCtx.IsSet(flagNP) && cfg.Hosts == "" && cfg.Hostfile == "" && !inSlurm() {
+	// An MPMD job without the first -np is countApps's to say.
+	if cfg.NP == 0 && !cliCtx.IsSet(flagNP) && len(cfg.Apps) == 0 && cfg.Hosts == "" && cfg.Hostfile == "" && !inSlurm() {
 		example := "gorun -np 4 " + cfg.Program
 		switch {
 		case cliCtx.Bool(flagTopo): // cfg.Program is gorun itself

@@ -774,10 +774,17 @@ func TestMPMD(t *testing.T) {
 		{[]string{"-np", "1", "true", ":", "-np", "1", "-H", "a", "true"}, "-H is not taken per program"},
 		{[]string{"-np", "1", "true", ":", "-np", "1", "-x"}, "-x needs a value"},
 		{[]string{"-H", "localhost:2", "true", ":", "-np", "1", "true"}, "every program of an MPMD job"},
+		// Said "how many ranks? give -np N, as in gorun -np 4 true".
+		{[]string{"true", ":", "-np", "2", "true"}, "program 1 of the MPMD job: how many ranks of true? give -np N before it, as in gorun -np 1 true : -np 4 true"},
+		{[]string{"-np", "1", "true", ":", "-np", "1", "-np", "2", "true"}, "-np 1 and -np 2: give a program's -np once"},
+		{[]string{"-np", "1", "true", ":", "---np", "1", "true"}, "---np is not taken per program"},
 	} {
 		if r := gorun(t, "", tc.args...); r.code != 2 || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("gorun %q: want status 2 and %q\n%v", tc.args, tc.want, r)
 		}
+	}
+	if r := gorun(t, "", "-np", "1", "true", ":", "-np", "1", "./no/such"); r.code != 127 || !strings.HasPrefix(r.stderr, "gorun: program 2 of the MPMD job: ./no/such: no such file") {
+		t.Errorf("a missing second program: want status 127 and its number\n%v", r)
 	}
 }
 

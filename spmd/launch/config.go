@@ -214,7 +214,10 @@ func (c *Config) countApps() error {
 	if len(c.Apps) == 0 {
 		return nil
 	}
-	if c.NP < 1 {
+	switch {
+	case c.NP == 0 && c.Hosts == "" && c.Hostfile == "":
+		return errorf(ErrUsage, "program 1 of the MPMD job: how many ranks of %s? give -np N before it, as in gorun -np 1 %s : -np 4 %s", c.Program, c.Program, c.Apps[0].Program)
+	case c.NP < 1:
 		return errorf(ErrUsage, "-np %d before %s: every program of an MPMD job (PROG : -np N PROG2) needs its -np", c.NP, c.Program)
 	}
 	c.apps = append([]App{{NP: c.NP, Program: c.Program, Args: c.Args}}, c.Apps...)
