@@ -403,6 +403,16 @@ func negativeDuration(d Duration) error {
 // (topKeys), now decoded onto c, and reports the first bad one by its
 // line.
 func (c *Config) checkValues(name string, keys []fileKey) error {
+	line := map[string]int{}
+	for _, k := range keys {
+		line[k.key] = k.line
+	}
+	// Pairs that Validate refuses as two flags, here as two keys.
+	for _, pair := range [][2]string{{"hosts", "hostfile"}, {"iface", "net"}} {
+		if a, b := line[pair[0]], line[pair[1]]; a > 0 && b > 0 {
+			return errorf(ErrUsage, "%s:%d: %s and %s both set (lines %d and %d): keep one; a flag on the command line replaces either", name, max(a, b), pair[0], pair[1], a, b)
+		}
+	}
 	for _, k := range keys {
 		for _, v := range valueChecks {
 			if v.key != k.key {

@@ -50,6 +50,7 @@ func TestDecodeTOMLErrors(t *testing.T) {
 		{"contract export", "export = [\"GORUN_RANK=3\"]\n", `c.toml:1: export GORUN_RANK: gorun sets GORUN_RANK for each rank itself`},
 		{"negative np", "np = -1\n", `c.toml:1: np -1: want at least 1 rank`},
 		{"huge np", "np = 99999999999\n", `c.toml:1: np 99999999999: at most 1048576 ranks in one job`},
+		{"two host lists", "hosts = \"a:1\"\n\nhostfile = \"h\"\n", `c.toml:3: hosts and hostfile both set (lines 1 and 3): keep one`},
 		{"the first bad one", "net = \"10.0.0.0\"\nnpernode = -1\n", `c.toml:1: net "10.0.0.0": want a CIDR`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
