@@ -302,11 +302,11 @@ func TestDryRun(t *testing.T) {
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("--dry-run started the program")
 	}
-	if !regexpMatch(`(?m)^rank 0: host .*, local rank 0, (bound to core 0 \(cpu|not bound)`, r.stdout) {
+	if !regexpMatch(`(?m)^rank 0: host .*, local rank 0\n  binding: (core 0 \(cpu|none\n)`, r.stdout) {
 		t.Errorf("dry run does not say how rank 0 is bound:\n%s", r.stdout)
 	}
 	r = gorun(t, "", "-np", "2", "--dry-run", "--bind-to", "none", "-x", "GOMAXPROCS=3", "true")
-	if !strings.Contains(r.stdout, "    GOMAXPROCS=3\n") || strings.Contains(r.stdout, "GOMAXPROCS=1") || !strings.Contains(r.stdout, "local rank 1, not bound\n") {
+	if !strings.Contains(r.stdout, "    GOMAXPROCS=3\n") || strings.Contains(r.stdout, "GOMAXPROCS=1") || !strings.Contains(r.stdout, "local rank 1\n  binding: none\n") {
 		t.Errorf("dry run with --bind-to none and -x GOMAXPROCS=3:\n%s", r.stdout)
 	}
 }

@@ -42,8 +42,9 @@ type rankPlan struct {
 	// ShareProcs says that the user chose no GOMAXPROCS for the rank, so
 	// that its starter gives it its share of the host's CPUs (procs.go).
 	ShareProcs bool
-	// Start says, for --dry-run, how the rank's starter binds it ("bound
-	// to core 0 (cpu 0)"), or that its host's agent decides; "": unsaid.
+	// Start says, for --dry-run, how the rank's starter binds it
+	// ("binding: core 0 (cpu 0)"), or that its host's agent decides; "":
+	// unsaid.
 	Start string
 }
 
@@ -266,7 +267,7 @@ func (p *jobPlan) foreseeStarts(local map[string]bool, hostCPUs func() ([]cpuInf
 	for i := range p.Ranks {
 		rp := &p.Ranks[i]
 		if !local[rp.Host] {
-			rp.Start = "GOMAXPROCS, GORUN_HOST_CPUS and the binding chosen by its host's agent at launch"
+			rp.Start = "binding, GOMAXPROCS and GORUN_HOST_CPUS: chosen by " + rp.Host + "'s agent at launch"
 			continue
 		}
 		bind, err := bindingFor(rp.Env, hostCPUs, rp.Host)
@@ -275,9 +276,9 @@ func (p *jobPlan) foreseeStarts(local map[string]bool, hostCPUs func() ([]cpuInf
 		}
 		rp.Env = boundEnv(procsEnv(rp.Env, *rp, bind, cpus), bind, cpus)
 		sort.Strings(rp.Env)
-		rp.Start = "not bound"
+		rp.Start = "binding: none"
 		if bind.cpus != nil {
-			rp.Start = "bound to " + bind.what
+			rp.Start = "binding: " + bind.what
 		}
 		if slack, err := slackFor(rp.Env, bind, p.Apps[rp.App].Program); err == nil && slack.d > 0 {
 			rp.Start += fmt.Sprintf(", timer slack %v", slack.d)
@@ -305,10 +306,10 @@ func (p *jobPlan) Format(w io.Writer) error {
 		if len(p.Apps) > 1 {
 			fmt.Fprintf(&b, ", program %d (%s)", r.App+1, p.Apps[r.App].Program)
 		}
-		if r.Start != "" {
-			b.WriteString(", " + r.Start)
-		}
 		b.WriteString("\n")
+		if r.Start != "" { // its own line, two spaces in: the rank line and the variables parse as before
+			fmt.Fprintf(&b, "  %s\n", r.Start)
+		}
 		for _, kv := range r.Env {
 			fmt.Fprintf(&b, "    %s\n", kv)
 		}
