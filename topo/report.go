@@ -16,14 +16,14 @@ import (
 func Describe(w io.Writer, m Model, lay Layout) error {
 	var b strings.Builder
 	p := lay.Size()
-	fmt.Fprintf(&b, "# %d ranks on %d %s\n", p, len(lay.Hosts), plural(len(lay.Hosts), "host"))
+	fmt.Fprintf(&b, "# %d %s on %d %s\n", p, plural(p, "rank"), len(lay.Hosts), plural(len(lay.Hosts), "host"))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	for h, ranks := range lay.Hosts {
 		name := lay.Names[h]
 		if lay.HostIDs[h] != name {
 			name += " (" + lay.HostIDs[h] + ")"
 		}
-		fmt.Fprintf(tw, "host %d\t%s\t%d ranks:\t%s\n", h, name, len(ranks), rankList(ranks))
+		fmt.Fprintf(tw, "host %d\t%s\t%d %s:\t%s\n", h, name, len(ranks), plural(len(ranks), "rank"), rankList(ranks))
 	}
 	tw.Flush()
 	if line := sharing(lay); line != "" {

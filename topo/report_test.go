@@ -43,7 +43,7 @@ func TestDescribe(t *testing.T) {
 	for _, want := range []string{
 		"# 3 ranks on 2 hosts\n",
 		"host 0  a  2 ranks:  0 1\n",
-		"host 1  b  1 ranks:  2\n",
+		"host 1  b  1 rank:   2\n",
 		"# model\n",
 		"alpha 10.00 us", "beta 0.4000 ns/B (2.50 GB/s), single copy from 256 KiB",
 		"alpha 40.00 us", "beta 0.8333 ns/B (1.20 GB/s)",

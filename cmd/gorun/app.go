@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -64,6 +65,11 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 		return err
 	}
 	applyFlags(cliCtx, &cfg)
+	for _, x := range cliCtx.StringSlice(flagExport) {
+		if strings.HasPrefix(x, "-") { // gorun -x -np 2 ./prog took -np for the variable
+			return usageError{fmt.Errorf("-x %s: a flag where -x wants VAR or VAR=VALUE, as in -x OMP_NUM_THREADS=4", x)}
+		}
+	}
 	if cliCtx.IsSet(flagTuneSizes) && !cliCtx.Bool(flagTune) {
 		return usageError{fmt.Errorf("%s goes with --tune, as in gorun --tune -np 4 %s 8-1M", dashed(flagTuneSizes), dashed(flagTuneSizes))}
 	}
@@ -90,8 +96,16 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 		}
 		cfg.Args, cfg.Apps = first, apps
 	}
-	if cfg.NP == 0 && !cliCtx.IsSet(flagNP) && cfg.Hosts == "" && cfg.Hostfile == "" && !inSlurm() {
-		return usageError{fmt.Errorf("how many ranks? give -np N, as in gorun -np 4 %s", cfg.Program)}
+	// An MPMD job without the first -np is countApps's to say.
+	if cfg.NP == 0 && !cliCtx.IsSet(flagNP) && len(cfg.Apps) == 0 && cfg.Hosts == "" && cfg.Hostfile == "" && !inSlurm() {
+		example := "gorun -np 4 " + cfg.Program
+		switch {
+		case cliCtx.Bool(flagTopo): // cfg.Program is gorun itself
+			example = "gorun --topo -np 4"
+		case cliCtx.Bool(flagTune):
+			example = "gorun --tune -np 4"
+		}
+		return usageError{fmt.Errorf("how many ranks? give -np N, as in %s", example)}
 	}
 	l := &launch.Launcher{
 		Stdin:    os.Stdin,

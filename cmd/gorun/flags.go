@@ -60,13 +60,13 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: flagHostfile, Aliases: []string{"machinefile"}, Usage: "run on the hosts of `FILE` (Open MPI, MPICH or DeepSpeed format; see gorun-hostfile(5))"},
 		&cli.StringFlag{Name: flagMapBy, Value: "slot", Usage: "place ranks by `POLICY`: slot fills each host's slots in turn, node deals ranks round-robin over hosts"},
 		&cli.IntFlag{Name: flagNPerNode, Usage: "place exactly `N` ranks on each host"},
-		&cli.BoolFlag{Name: flagOversubscribe, Usage: "allow more ranks than slots on a host (up to its max_slots)"},
+		&cli.BoolFlag{Name: flagOversubscribe, Usage: "allow more ranks than slots on a host (up to its max_slots), or, without a host list, more than 64 ranks per CPU of this machine"},
 		&cli.StringFlag{Name: flagBindTo, Value: "auto", Usage: "bind each rank to a `UNIT` of its host's CPUs, in local rank order: none, hwthread, core or socket (:overload-allowed lets ranks share one); auto binds to cores where a host's ranks are as many as its cores, 2 or more, and else not at all"},
 		&cli.StringFlag{Name: flagTimerSlack, Value: "auto", Usage: "let the kernel fire each rank's timers up to `SLACK` late (prctl PR_SET_TIMERSLACK): a duration up to 1s, or 0 to leave it alone; auto gives 500us to Go ranks bound to one CPU of their own, which keeps the Go runtime's sysmon from taking a tenth of it"},
 		&cli.BoolFlag{Name: flagReportBindings, Usage: "print each rank's binding to standard error as it starts"},
 		&cli.StringFlag{Name: flagSSHArgs, Usage: "pass `ARGS` to ssh, split like a shell would, as in \"-F cfg -p 2222\""},
 		&cli.StringFlag{Name: flagLaunchAgent, Usage: "start agents with `CMD` HOST COMMAND instead of ssh (an rsh-like command)"},
-		&cli.DurationFlag{Name: flagConnectTimeout, Value: launch.DefaultConnectTimeout, Usage: "give up on a host whose agent is not reached within `DURATION`"},
+		&cli.DurationFlag{Name: flagConnectTimeout, Value: launch.DefaultConnectTimeout, Usage: "give up on a host whose agent has not answered within `DURATION` (and a second, per level of the spawn tree; ssh gets it as ConnectTimeout), killing its ssh or launch agent; 0: no limit"},
 		&cli.IntFlag{Name: flagSpawnRadix, Value: launch.DefaultSpawnRadix, Usage: "start at most `N` agents from gorun and from each agent (a tree: O(log hosts) rounds)"},
 		&cli.BoolFlag{Name: flagPreload, Usage: "copy gorun and the program to a temporary directory on each host first (removed at the end)"},
 		&cli.StringFlag{Name: flagIface, Usage: "listen on the address of interface `NAME` on every host (as eth0, ib0)"},
@@ -94,16 +94,32 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: flagWdir, Usage: "run the ranks in `DIR`"},
 		&cli.StringFlag{Name: flagProfile, Usage: "have the ranks write trace files to `DIR` (created; sets GORUN_PROFILE_DIR); goprof reads them. Under --max-restarts DIR holds the last start's, and DIR/start.K the K-th start's (0: the first)"},
 		&cli.BoolFlag{Name: flagProfileCPU, Usage: "with --profile, have each Go rank also write its CPU profile, DIR/rank.N.cpu.pprof (sets GORUN_PROFILE_CPU=1)"},
-		&cli.BoolFlag{Name: flagDryRun, Usage: "print the plan (ranks, hosts, environment) and start nothing"},
+		&cli.BoolFlag{Name: flagDryRun, Usage: "print the plan (ranks, hosts, each rank's binding and the environment its start sets; another host's agent chooses GOMAXPROCS and the binding there) and start nothing"},
 		&cli.BoolFlag{Name: flagVerbose, Usage: "log the launch and rendezvous steps (sets GORUN_VERBOSE=1 for the ranks)"},
 		&cli.BoolFlag{Name: flagQuiet, Aliases: []string{"q"}, Usage: "say nothing of what gorun sets for the ranks (OMP_NUM_THREADS, GOMAXPROCS, binding) or of oversubscription, as mpirun -q; failures are still reported"},
 	}
 }
 
 // applyFlags sets the fields of cfg whose flags were given on the command
-// line; flags override the config file.
+// line; flags override the config file. A host list on the command line
+// (-H or --hostfile) replaces the file's, whichever way the file gave it,
+// and so does an address (--iface or --net); both ways on the command
+// line stay an error of Validate.
 func applyFlags(cliCtx *cli.Context, cfg *launch.Config) {
 	set := cliCtx.IsSet
+	for _, alt := range []struct {
+		flags  [2]string
+		fields [2]*string
+	}{
+		{[2]string{flagHosts, flagHostfile}, [2]*string{&cfg.Hosts, &cfg.Hostfile}},
+		{[2]string{flagIface, flagNet}, [2]*string{&cfg.Iface, &cfg.Net}},
+	} {
+		for i := range alt.flags {
+			if set(alt.flags[i]) && !set(alt.flags[1-i]) {
+				*alt.fields[1-i] = ""
+			}
+		}
+	}
 	for name, dst := range map[string]*string{
 		flagOutputDir: &cfg.OutputDir, flagStdin: &cfg.Stdin, flagWdir: &cfg.Wdir, flagProfile: &cfg.ProfileDir,
 		flagHosts: &cfg.Hosts, flagHostfile: &cfg.Hostfile, flagMapBy: &cfg.MapBy, flagBindTo: &cfg.BindTo,

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -291,13 +292,123 @@ func TestDryRun(t *testing.T) {
 		t.Fatal(r)
 	}
 	for _, want := range []string{"2 ranks of ", "rank 0: host ", "rank 1: host ", "local rank 1",
-		"    GORUN_RANK=1\n", "    GORUN_SIZE=2\n", "    FOO=bar\n", "    MASTER_ADDR=127.0.0.1\n", "    GORUN_SECRET_FD=3\n"} {
+		"    GORUN_RANK=1\n", "    GORUN_SIZE=2\n", "    FOO=bar\n", "    MASTER_ADDR=127.0.0.1\n", "    GORUN_SECRET_FD=3\n",
+		// What the start adds, as the real run would (the dry run left it out).
+		fmt.Sprintf("    GORUN_HOST_CPUS=%d\n", runtime.NumCPU()), "    GOMAXPROCS="} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("dry run output lacks %q:\n%s", want, r.stdout)
 		}
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("--dry-run started the program")
+	}
+	if !regexpMatch(`(?m)^rank 0: host .*, local rank 0\n  binding: (core 0 \(cpu|none\n)`, r.stdout) {
+		t.Errorf("dry run does not say how rank 0 is bound:\n%s", r.stdout)
+	}
+	r = gorun(t, "", "-np", "2", "--dry-run", "--bind-to", "none", "-x", "GOMAXPROCS=3", "true")
+	if !strings.Contains(r.stdout, "    GOMAXPROCS=3\n") || strings.Contains(r.stdout, "GOMAXPROCS=1") || !strings.Contains(r.stdout, "local rank 1\n  binding: none\n") {
+		t.Errorf("dry run with --bind-to none and -x GOMAXPROCS=3:\n%s", r.stdout)
+	}
+}
+
+// TestPortsTooFew: a --ports range with fewer ports than the job needs
+// is refused before the start (the ranks each failed with "every port in
+// 40000-40000 is in use"), and a rendezvous that cannot bind fails the
+// start (gorun went on: ranks "will not find each other").
+func TestPortsTooFew(t *testing.T) {
+	for _, tc := range []struct{ ports, want string }{
+		{"40000", "--ports 40000: 1 port, and host \\S+ needs 3: 1 for the rendezvous and 1 for each of its 2 ranks \\(its listener\\); widen it, as in --ports 40000-40002"},
+		{"40000-40001", "--ports 40000-40001: 2 ports, and host \\S+ needs 3: "},
+	} {
+		r := gorun(t, "", "--ports", tc.ports, "-np", "2", "true")
+		if r.code != 2 || !regexpMatch(`^gorun: `+tc.want, r.stderr) {
+			t.Errorf("--ports %s: status %d, want 2, and stderr matching %q:\n%s", tc.ports, r.code, tc.want, r.stderr)
+		}
+	}
+	// Hold three ports in a row, and ask for those.
+	var held []net.Listener
+	defer func() {
+		for _, ln := range held {
+			ln.Close()
+		}
+	}()
+	low := 0
+	for base := 42000; base < 60000 && low == 0; base += 97 {
+		for _, ln := range held {
+			ln.Close()
+		}
+		held = held[:0]
+		for p := base; p < base+3; p++ {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				break
+			}
+			held = append(held, ln)
+		}
+		if len(held) == 3 {
+			low = base
+		}
+	}
+	if low == 0 {
+		t.Skip("no three free ports in a row")
+	}
+	ports := fmt.Sprintf("%d-%d", low, low+2)
+	r := gorun(t, "", "--ports", ports, "-np", "2", "true")
+	want := "gorun: cannot open the job's rendezvous on 127.0.0.1 (--ports " + ports + "): every port in " + ports + " is in use"
+	if r.code != 1 || !strings.HasPrefix(r.stderr, want) {
+		t.Errorf("status %d, want 1, and stderr starting %q:\n%s", r.code, want, r.stderr)
+	}
+}
+
+// TestConnectTimeout: a launch agent that never answers is given up at
+// --connect-timeout (and connectMargin), killed at once, and named in the
+// hint; gorun waited 5 s more, then KillGrace+5 s for it, and said "try
+// ssh HOST true" of a --launch-agent.
+func TestConnectTimeout(t *testing.T) {
+	dir := t.TempDir()
+	hang := filepath.Join(dir, "hangrsh")
+	os.WriteFile(hang, []byte("#!/bin/sh\nexec sleep 60\n"), 0o755)
+	t0 := time.Now()
+	r := gorun(t, "", "-H", "127.0.0.2:1", "--launch-agent", hang, "--connect-timeout", "1s", "true")
+	took := time.Since(t0)
+	want := "gorun: host 127.0.0.2: no answer from its agent after 2s (--connect-timeout 1s); is it up? try " + hang + " 127.0.0.2 true\n"
+	if r.code != 255 || r.stderr != want {
+		t.Errorf("status %d, want 255, and stderr\n%q, want\n%q", r.code, r.stderr, want)
+	}
+	if took > 5*time.Second {
+		t.Errorf("gorun took %v to give up on a 1s connect timeout", took)
+	}
+}
+
+// TestFlagsOverConfigHosts: a host list or address on the command line
+// replaces the config file's, whichever key the file used; gorun said
+// "-H and --hostfile both given" of a file's hostfile and a -H.
+func TestFlagsOverConfigHosts(t *testing.T) {
+	dir := t.TempDir()
+	hostfile := filepath.Join(dir, "hosts")
+	os.WriteFile(hostfile, []byte("localhost slots=2\n"), 0o644)
+	for _, tc := range []struct {
+		name, file string
+		args       []string
+		want       string // in stdout
+	}{
+		{"-H over hostfile", `hostfile = "/no/such/hosts"`, []string{"-H", "localhost:1"}, "1 rank of "},
+		{"--hostfile over hosts", `hosts = "nosuchhost:4"`, []string{"--hostfile", hostfile}, "2 ranks of "},
+		{"--iface over net", `net = "203.0.113.0/24"`, []string{"-np", "1", "--iface", "lo"}, "1 rank of "},
+		{"--net over iface", `iface = "nosuch0"`, []string{"-np", "1", "--net", "127.0.0.0/8"}, "1 rank of "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := filepath.Join(dir, "c.toml")
+			os.WriteFile(cfg, []byte(tc.file+"\n"), 0o644)
+			r := gorun(t, "", append(append([]string{"--config", cfg, "--dry-run"}, tc.args...), "true")...)
+			if r.code != 0 || !strings.Contains(r.stdout, tc.want) {
+				t.Errorf("status %d, want 0 and %q in stdout:\n%s%s", r.code, tc.want, r.stdout, r.stderr)
+			}
+		})
+	}
+	r := gorun(t, "", "-H", "localhost:1", "--hostfile", hostfile, "true")
+	if r.code != 2 || !strings.Contains(r.stderr, "-H and --hostfile both given") {
+		t.Errorf("both on the command line: status %d, stderr %q", r.code, r.stderr)
 	}
 }
 
@@ -316,8 +427,15 @@ func TestGoPackage(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	cfg := filepath.Join(t.TempDir(), "bad.toml")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "bad.toml")
 	os.WriteFile(cfg, []byte("np = 2\n\ntag_output = \"yes\"\n"), 0o644)
+	// Found before any rank starts: exec said "no such file or directory"
+	// of the script (127) and "exec format error" (1), after "stopping
+	// the other ranks" of none.
+	badInterp, noShebang := filepath.Join(dir, "badinterp"), filepath.Join(dir, "noshebang")
+	os.WriteFile(badInterp, []byte("#!/no/such/interp -x\necho hi\n"), 0o755)
+	os.WriteFile(noShebang, []byte("echo hi\n"), 0o755)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -327,23 +445,42 @@ func TestBadInput(t *testing.T) {
 		{"unknown flag", []string{"--bogus", "-np", "2", "true"}, 2, `unknown flag --bogus: see gorun --help`},
 		{"empty host list", []string{"-H", "", "-np", "1", "true"}, 2, `--host "": give a value, or leave the flag out`},
 		{"empty stdin", []string{"--stdin", "", "-np", "1", "true"}, 2, `--stdin "": give a value`},
-		{"iface not here", []string{"-np", "1", "--iface", "nosuch0", "true"}, 2, `--iface nosuch0: .*no such network interface`},
+		{"iface not here", []string{"-np", "1", "--iface", "nosuch0", "true"}, 2, `--iface nosuch0: no interface nosuch0; this host has .*\blo\b.* \(see ip addr\)`},
+		{"wdir missing", []string{"-np", "1", "--wdir", "/no/such/dir", "true"}, 2, `--wdir /no/such/dir: no such directory; create it`},
+		{"host list count 0", []string{"-H", "localhost:0", "true"}, 2, `-H localhost:0: the count after : must be a positive whole number \(e\.g\. node1:4\)`},
 		{"net not here", []string{"-np", "1", "--net", "203.0.113.0/24", "true"}, 2, `--net 203.0.113.0/24: no local address in it`},
 		{"missing value", []string{"-np", "2", "--timeout"}, 2, `--timeout needs a value, a duration such as 30s`},
 		{"misspelt flag", []string{"--tag-ouput", "-np", "2", "true"}, 2, `unknown flag --tag-ouput: did you mean --tag-output\?`},
 		{"mpirun flag", []string{"--mca", "btl", "tcp,self", "-np", "2", "true"}, 2, `unknown flag --mca: gorun has no MCA parameters; GORUN_TRANSPORT=tcp`},
+		{"mpirun display-map", []string{"--display-map", "-np", "2", "true"}, 2, `unknown flag --display-map: --dry-run prints which ranks go to which host`},
+		{"mpirun output-filename", []string{"--output-filename", "out", "-np", "2", "true"}, 2, `unknown flag --output-filename: --output-dir DIR writes`},
+		{"torchrun standalone", []string{"--standalone", "-np", "2", "true"}, 2, `unknown flag --standalone: gorun runs its own rendezvous`},
+		{"-v", []string{"-v"}, 2, `unknown flag -v: did you mean --version or --verbose\?`},
+		{"bool with a value", []string{"--verbose=2", "-np", "1", "true"}, 2, `--verbose "2": want true or false \(see gorun --help\)`},
 		{"mpirun map-by", []string{"-np", "2", "--map-by", "core", "true"}, 2, `--map-by "core": want slot or node \(gorun places ranks on hosts only; --bind-to core`},
 		{"bad bind", []string{"-np", "2", "--bind-to", "numa", "true"}, 2, `--bind-to "numa": want auto, none, hwthread, core or socket`},
 		{"bad timer slack", []string{"-np", "2", "--timer-slack", "5", "true"}, 2, `--timer-slack "5": want auto, 0, or a duration up to 1s such as 500us`},
 		{"bad duration", []string{"-np", "2", "--timeout", "1x", "true"}, 2, `--timeout "1x": want a duration such as 30s`},
 		{"np 0", []string{"-np", "0", "true"}, 2, `-np 0: want at least 1 rank`},
 		{"np missing", []string{"true"}, 2, `give -np N`},
+		{"-x before a flag", []string{"-x", "-np", "2", "true"}, 2, `-x -np: a flag where -x wants VAR or VAR=VALUE, as in -x OMP_NUM_THREADS=4`},
+		{"-x bad name", []string{"-np", "1", "-x", "1FOO=2", "true"}, 2, `-x "1FOO=2": want VAR or VAR=VALUE, VAR letters, digits and _, not starting with a digit`},
+		{"topo np missing", []string{"--topo"}, 2, `how many ranks\? give -np N, as in gorun --topo -np 4`},
+		{"tune np missing", []string{"--tune"}, 2, `how many ranks\? give -np N, as in gorun --tune -np 4`},
+		// A huge -np crashed gorun (makeslice) or took the machine's memory.
+		{"np huge", []string{"-np", "9223372036854775807", "true"}, 2, `-np 9223372036854775807: at most 1048576 ranks in one job`},
+		{"np crowds this machine", []string{"-np", "100000", "--dry-run", "true"}, 2, `-np 100000 on this machine's \d+ CPUs?: more than 64 ranks per CPU needs --oversubscribe`},
+		{"mpmd np huge", []string{"-np", "9223372036854775807", "true", ":", "-np", "2", "true"}, 2, `program 1 of the MPMD job \(true\): -np 9223372036854775807: at most 1048576 ranks`},
+		{"mpmd np sum", []string{"-np", "1000000", "true", ":", "-np", "1000000", "true", ":", "-np", "2", "true"}, 2, `program 2 of the MPMD job \(true\): -np 1000000: the programs' ranks add up to more than 1048576`},
 		{"np not a number", []string{"-np", "two", "true"}, 2, `-np "two": want a whole number`},
 		{"no program", []string{"-np", "2"}, 2, `no program to run`},
 		{"nothing", nil, 2, `no program to run: usage is gorun \[flags\] PROGRAM`},
 		{"bad stdin", []string{"-np", "2", "--stdin", "5", "true"}, 2, `--stdin 5: there are only 2 ranks`},
 		{"program not on PATH", []string{"-np", "2", "no-such-program-xyz"}, 127, `no-such-program-xyz: not found on PATH \(`},
 		{"program path missing", []string{"-np", "2", "./no/such"}, 127, `\./no/such: no such file or directory \(looked at /\S+/no/such\)`},
+		{"go file", []string{"-np", "1", "../../examples/hello/main.go"}, 126, `\.\./\.\./examples/hello/main\.go is a Go source file: give its package's directory, \.\./\.\./examples/hello, and gorun builds it`},
+		{"bad interpreter", []string{"-np", "2", badInterp}, 127, regexpQuote(badInterp) + `: its #! line names /no/such/interp, which does not exist`},
+		{"no #! line", []string{"-np", "2", noShebang}, 126, regexpQuote(noShebang) + ` is not a program this machine can run \(no #! line, not an ELF for this machine\)`},
 		{"malformed config", []string{"--config", cfg, "true"}, 2, regexpQuote(cfg) + `:3: .*tag_output`},
 		{"missing config", []string{"--config", cfg + ".missing", "-np", "1", "true"}, 2, `no such file`},
 	} {
@@ -384,6 +521,10 @@ func TestStartFailureStatus(t *testing.T) {
 			r := gorun(t, "", tc.args...)
 			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
 				t.Errorf("status %d, want %d, and stderr saying %q:\n%s", r.code, tc.code, tc.want, r.stderr)
+			}
+			// The first start failed: no other rank to stop, none started to count.
+			if strings.Contains(r.stderr, "stopping the other ranks") || strings.Contains(r.stderr, "were started") {
+				t.Errorf("gorun spoke of other ranks:\n%s", r.stderr)
 			}
 			if tc.code == 2 && (strings.Contains(r.stderr, "GOMAXPROCS") || strings.Contains(r.stderr, "were started") || strings.Contains(r.stderr, "oversubscribed")) {
 				t.Errorf("gorun spoke of ranks it does not start:\n%s", r.stderr)
@@ -639,10 +780,17 @@ func TestMPMD(t *testing.T) {
 		{[]string{"-np", "1", "true", ":", "-np", "1", "-H", "a", "true"}, "-H is not taken per program"},
 		{[]string{"-np", "1", "true", ":", "-np", "1", "-x"}, "-x needs a value"},
 		{[]string{"-H", "localhost:2", "true", ":", "-np", "1", "true"}, "every program of an MPMD job"},
+		// Said "how many ranks? give -np N, as in gorun -np 4 true".
+		{[]string{"true", ":", "-np", "2", "true"}, "program 1 of the MPMD job: how many ranks of true? give -np N before it, as in gorun -np 1 true : -np 4 true"},
+		{[]string{"-np", "1", "true", ":", "-np", "1", "-np", "2", "true"}, "-np 1 and -np 2: give a program's -np once"},
+		{[]string{"-np", "1", "true", ":", "---np", "1", "true"}, "---np is not taken per program"},
 	} {
 		if r := gorun(t, "", tc.args...); r.code != 2 || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("gorun %q: want status 2 and %q\n%v", tc.args, tc.want, r)
 		}
+	}
+	if r := gorun(t, "", "-np", "1", "true", ":", "-np", "1", "./no/such"); r.code != 127 || !strings.HasPrefix(r.stderr, "gorun: program 2 of the MPMD job: ./no/such: no such file") {
+		t.Errorf("a missing second program: want status 127 and its number\n%v", r)
 	}
 }
 

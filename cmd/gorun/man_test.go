@@ -7,6 +7,8 @@ import (
 	"go/token"
 	"os"
 	"os/exec"
+	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gorun-hpc/gorun/cmd/internal/manpage"
+	"github.com/gorun-hpc/gorun/spmd/launch"
 )
 
 // The man page is man/gorun.1.in with its OPTIONS marker replaced by the
@@ -46,6 +49,20 @@ func TestManPage(t *testing.T) {
 	}
 	if string(got) != page {
 		t.Fatalf("%s is stale: run go test ./cmd/gorun -run TestManPage -update", manPage)
+	}
+	// Every key a config file may set, as gorun.toml(5) lists them too
+	// (max_restarts and profile_cpu were missing here).
+	files := page[strings.Index(page, ".SH FILES"):]
+	files = files[:strings.Index(files, ".TP\n.I hostfile")]
+	t2 := reflect.TypeFor[launch.Config]()
+	for i := range t2.NumField() {
+		key, _, _ := strings.Cut(t2.Field(i).Tag.Get("toml"), ",")
+		if key == "" || key == "-" {
+			continue
+		}
+		if !regexpMatch(`(?m)^\.BR? `+regexp.QuoteMeta(strings.ReplaceAll(key, "-", `\-`))+`( ,)?$`, files) {
+			t.Errorf("%s does not list config key %s under FILES", manPage, key)
+		}
 	}
 	for _, f := range newApp(nil).VisibleFlags() {
 		if !strings.Contains(page, manName(f.Names()[0])) {

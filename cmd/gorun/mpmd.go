@@ -43,11 +43,15 @@ func parseApp(part []string, n int) (launch.App, error) {
 	where := fmt.Sprintf("program %d (after \":\" number %d)", n, n-1)
 	for i := 0; i < len(part); i++ {
 		a := part[i]
-		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		if !strings.HasPrefix(a, "-") {
 			app.Program, app.Args = a, part[i+1:]
 			break
 		}
+		flag := strings.TrimPrefix(a, "-")
+		if !strings.HasPrefix(flag, "--") { // -np and --np, not ---np
+			flag = strings.TrimPrefix(flag, "-")
+		}
+		name, val, hasVal := strings.Cut(flag, "=")
 		if !hasVal {
 			if i+1 >= len(part) {
 				return app, fmt.Errorf("%s: %s needs a value (see gorun --help)", where, a)
@@ -60,6 +64,9 @@ func parseApp(part []string, n int) (launch.App, error) {
 			np, err := strconv.Atoi(val)
 			if err != nil || np < 1 {
 				return app, fmt.Errorf("%s: -np %q: want a whole number of ranks, 1 or more", where, val)
+			}
+			if app.NP != 0 {
+				return app, fmt.Errorf("%s: -np %d and -np %d: give a program's -np once", where, app.NP, np)
 			}
 			app.NP = np
 		case "x":

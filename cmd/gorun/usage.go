@@ -63,17 +63,29 @@ func example(f cli.Flag) string {
 	return ""
 }
 
-var invalidValue = regexp.MustCompile(`^invalid value "(.*)" for flag -([\w-]+): `)
+// invalidValue matches the flag package's "invalid value "1x" for flag
+// -timeout: ..." and, for a boolean flag given =VALUE, "invalid boolean
+// value "2" for -verbose: ...".
+var invalidValue = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-([\w-]+): `)
 
 // foreignFlags are flags of mpirun and torchrun that gorun does without,
 // with what to do instead.
 var foreignFlags = map[string]string{
-	"mca":            "gorun has no MCA parameters; GORUN_TRANSPORT=tcp makes all ranks talk over TCP (see gorun(1), ENVIRONMENT)",
-	"nproc_per_node": "give -np N for one host, or --npernode N with a host list",
-	"nproc-per-node": "give -np N for one host, or --npernode N with a host list",
-	"nnodes":         "give the hosts with -H or --hostfile; gorun starts them itself",
-	"rdzv_endpoint":  "gorun starts every rank itself and needs no rendezvous endpoint; give the hosts with -H or --hostfile",
-	"rdzv-endpoint":  "gorun starts every rank itself and needs no rendezvous endpoint; give the hosts with -H or --hostfile",
+	"mca":                    "gorun has no MCA parameters; GORUN_TRANSPORT=tcp makes all ranks talk over TCP (see gorun(1), ENVIRONMENT)",
+	"nproc_per_node":         "give -np N for one host, or --npernode N with a host list",
+	"nproc-per-node":         "give -np N for one host, or --npernode N with a host list",
+	"nnodes":                 "give the hosts with -H or --hostfile; gorun starts them itself",
+	"rdzv_endpoint":          "gorun starts every rank itself and needs no rendezvous endpoint; give the hosts with -H or --hostfile",
+	"rdzv-endpoint":          "gorun starts every rank itself and needs no rendezvous endpoint; give the hosts with -H or --hostfile",
+	"rdzv_backend":           "gorun runs its own rendezvous for every job: leave the flag out",
+	"rdzv-backend":           "gorun runs its own rendezvous for every job: leave the flag out",
+	"standalone":             "gorun runs its own rendezvous for every job: leave the flag out, and give -np N",
+	"nproc":                  "give -np N for the number of ranks",
+	"display-map":            "--dry-run prints which ranks go to which host (and their environment), and starts nothing",
+	"output-filename":        "--output-dir DIR writes each rank's output to DIR/rank.N.out and DIR/rank.N.err",
+	"merge-stderr-to-stdout": "gorun keeps each rank's standard error on its own; run gorun ... 2>&1 to merge them",
+	"v":                      "did you mean --version or --verbose? (see gorun --help)",
+	"V":                      "did you mean --version? (see gorun --help)",
 }
 
 // lookupFlag returns the flag named name (or aliased so), or nil.

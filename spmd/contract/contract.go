@@ -108,7 +108,7 @@ func (r PortRange) Try(bind func(port int) error) error {
 			return err
 		}
 	}
-	return fmt.Errorf("every port in %s is in use: widen the range (%s): %w", r, EnvPorts, err)
+	return fmt.Errorf("every port in %s is in use: widen the range (%s, which gorun --ports sets): %w", r, EnvPorts, err)
 }
 
 // inUse reports whether err says that the address was taken; memberlist

@@ -40,7 +40,16 @@ func pickAddr(iface, cidr, peer string) (string, error) {
 func ifaceAddr(name string) (string, error) {
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {
-		return "", fmt.Errorf("--iface %s: %w (see ip addr)", name, err)
+		var names []string
+		if ifs, err := net.Interfaces(); err == nil {
+			for _, i := range ifs {
+				names = append(names, i.Name)
+			}
+		}
+		if len(names) == 0 {
+			return "", fmt.Errorf("--iface %s: %w (see ip addr)", name, err)
+		}
+		return "", fmt.Errorf("--iface %s: no interface %s; this host has %s (see ip addr)", name, name, strings.Join(names, ", "))
 	}
 	addrs, err := ifi.Addrs()
 	if err != nil {

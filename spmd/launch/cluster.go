@@ -62,12 +62,17 @@ func newCluster(targets []target, remote remote, radix int, setup func(target) s
 
 // connect starts the agents and waits until each has answered its setup.
 // A host that cannot be reached is an error naming it (errHost); so is one
-// that has not answered within wait.
-func (c *cluster) connect(ctx context.Context, targets []target, wait time.Duration) error {
+// that has not answered within wait (0: no limit), which --connect-timeout
+// per set.
+func (c *cluster) connect(ctx context.Context, targets []target, wait, per time.Duration) error {
 	t0 := time.Now()
 	c.sp.start(targets)
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
+	var deadline <-chan time.Time // nil: no limit
+	if wait > 0 {
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		deadline = timer.C
+	}
 	for {
 		c.mu.Lock()
 		var pending []string
@@ -87,14 +92,14 @@ func (c *cluster) connect(ctx context.Context, targets []target, wait time.Durat
 			return &kindError{err: fmt.Errorf("host %s: cannot start its agent: %s", failed.t.Name, failed.lost), kind: errHost}
 		}
 		if len(pending) == 0 {
-			c.logf("agents on %d hosts ready after %v", len(targets), time.Since(t0).Round(time.Millisecond))
+			c.logf("agents on %d %s ready after %v", len(targets), plural(len(targets), "host"), time.Since(t0).Round(time.Millisecond))
 			return nil
 		}
 		select {
 		case <-changed:
-		case <-deadline.C:
-			return &kindError{err: fmt.Errorf("host %s: no answer from its agent after %v (is it up? try ssh %s true)",
-				strings.Join(pending, ", host "), wait, pending[0]), kind: errHost}
+		case <-deadline:
+			return &kindError{err: fmt.Errorf("host %s: no answer from its agent after %v (--connect-timeout %v); is it up? try %s",
+				strings.Join(pending, ", host "), wait, per, c.sp.remote.try(c.byName[pending[0]].t)), kind: errHost}
 		case <-ctx.Done():
 			return fmt.Errorf("interrupted while starting the agents: %w", ctx.Err())
 		}

@@ -22,6 +22,7 @@ type remote struct {
 	Mode  string   // modeSSH or ModeSrun
 	Argv  []string // command before the destination: ssh -F cfg -o BatchMode=yes ...
 	Gorun string   // gorun's path on the hosts (without --preload)
+	own   int      // how many words of Argv the user wrote (ssh or --launch-agent, --ssh-args); 0: all
 }
 
 // agentFlag is the hidden flag that makes gorun an agent.
@@ -50,10 +51,11 @@ func newRemote(mode, sshArgs, launchAgent string, connectTimeout time.Duration, 
 		}
 	}
 	r.Argv = append(agent, extra...)
+	r.own = len(r.Argv)
 	if filepath.Base(agent[0]) == "ssh" {
 		// The user's options come first: ssh keeps the first value it sees.
 		r.Argv = append(r.Argv, "-o", "BatchMode=yes", "-x", "-T")
-		if connectTimeout > 0 {
+		if connectTimeout > 0 { // 0: no limit, for ssh as for gorun (connectWait)
 			secs := int((connectTimeout + time.Second - 1) / time.Second)
 			r.Argv = append(r.Argv, "-o", "ConnectTimeout="+strconv.Itoa(secs))
 		}
@@ -71,6 +73,20 @@ func (r remote) Command(name, dest string, remote []string) []string {
 		return append(argv, remote...)
 	}
 	return append(argv, dest, "exec "+shellJoin(remote))
+}
+
+// try is the command line a user can run to see whether t is reached as
+// its agent would be: the launch agent (ssh or --launch-agent, with
+// --ssh-args) and the host, running true.
+func (r remote) try(t target) string {
+	if r.Mode == ModeSrun {
+		return shellJoin([]string{"srun", "--nodes=1", "--nodelist=" + t.Name, "true"})
+	}
+	argv := r.Argv
+	if r.own > 0 {
+		argv = argv[:r.own]
+	}
+	return shellJoin(append(append([]string(nil), argv...), t.Dest, "true"))
 }
 
 // shellJoin quotes args for a POSIX shell and joins them with spaces.

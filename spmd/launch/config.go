@@ -112,6 +112,16 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // MarshalText writes the duration as time.Duration.String does.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
 
+// MaxRanks is the most ranks one job may have (hosts.MaxSlots, the most
+// that hosts.Map places): more is refused before anything is allocated
+// for them.
+const MaxRanks = hosts.MaxSlots
+
+// maxRanksPerCPU is how crowded a job on this machine alone may be
+// without --oversubscribe: more ranks than this per CPU are a typo more
+// often than a plan, and would take the machine's memory and processes.
+const maxRanksPerCPU = 64
+
 // Defaults of DefaultConfig.
 const (
 	DefaultKillGrace      = 5 * time.Second  // between SIGTERM and SIGKILL
@@ -205,7 +215,10 @@ func (c *Config) countApps() error {
 	if len(c.Apps) == 0 {
 		return nil
 	}
-	if c.NP < 1 {
+	switch {
+	case c.NP == 0 && c.Hosts == "" && c.Hostfile == "":
+		return errorf(ErrUsage, "program 1 of the MPMD job: how many ranks of %s? give -np N before it, as in gorun -np 1 %s : -np 4 %s", c.Program, c.Program, c.Apps[0].Program)
+	case c.NP < 1:
 		return errorf(ErrUsage, "-np %d before %s: every program of an MPMD job (PROG : -np N PROG2) needs its -np", c.NP, c.Program)
 	}
 	c.apps = append([]App{{NP: c.NP, Program: c.Program, Args: c.Args}}, c.Apps...)
@@ -216,6 +229,10 @@ func (c *Config) countApps() error {
 			return errorf(ErrUsage, "program %d of the MPMD job: no program after its -np %d", i+1, a.NP)
 		case a.NP < 1:
 			return errorf(ErrUsage, "program %d of the MPMD job (%s): -np %d: want at least 1 rank", i+1, a.Program, a.NP)
+		case a.NP > MaxRanks:
+			return errorf(ErrUsage, "program %d of the MPMD job (%s): -np %d: at most %d ranks in one job", i+1, a.Program, a.NP, MaxRanks)
+		case a.NP > MaxRanks-total: // total <= MaxRanks: no overflow
+			return errorf(ErrUsage, "program %d of the MPMD job (%s): -np %d: the programs' ranks add up to more than %d, the most one job may have", i+1, a.Program, a.NP, MaxRanks)
 		}
 		total += a.NP
 	}
@@ -260,6 +277,9 @@ var valueChecks = []struct {
 	check     func(c *Config) error
 }{
 	{"-np", "np", func(c *Config) error {
+		if c.NP > MaxRanks {
+			return fmt.Errorf("%d: at most %d ranks in one job", c.NP, MaxRanks)
+		}
 		if c.NP >= 0 {
 			return nil
 		}
@@ -272,8 +292,8 @@ var valueChecks = []struct {
 	{"-x", "export", func(c *Config) error {
 		for _, x := range c.Export {
 			name, _, _ := strings.Cut(x, "=")
-			if name == "" || strings.ContainsAny(name, " \t\n") {
-				return fmt.Errorf("%q: want VAR or VAR=VALUE", x)
+			if !validVarName(name) {
+				return fmt.Errorf("%q: want VAR or VAR=VALUE, VAR letters, digits and _, not starting with a digit", x)
 			}
 			if isContractVar(name) {
 				return fmt.Errorf("%s: gorun sets %s for each rank itself", name, name)
@@ -351,6 +371,20 @@ var valueChecks = []struct {
 	}},
 }
 
+// validVarName says whether name is a variable name a shell would take:
+// letters, digits and _, not starting with a digit.
+func validVarName(name string) bool {
+	for i, c := range name {
+		switch {
+		case c == '_', 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case '0' <= c && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return name != ""
+}
+
 // negative is the error "n: want" where n < 0, else nil.
 func negative(n int, want string) error {
 	if n >= 0 {
@@ -370,6 +404,16 @@ func negativeDuration(d Duration) error {
 // (topKeys), now decoded onto c, and reports the first bad one by its
 // line.
 func (c *Config) checkValues(name string, keys []fileKey) error {
+	line := map[string]int{}
+	for _, k := range keys {
+		line[k.key] = k.line
+	}
+	// Pairs that Validate refuses as two flags, here as two keys.
+	for _, pair := range [][2]string{{"hosts", "hostfile"}, {"iface", "net"}} {
+		if a, b := line[pair[0]], line[pair[1]]; a > 0 && b > 0 {
+			return errorf(ErrUsage, "%s:%d: %s and %s both set (lines %d and %d): keep one; a flag on the command line replaces either", name, max(a, b), pair[0], pair[1], a, b)
+		}
+	}
 	for _, k := range keys {
 		for _, v := range valueChecks {
 			if v.key != k.key {
@@ -404,6 +448,9 @@ func (c *Config) StdinRank() (int, error) {
 		return 0, fmt.Errorf("--stdin %q: want none, all, or a rank number", c.Stdin)
 	}
 	if c.NP > 0 && n >= c.NP {
+		if c.NP == 1 {
+			return 0, fmt.Errorf("--stdin %d: there is only 1 rank (0)", n)
+		}
 		return 0, fmt.Errorf("--stdin %d: there are only %d ranks (0..%d)", n, c.NP, c.NP-1)
 	}
 	return n, nil

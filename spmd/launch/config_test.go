@@ -49,6 +49,8 @@ func TestDecodeTOMLErrors(t *testing.T) {
 		{"bad export", "\nexport = [\"A B\"]\n", `c.toml:2: export "A B": want VAR or VAR=VALUE`},
 		{"contract export", "export = [\"GORUN_RANK=3\"]\n", `c.toml:1: export GORUN_RANK: gorun sets GORUN_RANK for each rank itself`},
 		{"negative np", "np = -1\n", `c.toml:1: np -1: want at least 1 rank`},
+		{"huge np", "np = 99999999999\n", `c.toml:1: np 99999999999: at most 1048576 ranks in one job`},
+		{"two host lists", "hosts = \"a:1\"\n\nhostfile = \"h\"\n", `c.toml:3: hosts and hostfile both set (lines 1 and 3): keep one`},
 		{"the first bad one", "net = \"10.0.0.0\"\nnpernode = -1\n", `c.toml:1: net "10.0.0.0": want a CIDR`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,6 +75,8 @@ func TestValidate(t *testing.T) {
 	}{
 		{"valid", func(*Config) {}, ""},
 		{"np -1", func(c *Config) { c.NP = -1 }, "-np -1"},
+		{"np too many", func(c *Config) { c.NP = MaxRanks + 1 }, "at most 1048576 ranks"},
+		{"np most", func(c *Config) { c.NP = MaxRanks }, ""},
 		{"no program", func(c *Config) { c.Program = "" }, "no program"},
 		{"stdin word", func(c *Config) { c.Stdin = "some" }, `--stdin "some"`},
 		{"stdin rank too big", func(c *Config) { c.Stdin = "2" }, "only 2 ranks"},

@@ -1,8 +1,10 @@
 package launch
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 
 	"github.com/gorun-hpc/gorun/spmd/launch/hosts"
@@ -33,7 +35,13 @@ func resolveHosts(cfg *Config, getenv func(string) string) (*hostList, error) {
 	case cfg.Hosts != "":
 		hl.source = "-H"
 		hl.hosts, err = hosts.ParseHostList(cfg.Hosts)
-		if err != nil {
+		var perr *hosts.ParseError
+		switch {
+		case errors.As(err, &perr) && perr.Text == cfg.Hosts: // the one entry: say it once
+			return nil, errorf(ErrUsage, "-H %s: %s", cfg.Hosts, perr.Msg)
+		case errors.As(err, &perr):
+			return nil, errorf(ErrUsage, "-H %s: entry %q: %s", cfg.Hosts, perr.Text, perr.Msg)
+		case err != nil:
 			return nil, errorf(ErrUsage, "-H %s: %w", cfg.Hosts, err)
 		}
 	case cfg.Hostfile != "":
@@ -89,6 +97,10 @@ func resolveHosts(cfg *Config, getenv func(string) string) (*hostList, error) {
 func localHosts(cfg *Config, hl *hostList) (*hostList, error) {
 	if cfg.NP < 1 {
 		return nil, errorf(ErrUsage, "-np %d: want at least 1 rank, as in gorun -np 4 %s (or give a host list)", cfg.NP, cfg.Program)
+	}
+	if cpus := runtime.NumCPU(); cfg.NP > maxRanksPerCPU*cpus && !cfg.Oversubscribe {
+		return nil, errorf(ErrUsage, "-np %d on this machine's %d %s: more than %d ranks per CPU needs --oversubscribe (or give a host list, -H or --hostfile)",
+			cfg.NP, cpus, plural(cpus, "CPU"), maxRanksPerCPU)
 	}
 	if cfg.NPerNode > 0 && cfg.NP > cfg.NPerNode {
 		return nil, errorf(ErrUsage, "-np %d with --npernode %d on one machine: give a host list (-H or --hostfile) for more hosts", cfg.NP, cfg.NPerNode)

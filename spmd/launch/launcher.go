@@ -97,6 +97,9 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	progs := make([]program, len(cfg.contexts()))
 	for i, a := range cfg.contexts() {
 		p, err := resolveProgram(a.Program)
+		if err != nil && len(progs) > 1 {
+			return 0, fmt.Errorf("program %d of the MPMD job: %w", i+1, err)
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -111,6 +114,9 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 		return 0, err
 	}
 	cfg.apps = cfg.contexts() // an SPMD job's one context, of the ranks now counted
+	if err := checkPorts(&cfg, hl); err != nil {
+		return 0, err
+	}
 	if cfg.DryRun {
 		for i, p := range progs {
 			cfg.apps[i].Program = p.String()
@@ -118,6 +124,9 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 		cfg.Program = cfg.apps[0].Program
 		plan, err := l.plan(&cfg, hl, newID(8), "", nil, nil, nil)
 		if err != nil {
+			return 0, err
+		}
+		if err := plan.foreseeStarts(hl.local, hostCPUs, runtime.NumCPU()); err != nil {
 			return 0, err
 		}
 		if _, err := io.WriteString(l.Stdout, hl.Map()); err != nil {
@@ -148,7 +157,7 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	// the job instead (checkBindings), and this line would say otherwise.
 	bind, _ := parseBindPolicy(cfg.BindTo)
 	if n := runtime.NumCPU(); hl.mode == modeLocal && cfg.NP > n && !bind.refusesOverload() && !cfg.Quiet {
-		out.Logf("%d ranks on %d cores: oversubscribed, ranks will share cores", cfg.NP, n)
+		out.Logf("%d ranks on %d %s: oversubscribed, ranks will share cores", cfg.NP, n, plural(n, "core"))
 	}
 	if cfg.Timeout > 0 {
 		cfg.deadline = time.Now().Add(time.Duration(cfg.Timeout))
@@ -174,7 +183,7 @@ func (l *Launcher) start(ctx context.Context, cfg *Config, hl *hostList, out *ou
 		cfg.runID = jobID
 	}
 	defer shm.Cleanup(jobID) // what ranks that died left in /dev/shm
-	logf("job %s: %d ranks of %s on %d %s (%s)", jobID, cfg.NP, cfg.Program,
+	logf("job %s: %d %s of %s on %d %s (%s)", jobID, cfg.NP, plural(cfg.NP, "rank"), cfg.Program,
 		len(hl.hosts), plural(len(hl.hosts), "host"), hl.source)
 	if l.Guard != nil && hl.hasLocal() {
 		l.cgroup = openCgroup(jobID, l.Guard, logf)
@@ -197,7 +206,10 @@ func (l *Launcher) start(ctx context.Context, cfg *Config, hl *hostList, out *ou
 		}
 	}
 	cpus := runtime.NumCPU()
-	seed := l.openSeed(ctx, SeedConfig{JobID: jobID, Secret: secret, BindAddr: "127.0.0.1", Verbose: cfg.Verbose, Crowd: (cfg.NP + cpus - 1) / cpus}, cfg.Ports, out)
+	seed, err := l.openSeed(ctx, SeedConfig{JobID: jobID, Secret: secret, BindAddr: "127.0.0.1", Verbose: cfg.Verbose, Crowd: (cfg.NP + cpus - 1) / cpus}, cfg.Ports, out)
+	if err != nil {
+		return 0, false, err
+	}
 	if seed != nil {
 		defer seed.Close()
 	}
@@ -303,24 +315,70 @@ func notices(plan *jobPlan, cfg *Config, hl *hostList, agents map[string]readyMs
 	}
 }
 
-// openSeed opens the job's seed (cfg, its ports from ports); a job
-// without one still runs programs that do not call spmd.Init, so failing
-// to open it is only a warning.
-func (l *Launcher) openSeed(ctx context.Context, cfg SeedConfig, ports string, out *output) Seed {
+// openSeed opens the job's seed (cfg, its ports from ports). Without a
+// rendezvous no rank that calls spmd.Init would find the others, so
+// failing to open it fails the start.
+func (l *Launcher) openSeed(ctx context.Context, cfg SeedConfig, ports string, out *output) (Seed, error) {
 	if l.OpenSeed == nil {
-		return nil
+		return nil, nil
 	}
 	cfg.Ports, _ = contract.ParsePortRange(ports)
 	cfg.Logf = out.Logf
 	seed, err := l.OpenSeed(ctx, cfg)
 	if err != nil {
-		out.Logf("cannot open the job's rendezvous and gossip seed (%v); ranks that call spmd.Init will not find each other", err)
-		return nil
+		what := "the job's rendezvous"
+		if cfg.Gossip {
+			what += " and gossip seed"
+		}
+		hint := ""
+		if ports != "" {
+			hint = fmt.Sprintf(" (--ports %s)", ports)
+		}
+		return nil, fmt.Errorf("cannot open %s on %s%s: %w", what, cfg.BindAddr, hint, err)
 	}
 	if cfg.Verbose && seed.Addr() != "" {
 		out.Logf("gossip seed listening on %s", seed.Addr())
 	}
-	return seed
+	return seed, nil
+}
+
+// checkPorts fails when --ports has fewer ports than a host of the job
+// needs: one per rank there for its data-plane listener, two in a job
+// across hosts (its gossip node too), and on this machine the rendezvous
+// and, across hosts, the gossip seed. The ranks found out one by one,
+// each failing with "every port in 40000-40000 is in use".
+func checkPorts(cfg *Config, hl *hostList) error {
+	pr, err := contract.ParsePortRange(cfg.Ports)
+	if cfg.Ports == "" || err != nil {
+		return nil // none, or Validate's to say
+	}
+	ranks := map[string]int{}
+	for _, h := range hl.rankHost {
+		ranks[h]++
+	}
+	perRank, seeds, seedWhat, rankWhat := 1, 1, "the rendezvous", "its listener"
+	if hl.remote() {
+		seeds, seedWhat = 2, "the rendezvous and the gossip seed"
+		if len(ranks) > 1 {
+			perRank, rankWhat = 2, "its listener and gossip node"
+		}
+	}
+	have := pr.High - pr.Low + 1
+	need, host, why := seeds, "this machine", fmt.Sprintf("%d for %s", seeds, seedWhat)
+	for _, h := range hl.hosts {
+		n, w := ranks[h.Name]*perRank, fmt.Sprintf("%d for each of its %d %s (%s)", perRank, ranks[h.Name], plural(ranks[h.Name], "rank"), rankWhat)
+		if hl.local[h.Name] {
+			n, w = n+seeds, fmt.Sprintf("%d for %s and %s", seeds, seedWhat, w)
+		}
+		if n > need {
+			need, host, why = n, "host "+h.Name, w
+		}
+	}
+	if need <= have {
+		return nil
+	}
+	return errorf(ErrUsage, "--ports %s: %d %s, and %s needs %d: %s; widen it, as in --ports %d-%d",
+		cfg.Ports, have, plural(have, "port"), host, need, why, pr.Low, min(pr.Low+need-1, 65535))
 }
 
 // prepareDirs makes the directories of cfg absolute and creates the output
@@ -328,7 +386,12 @@ func (l *Launcher) openSeed(ctx context.Context, cfg SeedConfig, ports string, o
 func prepareDirs(cfg *Config) error {
 	if cfg.Wdir != "" {
 		fi, err := os.Stat(cfg.Wdir)
-		if err != nil || !fi.IsDir() {
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return errorf(ErrUsage, "--wdir %s: no such directory; create it, or give one that exists", cfg.Wdir)
+		case err != nil:
+			return errorf(ErrUsage, "--wdir %s: %v", cfg.Wdir, err)
+		case !fi.IsDir():
 			return errorf(ErrUsage, "--wdir %s: not a directory", cfg.Wdir)
 		}
 	}

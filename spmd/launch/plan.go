@@ -42,6 +42,10 @@ type rankPlan struct {
 	// ShareProcs says that the user chose no GOMAXPROCS for the rank, so
 	// that its starter gives it its share of the host's CPUs (procs.go).
 	ShareProcs bool
+	// Start says, for --dry-run, how the rank's starter binds it
+	// ("binding: core 0 (cpu 0)"), or that its host's agent decides; "":
+	// unsaid.
+	Start string
 }
 
 // jobInfo is what is decided once per job, before planning.
@@ -226,8 +230,8 @@ func exports(xs []string, getenv func(string) string) (map[string]string, error)
 	out := map[string]string{}
 	for _, x := range xs {
 		name, val, ok := strings.Cut(x, "=")
-		if name == "" {
-			return nil, errorf(ErrUsage, "-x %q: want VAR or VAR=VALUE", x)
+		if !validVarName(name) {
+			return nil, errorf(ErrUsage, "-x %q: want VAR or VAR=VALUE, VAR letters, digits and _, not starting with a digit", x)
 		}
 		if !ok {
 			val = getenv(name)
@@ -254,6 +258,35 @@ var contractVars = map[string]bool{
 
 func isContractVar(name string) bool { return contractVars[name] }
 
+// foreseeStarts does for --dry-run what the starters will do to each
+// rank's environment and CPUs: for a rank of this machine (local), the
+// GOMAXPROCS, GORUN_HOST_CPUS and GORUN_BIND_TO its start adds and its
+// binding, as local.Start; for another host's, a word that its agent
+// decides them by that host's CPUs.
+func (p *jobPlan) foreseeStarts(local map[string]bool, hostCPUs func() ([]cpuInfo, error), cpus int) error {
+	for i := range p.Ranks {
+		rp := &p.Ranks[i]
+		if !local[rp.Host] {
+			rp.Start = "binding, GOMAXPROCS and GORUN_HOST_CPUS: chosen by " + rp.Host + "'s agent at launch"
+			continue
+		}
+		bind, err := bindingFor(rp.Env, hostCPUs, rp.Host)
+		if err != nil {
+			return fmt.Errorf("rank %d: %w", rp.Rank, err)
+		}
+		rp.Env = boundEnv(procsEnv(rp.Env, *rp, bind, cpus), bind, cpus)
+		sort.Strings(rp.Env)
+		rp.Start = "binding: none"
+		if bind.cpus != nil {
+			rp.Start = "binding: " + bind.what
+		}
+		if slack, err := slackFor(rp.Env, bind, p.Apps[rp.App].Program); err == nil && slack.d > 0 {
+			rp.Start += fmt.Sprintf(", timer slack %v", slack.d)
+		}
+	}
+	return nil
+}
+
 // Format writes the plan for --dry-run: a header line, then per rank one
 // line with its host and local rank and one indented line per variable.
 func (p *jobPlan) Format(w io.Writer) error {
@@ -274,6 +307,9 @@ func (p *jobPlan) Format(w io.Writer) error {
 			fmt.Fprintf(&b, ", program %d (%s)", r.App+1, p.Apps[r.App].Program)
 		}
 		b.WriteString("\n")
+		if r.Start != "" { // its own line, two spaces in: the rank line and the variables parse as before
+			fmt.Fprintf(&b, "  %s\n", r.Start)
+		}
 		for _, kv := range r.Env {
 			fmt.Fprintf(&b, "    %s\n", kv)
 		}

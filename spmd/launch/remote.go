@@ -28,7 +28,10 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 		bind = "127.0.0.1"
 	}
 	logf("the launcher's address facing the hosts is %s", bind)
-	seed := l.openSeed(ctx, SeedConfig{JobID: jobID, Secret: secret, BindAddr: bind, Verbose: cfg.Verbose, Crowd: 1, Gossip: true}, cfg.Ports, out)
+	seed, err := l.openSeed(ctx, SeedConfig{JobID: jobID, Secret: secret, BindAddr: bind, Verbose: cfg.Verbose, Crowd: 1, Gossip: true}, cfg.Ports, out)
+	if err != nil {
+		return 0, false, err
+	}
 	if seed != nil {
 		defer seed.Close()
 	}
@@ -57,8 +60,12 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 			c.sp.preload = append(c.sp.preload, a.Program)
 		}
 	}
-	defer c.close(time.Duration(cfg.KillGrace) + 5*time.Second)
-	if err := c.connect(ctx, targets, connectWait(cfg, radix, len(targets))); err != nil {
+	// Agents that ran ranks get time to stop them; agents that never
+	// answered (a hung ssh or --launch-agent) are killed at once.
+	closeWait := time.Duration(cfg.KillGrace) + 5*time.Second
+	defer func() { c.close(closeWait) }()
+	if err := c.connect(ctx, targets, connectWait(cfg, radix, len(targets)), time.Duration(cfg.ConnectTimeout)); err != nil {
+		closeWait = 0
 		if ctx.Err() != nil {
 			out.Logf("interrupted while starting the agents; stopping them")
 			return 128 + int(syscall.SIGINT), false, nil
@@ -78,23 +85,28 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 }
 
 // connectWait bounds the wait for every agent: the connect timeout per
-// level of the spawn tree, plus time for the agents to start (and, with
-// --preload, for the copies).
+// level of the spawn tree and connectMargin, so that ssh, given the same
+// ConnectTimeout, says first why it failed (with --preload, time for the
+// copies too). A connect timeout of 0 is no limit, for ssh too.
 func connectWait(cfg *Config, radix, n int) time.Duration {
+	per := time.Duration(cfg.ConnectTimeout)
+	if per <= 0 {
+		return 0
+	}
 	levels := 1
 	for reach := radix; reach < n; reach = reach*radix + radix {
 		levels++
 	}
-	per := time.Duration(cfg.ConnectTimeout)
-	if per <= 0 {
-		per = DefaultConnectTimeout
-	}
-	extra := 5 * time.Second
+	extra := connectMargin
 	if cfg.Preload {
 		extra += 30 * time.Second
 	}
 	return time.Duration(levels)*per + extra
 }
+
+// connectMargin is how much longer than --connect-timeout gorun waits for
+// an agent on one level of the spawn tree (see gorun(1)).
+const connectMargin = time.Second
 
 // launcherAddr is the address the seed binds: --iface or --net, else the
 // local address that routes to the first remote host.

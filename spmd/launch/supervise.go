@@ -77,7 +77,11 @@ func (j *job) run(ctx context.Context, seed Seed) int {
 		}
 		p, err := j.start(rp, stdins[rp.Rank])
 		if err != nil {
-			j.out.Logf("%v; stopping the other ranks", err)
+			if len(j.procs) == 0 { // nothing to stop, nothing started to count
+				j.out.Logf("%v", err)
+			} else {
+				j.out.Logf("%v; stopping the other ranks", err)
+			}
 			s.decide(startFailure(err))
 			s.stop()
 			break
@@ -91,7 +95,7 @@ func (j *job) run(ctx context.Context, seed Seed) int {
 			j.logf("started rank %d (pid %d on %s)", r, p.Pid(), j.plan.Ranks[r].Host)
 		}
 	}
-	if n := len(j.procs); n < len(j.plan.Ranks) && s.stopping && s.decided {
+	if n := len(j.procs); n > 0 && n < len(j.plan.Ranks) && s.stopping && s.decided {
 		j.out.Logf("%d of %d ranks were started before the job stopped", n, len(j.plan.Ranks))
 	}
 	for _, f := range stdins[len(j.procs):] {
@@ -401,7 +405,7 @@ func (j *job) waitSeed(ctx context.Context, seed Seed) (stop func()) {
 		defer close(done)
 		t0 := time.Now()
 		if err := seed.Wait(ctx, len(j.plan.Ranks)); err == nil {
-			j.logf("all %d ranks ready after %v", len(j.plan.Ranks), time.Since(t0).Round(time.Millisecond))
+			j.logf("all %d %s ready after %v", len(j.plan.Ranks), plural(len(j.plan.Ranks), "rank"), time.Since(t0).Round(time.Millisecond))
 		}
 	}()
 	return func() { cancel(); <-done }

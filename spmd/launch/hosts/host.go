@@ -146,7 +146,7 @@ func parseDest(tok string) (user, name string, count int, msg string) {
 	if hasCount {
 		n, ok := parseCount(countText)
 		if !ok {
-			return "", "", 0, "the count after : must be a positive whole number (e.g. node1:4)"
+			return "", "", 0, badCount(countText, "the count after :", "a positive whole number (e.g. node1:4)")
 		}
 		count = n
 	}
@@ -168,6 +168,15 @@ func parseCount(s string) (int, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// badCount says what is wrong with a count parseCount refused, named
+// what: too large, or else not want.
+func badCount(s, what, want string) string {
+	if s != "" && strings.Trim(s, "0123456789") == "" && strings.Trim(s, "0") != "" {
+		return fmt.Sprintf("%s %s is more than %d, the most slots one host may have", what, s, MaxSlots)
+	}
+	return what + " must be " + want
 }
 
 // validName accepts host names (letters, digits, '.', '-', '_'), IPv4 and

@@ -109,7 +109,7 @@ func (h *Host) setOption(f string, colonCount bool) string {
 		}
 		n, ok := parseCount(val)
 		if !ok {
-			return key + " must be a positive whole number (e.g. node1 slots=4)"
+			return badCount(val, key, "a positive whole number (e.g. node1 slots=4)")
 		}
 		h.Slots = n
 	case "max_slots", "max-slots", "slots_max", "slots-max":
@@ -118,7 +118,7 @@ func (h *Host) setOption(f string, colonCount bool) string {
 		}
 		n, ok := parseCount(val)
 		if !ok {
-			return key + " must be a positive whole number (e.g. node1 slots=4 max_slots=8)"
+			return badCount(val, key, "a positive whole number (e.g. node1 slots=4 max_slots=8)")
 		}
 		h.MaxSlots = n
 	case "user", "username":

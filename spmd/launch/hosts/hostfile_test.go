@@ -64,7 +64,7 @@ func TestParseHostfileErrors(t *testing.T) {
 			`hostfile.txt:7: "node1 slots=abc": slots must be a positive whole number (e.g. node1 slots=4)`, ErrSyntax},
 		{"slots zero", "node1 slots=0", 1, "slots must be a positive whole number", ErrSyntax},
 		{"slots negative", "node1 slots=-2", 1, "slots must be a positive whole number", ErrSyntax},
-		{"slots huge", "node1 slots=99999999999999999999", 1, "slots must be a positive whole number", ErrSyntax},
+		{"slots huge", "node1 slots=99999999999999999999", 1, "slots 99999999999999999999 is more than 1048576, the most slots one host may have", ErrSyntax},
 		{"slots empty", "node1 slots=", 1, "slots must be a positive whole number", ErrSyntax},
 		{"max below slots", "node1 slots=4 max_slots=2", 1, "max_slots=2 is less than slots=4", ErrSyntax},
 		{"max not a number", "node1 max_slots=x", 1, "max_slots must be a positive whole number", ErrSyntax},

@@ -133,10 +133,10 @@ func limits(hosts []Host, opt MapOptions) (soft, hard []int, err error) {
 
 func npernodeError(h Host, opt MapOptions) error {
 	if !opt.Oversubscribe || h.MaxSlots == 0 {
-		return fmt.Errorf("mapping %d ranks per node on host %s: %w", opt.NPerNode, h.Name,
+		return fmt.Errorf("mapping %d %s per node on host %s: %w", opt.NPerNode, plural(opt.NPerNode, "rank"), h.Name,
 			&SlotsError{Requested: opt.NPerNode, Slots: h.Slots, Hosts: 1, Err: ErrNotEnoughSlots})
 	}
-	return fmt.Errorf("mapping %d ranks per node on host %s: %w", opt.NPerNode, h.Name,
+	return fmt.Errorf("mapping %d %s per node on host %s: %w", opt.NPerNode, plural(opt.NPerNode, "rank"), h.Name,
 		&SlotsError{Requested: opt.NPerNode, Slots: h.MaxSlots, Hosts: 1, Err: ErrMaxSlots})
 }
 
