@@ -85,7 +85,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: flagConfig, Usage: "read defaults from the TOML `FILE` (default $XDG_CONFIG_HOME/gorun/config.toml when present)"},
 		&cli.BoolFlag{Name: flagTagOutput, Usage: "prefix every line of output with [rank]"},
 		&cli.BoolFlag{Name: flagTimestamp, Usage: "prefix every line of output with the time it was written"},
-		&cli.StringFlag{Name: flagOutputDir, Usage: "also write each rank's output to `DIR`/rank.N.out and DIR/rank.N.err"},
+		&cli.StringFlag{Name: flagOutputDir, Usage: "also write each rank's output to `DIR`/rank.N.out and DIR/rank.N.err (with --max-restarts, an earlier start's move to DIR/start.K)"},
 		&cli.StringFlag{Name: flagStdin, Value: "0", Usage: "give gorun's standard input to `WHICH` ranks: none, all, or a rank number"},
 		&cli.DurationFlag{Name: flagTimeout, Usage: "stop the job `DURATION` after its first start, restarts included, and exit 124 (0: no limit)"},
 		&cli.IntFlag{Name: flagMaxRestarts, Usage: "when a rank fails, stop the job and start all its ranks again, up to `N` times, as torchrun --max-restarts (sets GORUN_RESTART_COUNT)"},

@@ -746,6 +746,15 @@ func TestMaxRestarts(t *testing.T) {
 	if r.code != 124 || strings.Contains(r.stderr, "restarting") {
 		t.Errorf("a timed-out job: want status 124 and no restart\n%v", r)
 	}
+	// With --output-dir, each earlier start's files are kept in
+	// DIR/start.K: the output of the failure that restarted the job.
+	od := t.TempDir()
+	r = gorun(t, "", "-q", "-np", "1", "--max-restarts", "1", "--output-dir", od, "sh", "-c", "echo start $GORUN_RESTART_COUNT; exit 1")
+	for file, want := range map[string]string{"start.0/rank.0.out": "start 0\n", "rank.0.out": "start 1\n"} {
+		if b, err := os.ReadFile(filepath.Join(od, file)); err != nil || string(b) != want {
+			t.Errorf("--output-dir with a restart: %s holds %q (%v), want %q\n%v", file, b, err, want, r)
+		}
+	}
 	// --timeout bounds the job over every start, as mpirun's: restarts
 	// that fail quickly do not make it a limit per start.
 	r = gorun(t, "", "-q", "-np", "1", "--max-restarts", "50", "--timeout", "1s", "sh", "-c", "sleep 0.3; exit 1")

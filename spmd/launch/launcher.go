@@ -167,6 +167,9 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 		if err != nil || !failed || cfg.restart >= cfg.MaxRestarts || ctx.Err() != nil {
 			return status, err
 		}
+		if err := keepStartOutput(cfg.OutputDir, cfg.restart); err != nil {
+			out.Logf("--output-dir: keeping start %d's files: %v; the next start writes over them", cfg.restart, err)
+		}
 		cfg.restart++
 		out.Logf("restarting the job after its failure: start %d of at most %d (--max-restarts %d)", cfg.restart+1, cfg.MaxRestarts+1, cfg.MaxRestarts)
 	}
@@ -407,6 +410,30 @@ func prepareDirs(cfg *Config) error {
 			return fmt.Errorf("create %s: %w", abs, err)
 		}
 		*d = abs
+	}
+	return nil
+}
+
+// keepStartOutput moves the files that start k of a restarted job wrote
+// to an --output-dir, DIR/rank.N.out and .err, into DIR/start.K, as the
+// ranks keep their traces (--profile), so that the next start's do not
+// write over the output of the failure that restarted the job.
+func keepStartOutput(dir string, k int) error {
+	if dir == "" {
+		return nil
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "rank.*.[oe][ur][tr]"))
+	if err != nil || len(files) == 0 {
+		return err
+	}
+	to := filepath.Join(dir, "start."+strconv.Itoa(k))
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := os.Rename(f, filepath.Join(to, filepath.Base(f))); err != nil {
+			return err
+		}
 	}
 	return nil
 }
