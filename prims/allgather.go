@@ -21,7 +21,7 @@ func AllGather[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T,
 	if kk > 0 && !inPlaceOrApart(send, recv, c.Rank()*kk) {
 		return argError(c, topo.AllGather, fmt.Errorf("%w: send overlaps recv other than as this rank's block %d: pass recv[%d:%d] or a buffer apart", ErrCount, c.Rank(), c.Rank()*kk, (c.Rank()+1)*kk))
 	}
-	k, err := start(ctx, c, topo.AllGather, len(recv)*sizeOf[T](), kk == 0 || c.Size() == 1, opts)
+	k, err := start(ctx, c, topo.AllGather, len(recv)*sizeOf[T](), kk == 0 || c.Size() == 1, sig[T](-1, ""), opts)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ func AllReduceTo[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []
 		return argError(c, topo.AllReduce, countError("send has %d elements, recv %d", len(send), len(recv)))
 	}
 	n := len(recv)
-	k, err := start(ctx, c, topo.AllReduce, n*sizeOf[T](), n == 0 || c.Size() == 1, opts)
+	k, err := start(ctx, c, topo.AllReduce, n*sizeOf[T](), n == 0 || c.Size() == 1, sig[T](-1, op.name), opts)
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ func AllToAll[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T, 
 		return argError(c, topo.AllToAll, fmt.Errorf("%w: send and recv are the same buffer", ErrCount))
 	}
 	kk := len(send) / p
-	k, err := start(ctx, c, topo.AllToAll, len(send)*sizeOf[T](), kk == 0 || p == 1, opts)
+	k, err := start(ctx, c, topo.AllToAll, len(send)*sizeOf[T](), kk == 0 || p == 1, sig[T](-1, ""), opts)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 
 // Barrier returns once every rank of c has entered it.
 func Barrier(ctx context.Context, c *spmd.Comm, opts ...Option) (err error) {
-	k, err := start(ctx, c, topo.Barrier, 0, c.Size() == 1, opts)
+	k, err := start(ctx, c, topo.Barrier, 0, c.Size() == 1, signature{root: -1}, opts)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ func Broadcast[T spmd.Number](ctx context.Context, c *spmd.Comm, buf []T, root i
 		return argError(c, topo.Broadcast, err)
 	}
 	n := len(buf)
-	k, err := start(ctx, c, topo.Broadcast, n*sizeOf[T](), n == 0 || c.Size() == 1, opts)
+	k, err := start(ctx, c, topo.Broadcast, n*sizeOf[T](), n == 0 || c.Size() == 1, sig[T](root, ""), opts)
 	if err != nil {
 		return err
 	}

@@ -98,7 +98,7 @@ type call struct {
 // plain moves instead of from a sync.Pool made 8-64-byte broadcasts at np
 // 2 10-20% faster, all-reduces 3-14% (collbench, medians of 11 and 9
 // alternating runs).
-func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, trivial bool, opts []Option) (*call, error) {
+func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, trivial bool, sg signature, opts []Option) (*call, error) {
 	o := apply(opts)
 	if o.algo != "" && !Applies(coll, o.algo) {
 		return nil, wrapCall(coll, o.algo, c, algoError(coll, o.algo))
@@ -108,6 +108,11 @@ func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, t
 	if !o.queued && st.q.busy.Load() {
 		if err := st.q.drained(ctx); err != nil {
 			st.giveUp(cc, err) // the others would wait for this rank
+			return nil, wrapCall(coll, o.algo, c, err)
+		}
+	}
+	if checking && cc.Size() > 1 {
+		if err := checkCall(ctx, cc, st, sg.describe(coll, bytes, o.algo)); err != nil {
 			return nil, wrapCall(coll, o.algo, c, err)
 		}
 	}

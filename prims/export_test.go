@@ -58,3 +58,7 @@ var SharedScatterFrom = sharedScatterFrom
 // MarkBusy marks c as in a collective call on this rank, as a call from
 // another goroutine would while it runs; false clears it.
 func MarkBusy(c *spmd.Comm, busy bool) { stateOf(c.Collective()).busy = busy }
+
+// SetChecking turns GORUN_CHECK_COLLECTIVES's check on or off; call it
+// between jobs, not while ranks run.
+func SetChecking(on bool) { checking = on }

@@ -21,7 +21,7 @@ func Gather[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T, ro
 	} else if len(recv) != c.Size()*kk {
 		return argError(c, topo.Gather, countError("recv has %d elements, want %d ranks x %d", len(recv), c.Size(), kk))
 	}
-	k, err := start(ctx, c, topo.Gather, c.Size()*kk*sizeOf[T](), kk == 0 || c.Size() == 1, opts)
+	k, err := start(ctx, c, topo.Gather, c.Size()*kk*sizeOf[T](), kk == 0 || c.Size() == 1, sig[T](root, ""), opts)
 	if err != nil {
 		return err
 	}
@@ -54,7 +54,7 @@ func Scatter[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T, r
 	} else if len(send) != c.Size()*kk {
 		return argError(c, topo.Scatter, countError("send has %d elements, want %d ranks x %d", len(send), c.Size(), kk))
 	}
-	k, err := start(ctx, c, topo.Scatter, c.Size()*kk*sizeOf[T](), kk == 0 || c.Size() == 1, opts)
+	k, err := start(ctx, c, topo.Scatter, c.Size()*kk*sizeOf[T](), kk == 0 || c.Size() == 1, sig[T](root, ""), opts)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ func Reduce[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T, op
 		return argError(c, topo.Reduce, countError("send has %d elements, recv %d", len(send), len(recv)))
 	}
 	n := len(send)
-	k, err := start(ctx, c, topo.Reduce, n*sizeOf[T](), n == 0 || c.Size() == 1, opts)
+	k, err := start(ctx, c, topo.Reduce, n*sizeOf[T](), n == 0 || c.Size() == 1, sig[T](root, op.name), opts)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ func ReduceScatter[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv 
 	if len(recv) != hi-lo {
 		return argError(c, topo.ReduceScatter, countError("recv has %d elements, want %d: block %d of %d elements cut %d ways", len(recv), hi-lo, r, n, p))
 	}
-	k, err := start(ctx, c, topo.ReduceScatter, n*sizeOf[T](), n == 0 || p == 1, opts)
+	k, err := start(ctx, c, topo.ReduceScatter, n*sizeOf[T](), n == 0 || p == 1, sig[T](-1, op.name), opts)
 	if err != nil {
 		return err
 	}

@@ -79,6 +79,8 @@ type state struct {
 	// any), where an atomic's locked write cost a fifth of an 8-byte
 	// broadcast at np 2.
 	busy bool
+	// checked counts the calls checked under GORUN_CHECK_COLLECTIVES.
+	checked int
 
 	mu sync.Mutex
 	// protects following

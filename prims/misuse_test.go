@@ -3,11 +3,13 @@ package prims_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/spmdtest"
+	"github.com/gorun-hpc/gorun/topo"
 )
 
 // A collective call made while another is in progress on its
@@ -57,6 +59,50 @@ func TestAllGatherRefusesAnOverlap(t *testing.T) {
 		apart := []int32{int32(10 * r), int32(10*r + 1)}
 		if err := prims.AllGather(ctx, w.Comm, apart, recv); err != nil || recv[1] != 1 || recv[2] != 10 {
 			t.Errorf("rank %d: apart: %v, %v", r, err, recv)
+		}
+		return nil
+	})
+}
+
+// Under GORUN_CHECK_COLLECTIVES=1 calls that do not match fail together
+// with ErrMismatch naming the rank and both calls, where a broadcast
+// whose ranks named different roots returned nil on both and shifted the
+// next broadcasts' data by one, and a Shared all-reduce of Sum on one
+// rank and Max on the other returned different sums; matching calls run
+// as without the check.
+func TestCheckCollectives(t *testing.T) {
+	prims.SetChecking(true)
+	defer prims.SetChecking(false)
+	spmdtest.Run(t, 3, func(ctx context.Context, w *spmd.World) error {
+		r := w.Rank()
+		mismatch := func(what string, err error, want string) {
+			t.Helper()
+			if !errors.Is(err, prims.ErrMismatch) || !strings.Contains(err.Error(), want) {
+				t.Errorf("rank %d: %s: %v, want ErrMismatch saying %q", r, what, err, want)
+			}
+		}
+		buf := []float32{float32(r), 1}
+		root := 0
+		if r == 2 {
+			root = 2
+		}
+		mismatch("roots 0, 0, 2", prims.Broadcast(ctx, w.Comm, buf, root, prims.WithAlgo(topo.Tree)),
+			"rank 2 called broadcast of 8 bytes of float32, root 2, algorithm tree, where rank 0 called broadcast of 8 bytes of float32, root 0, algorithm tree")
+		op := prims.Sum[float32]()
+		if r == 1 {
+			op = prims.Max[float32]()
+		}
+		mismatch("sum and max", prims.AllReduce(ctx, w.Comm, buf, op), "rank 1 called allreduce of 8 bytes of float32, op max")
+		if r == 2 {
+			mismatch("broadcast beside all-reduce", prims.Broadcast(ctx, w.Comm, buf, 0), "rank 2 called broadcast of 8 bytes of float32, root 0, where rank 0 called allreduce")
+		} else {
+			mismatch("all-reduce beside broadcast", prims.AllReduce(ctx, w.Comm, buf, prims.Sum[float32]()), "rank 2 called broadcast")
+		}
+		for i := range 3 {
+			v := []float32{float32(10*i + r)}
+			if err := prims.Broadcast(ctx, w.Comm, v, i%3); err != nil || v[0] != float32(10*i+i%3) {
+				t.Errorf("rank %d: matching broadcast %d: %v, got %v", r, i, err, v)
+			}
 		}
 		return nil
 	})
