@@ -198,8 +198,11 @@ func checkTag(op string, tag int) error {
 // receive copies it out (shared memory's single copy), so its request
 // completes only once that receive is posted; Send does not wait for the
 // receive. A Wait whose context ends before the receive has begun to copy
-// takes such a send back, which drops the link to dst, as a send cancelled
-// half-way does.
+// takes such a send back: a receive that already matched it fails with
+// ErrWithdrawn, one not yet posted never sees it, and the link to dst
+// stays up. (A send streamed through the ring and cancelled half-way
+// drops the link.) A receiver that frees its communicator drops the
+// messages waiting for it, and their sends complete.
 func (c *Comm) Isend(ctx context.Context, dst, tag int, buf []byte) *Request {
 	return c.send(ctx, dst, tag, buf, false, true)
 }

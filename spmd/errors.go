@@ -14,6 +14,12 @@ var ErrPeerLost = transport.ErrPeerLost
 // ErrClosed is returned by calls on a World that has been closed.
 var ErrClosed = transport.ErrClosed
 
+// ErrWithdrawn is wrapped by the error of a receive that matched a large
+// message whose sender then took it back (its send's context ended before
+// the receiver began to copy it; see Comm.Isend). The link between the
+// two ranks stays up.
+var ErrWithdrawn = transport.ErrWithdrawn
+
 // ErrTruncated is returned by a receive whose buffer is smaller than the
 // message that matched it. The message is consumed.
 var ErrTruncated = errors.New("message longer than the receive buffer")

@@ -162,8 +162,9 @@ func TestOfferAfterClose(t *testing.T) {
 }
 
 // A started send that nobody has begun to take can be withdrawn: its done
-// hears why, taking it fails, and the link is dropped. One being taken or
-// taken cannot.
+// hears why, taking it fails with ErrWithdrawn, and the link stays up: a
+// later message arrives, and the slot serves again. One being taken or
+// taken cannot be withdrawn.
 func TestWithdrawStarted(t *testing.T) {
 	c, k := newKept(t)
 	d := startSend(t, c, 1, content(1, DefaultSingleCopy))
@@ -172,15 +173,40 @@ func TestWithdrawStarted(t *testing.T) {
 	if !c.ts[0].Withdraw(1, d, cause) {
 		t.Fatal("Withdraw of an offer nobody took = false")
 	}
-	if err := d.wait(t); !errors.Is(err, cause) || !errors.Is(err, transport.ErrPeerLost) {
-		t.Fatalf("withdrawn send completed with %v, want the cause and a lost peer", err)
+	if err := d.wait(t); !errors.Is(err, cause) || errors.Is(err, transport.ErrPeerLost) {
+		t.Fatalf("withdrawn send completed with %v, want the cause, the peer kept", err)
 	}
-	if err := x.o.Take(make([]byte, x.h.Len)); !errors.Is(err, errPeerBroke) {
-		t.Fatalf("Take of a withdrawn offer = %v", err)
+	if err := x.o.Take(make([]byte, x.h.Len)); !errors.Is(err, transport.ErrWithdrawn) {
+		t.Fatalf("Take of a withdrawn offer = %v, want ErrWithdrawn", err)
 	}
-	checkLost(t, c.rs[1].WaitLost(t, 0), 0, nil)
 	if c.ts[0].Withdraw(1, d, cause) {
 		t.Fatal("a second Withdraw succeeded")
+	}
+	for i := range offerSlots + 1 { // every slot again, the withdrawn one too
+		p := content(i, DefaultSingleCopy)
+		d := startSend(t, c, int32(10+i), p)
+		k.next(t).take(t, p)
+		if err := d.wait(t); err != nil {
+			t.Fatalf("send %d after a withdrawal: %v", i, err)
+		}
+	}
+}
+
+// An offer released untaken (its receiver freed the communicator) drops
+// the message: its started send completes as though taken, and the link
+// stays up.
+func TestReleaseDropsOffer(t *testing.T) {
+	c, k := newKept(t)
+	d := startSend(t, c, 1, content(1, DefaultSingleCopy))
+	k.next(t).o.Release()
+	if err := d.wait(t); err != nil {
+		t.Fatalf("a released offer's send completed with %v", err)
+	}
+	p := content(2, DefaultSingleCopy)
+	d = startSend(t, c, 2, p)
+	k.next(t).take(t, p)
+	if err := d.wait(t); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -87,10 +87,15 @@ const offerSlots = 32
 // States of an offer's slot. The producer moves a slot from slotFree to
 // slotOffered before it publishes the descriptor, and back to slotFree
 // once it has seen slotTaken. The taker moves it from slotOffered to
-// slotCopying, copies, and moves it to slotTaken. A producer whose Send
-// is cancelled before its payload was taken moves it from slotOffered to
-// slotWithdrawn, for good, which breaks the link: the consumer has passed
-// the descriptor and may have promised the message to a receive.
+// slotCopying, copies, and moves it to slotTaken; a consumer that drops
+// the message (Release: its communicator was freed) moves it to slotTaken
+// without copying. A producer whose Send is cancelled before its payload
+// was taken moves it from slotOffered to slotWithdrawn and forgets it; the
+// consumer, which has passed the descriptor and may have promised the
+// message to a receive, fails that receive (transport.ErrWithdrawn) and
+// moves the slot back to slotFree. The link stays up: the ring's frames
+// are whole. (A producer that closes withdraws its offers too; a consumer
+// then finds the ring closed, and the peer lost.)
 const (
 	slotFree = iota
 	slotOffered
@@ -143,12 +148,24 @@ func (c *consumer) pull(h transport.Handler, hdr transport.Header) error {
 		oh.Offer(c.peer, hdr, o)
 		return nil
 	}
+	// Taken now: claimed before the handler is asked for a buffer, so that
+	// a send withdrawn first is dropped unseen, as though never sent,
+	// and one not withdrawn by then cannot be.
+	defer o.free()
+	st := &c.r.c.slots[slot]
+	if !st.CompareAndSwap(slotOffered, slotCopying) {
+		if c.r.c.prodState.Load() == endOpen && st.CompareAndSwap(slotWithdrawn, slotFree) {
+			return nil
+		}
+		return fmt.Errorf("%w: it withdrew a single-copy send", errPeerBroke)
+	}
 	buf := h.Buffer(c.peer, hdr)
 	if len(buf) != hdr.Len {
-		o.Release()
+		st.Store(slotTaken)
+		c.wakeTaken()
 		return fmt.Errorf("the handler gave a %d-byte buffer for a %d-byte message", len(buf), hdr.Len)
 	}
-	if err := o.Take(buf); err != nil {
+	if err := o.copyOut(buf); err != nil {
 		return err
 	}
 	h.Deliver(c.peer, hdr, buf)
@@ -191,7 +208,7 @@ func newOffer(c *consumer, pid int, addr uint64, n int, slot uint32) *offer {
 // Take implements transport.Offer.
 func (o *offer) Take(dst []byte) error {
 	t, c := o.t, o.c
-	defer o.Release()
+	defer o.free()
 	if len(dst) > o.n {
 		return fmt.Errorf("shm: taking %d bytes of a %d-byte offer", len(dst), o.n)
 	}
@@ -201,8 +218,20 @@ func (o *offer) Take(dst []byte) error {
 	defer t.exit()
 	st := &c.r.c.slots[o.slot]
 	if !st.CompareAndSwap(slotOffered, slotCopying) {
+		if c.r.c.prodState.Load() == endOpen && st.CompareAndSwap(slotWithdrawn, slotFree) {
+			return transport.ErrWithdrawn // the producer forgot it: the slot is ours to free
+		}
 		return transport.Lost(c.peer, addr, fmt.Errorf("%w: it withdrew a single-copy send", errPeerBroke))
 	}
+	return o.copyOut(dst)
+}
+
+// copyOut copies the payload of an offer whose slot the caller moved to
+// slotCopying into dst, and marks it taken; a copy that fails drops the
+// link.
+func (o *offer) copyOut(dst []byte) error {
+	t, c := o.t, o.c
+	st := &c.r.c.slots[o.slot]
 	var err error
 	if len(dst) > 0 {
 		err = o.cp.read(dst, o.addr)
@@ -222,8 +251,24 @@ func (o *offer) Take(dst []byte) error {
 	return nil
 }
 
-// Release implements transport.Offer.
+// Release implements transport.Offer: the message is dropped untaken.
+// Its producer's send completes as though it had been taken (a blocking
+// one waits for that), or, withdrawn already, its slot is freed.
 func (o *offer) Release() {
+	if c := o.c; c != nil && o.t.enter() { // the ring is still mapped
+		defer o.t.exit()
+		st := &c.r.c.slots[o.slot]
+		if st.CompareAndSwap(slotOffered, slotTaken) {
+			c.wakeTaken()
+		} else if c.r.c.prodState.Load() == endOpen {
+			st.CompareAndSwap(slotWithdrawn, slotFree)
+		}
+	}
+	o.free()
+}
+
+// free returns the offer to the pool.
+func (o *offer) free() {
 	*o = offer{}
 	offerPool.Put(o)
 }
@@ -295,7 +340,8 @@ func (p *peer) sendSingle(ctx context.Context, h transport.Header, payload []byt
 		}
 		if cancellable && ctx.Err() != nil && !errors.Is(err, transport.ErrPeerLost) {
 			if st.CompareAndSwap(slotOffered, slotWithdrawn) {
-				return false, p.breakOut(fmt.Errorf("single-copy send withdrawn: %w", err))
+				p.out.payload = nil
+				return false, fmt.Errorf("single-copy send withdrawn: %w", err)
 			}
 			cancellable = false // the consumer is copying
 			continue
@@ -394,9 +440,9 @@ func (t *Transport) StartSend(peer int, h transport.Header, payload []byte, done
 }
 
 // Withdraw implements transport.Withdrawer: a started send whose payload
-// nobody has begun to copy is withdrawn, which drops the link (the peer's
+// nobody has begun to copy is withdrawn, and done is told so. The peer's
 // consumer has passed its descriptor, and may have promised the message
-// to a receive), and done is told so.
+// to a receive, which fails (ErrWithdrawn); the link stays up.
 func (t *Transport) Withdraw(peer int, done transport.Done, cause error) bool {
 	p, err := t.peer(peer)
 	if err != nil || p.seg.Load() == nil {
@@ -411,12 +457,7 @@ func (t *Transport) Withdraw(peer int, done transport.Done, cause error) bool {
 	p.offers = slices.Delete(p.offers, i, i+1)
 	t.offering.Add(-1)
 	p.offerMu.Unlock()
-	err = transport.Lost(p.rank, addr, fmt.Errorf("single-copy send withdrawn: %w", cause))
-	p.out.r.c.prodState.Store(endBroken)
-	p.seg.Load().alarm()
-	err = p.setFault(err)
-	t.seg.alarm()
-	done.SendDone(err)
+	done.SendDone(fmt.Errorf("single-copy send withdrawn: %w", cause))
 	return true
 }
 

@@ -14,6 +14,11 @@ var ErrPeerLost = errors.New("peer lost")
 // spmd.ErrClosed is the same value.
 var ErrClosed = errors.New("closed")
 
+// ErrWithdrawn is returned by Offer.Take when the message's sender took
+// it back before anyone began to copy it (Withdrawer): the receive that
+// matched it fails, and the link stays up.
+var ErrWithdrawn = errors.New("the sender withdrew the message before it was taken (its send's context ended)")
+
 // Header describes one framed message.
 type Header struct {
 	Comm uint32 // communicator id; 0 is the world
@@ -50,7 +55,9 @@ type Offer interface {
 	// when the sender is gone or withdrew the message.
 	Take(dst []byte) error
 	// Release gives up an Offer that will not be taken, as when its peer
-	// is lost or the receiver closes; the Offer must not be used after.
+	// is lost or the receiver closes or frees its communicator: the
+	// message is dropped, and its sender's send completes as though it
+	// had been taken. The Offer must not be used after.
 	Release()
 }
 
@@ -157,8 +164,9 @@ type Withdrawer interface {
 	// Withdraw takes back the started send to peer whose Done is done,
 	// unless its payload is being or has been taken, and reports whether
 	// it did; done.SendDone is then called with an error wrapping cause.
-	// The message's receiver may already have matched it: a withdrawal
-	// drops the link, as a send cancelled half-way does.
+	// The message's receiver may already have matched it: that receive
+	// fails with ErrWithdrawn, and the link stays up (a send cancelled
+	// half-way through a frame still drops it).
 	Withdraw(peer int, done Done, cause error) bool
 }
 
