@@ -124,8 +124,8 @@ func TestResume(t *testing.T) {
 	}
 }
 
-// TestBadCheckpoint: a truncated or corrupted checkpoint is refused with
-// its name; gorun exits non-zero.
+// TestBadCheckpoint: a truncated or corrupted checkpoint, one flipped bit
+// in its tensors included, is refused with its name; gorun exits non-zero.
 func TestBadCheckpoint(t *testing.T) {
 	gorun, ddp := build(t)
 	dir := t.TempDir()
@@ -135,9 +135,12 @@ func TestBadCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	flipped := bytes.Clone(good)
+	flipped[len(flipped)-100] ^= 1 // in the last tensor's data
 	bad := map[string][]byte{
 		"truncated": good[:len(good)-7],
 		"corrupted": append([]byte("{{{{{{{{"), good[8:]...),
+		"flipped":   flipped,
 	}
 	for name, content := range bad {
 		if err := os.WriteFile(path, content, 0o644); err != nil {
@@ -145,8 +148,8 @@ func TestBadCheckpoint(t *testing.T) {
 		}
 		args := append([]string{"-np", "2", "--timeout", "1m", ddp, "--steps", "4", "--ckpt", dir, "--resume"}, small...)
 		out, err := exec.Command(gorun, args...).CombinedOutput()
-		if err == nil || !strings.Contains(string(out), path) {
-			t.Errorf("%s checkpoint: %v, want an error naming %s:\n%s", name, err, path, out)
+		if err == nil || !strings.Contains(string(out), path+": corrupt checkpoint file: ") {
+			t.Errorf("%s checkpoint: %v, want an error naming %s and saying it is corrupt:\n%s", name, err, path, out)
 		}
 	}
 }

@@ -53,6 +53,9 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			if err := ck.Load(path); err != nil {
 				return err
 			}
+			if !ck.Verified {
+				fmt.Fprintf(out, "note: %s has no sha256 (saved before checkpoints carried one): loaded unverified; the next save adds one\n", path)
+			}
 			if w.Env().RestartCount > 0 {
 				fmt.Fprintf(out, "restart %d: resuming from step %d\n", w.Env().RestartCount, ck.Step)
 			}

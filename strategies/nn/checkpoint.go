@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 
 	"github.com/gorun-hpc/gorun/strategies/nn/safetensors"
@@ -27,6 +28,10 @@ type Checkpoint struct {
 	Streams   map[string]*Stream
 	Step      int
 	Meta      map[string]string
+	// Verified is set by Load: the file carried a sha256 of its content,
+	// and it matched. A file saved before checkpoints carried one loads
+	// with Verified false.
+	Verified bool
 }
 
 // Save writes the checkpoint to path as a safetensors file, atomically: a
@@ -34,7 +39,8 @@ type Checkpoint struct {
 // parameter is a tensor of its own name and shape; the optimizer's state
 // is "optim.<state>.<parameter>" for each parameter it covers, so that
 // Python's safetensors and Hugging Face tools read it as they read any
-// state dict.
+// state dict. The metadata holds a sha256 of the file's content (the
+// tensors and the other metadata), which Load checks.
 func (c *Checkpoint) Save(path string) error {
 	var ts []safetensors.Tensor
 	for _, p := range c.Store.Params {
@@ -71,16 +77,31 @@ func (c *Checkpoint) Save(path string) error {
 		}
 		meta["rng."+name] = base64.StdEncoding.EncodeToString(b)
 	}
+	meta[sumKey] = contentSum(meta, ts)
 	return safetensors.WriteFile(path, ts, meta)
 }
 
 // Load reads the checkpoint at path into c's store, optimizer and streams,
-// which must be those of the model that saved it, and sets c.Step and
-// c.Meta. Every error names the file and what did not match.
+// which must be those of the model that saved it, and sets c.Step,
+// c.Meta and c.Verified. Every error names the file: a file that is cut
+// short, does not decode or fails its sha256 wraps ErrCorrupt, and one
+// that does not fit c wraps ErrCheckpoint and says what did not match.
 func (c *Checkpoint) Load(path string) error {
-	f, err := safetensors.ReadFile(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return err // an *os.PathError, which names path
+	}
+	f, err := safetensors.Decode(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w: %w", path, ErrCorrupt, err)
+	}
+	verified := false
+	if want, ok := f.Metadata[sumKey]; ok {
+		if got := contentSum(f.Metadata, f.Tensors); got != want {
+			return fmt.Errorf("%s: %w: sha256 %s of its tensors and metadata, its metadata says %s: the file changed after it was saved; resume from another copy, or train afresh",
+				path, ErrCorrupt, got, want)
+		}
+		verified = true
 	}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%s: %w: %s", path, ErrCheckpoint, fmt.Sprintf(format, args...))
@@ -111,7 +132,7 @@ func (c *Checkpoint) Load(path string) error {
 			return bad("random stream %s: %v", name, err)
 		}
 	}
-	c.Step, c.Meta = step, map[string]string{}
+	c.Step, c.Meta, c.Verified = step, map[string]string{}, verified
 	for k, v := range f.Metadata {
 		if len(k) > 5 && k[:5] == "user." {
 			c.Meta[k[5:]] = v
