@@ -165,3 +165,55 @@ func plainFile(t *testing.T) []byte {
 	}
 	return []byte(b.String())
 }
+
+// TestCheckpointOtherModelOrOptimizer: a checkpoint of another model, or
+// saved with another optimizer, is refused saying so, and Check's error
+// comes before anything is read.
+func TestCheckpointOtherModelOrOptimizer(t *testing.T) {
+	dir := t.TempDir()
+	m, adam := trained(t, 1, 6, 8, 3)
+	st := m.Store()
+	sgd, err := NewSGD(SGDConfig{LR: 0.1, Momentum: 0.9}, st.Params, 0, len(st.W))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpt, err := NewGPT(GPTConfig{Vocab: 5, Context: 4, Layers: 1, Heads: 1, Dim: 4}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withSGD, withGPT := filepath.Join(dir, "sgd"), filepath.Join(dir, "gpt")
+	if err := (&Checkpoint{Store: st, Optimizer: sgd}).Save(withSGD); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&Checkpoint{Store: gpt.Store()}).Save(withGPT); err != nil {
+		t.Fatal(err)
+	}
+	// A checkpoint from before the optimizer's name was saved.
+	old := filepath.Join(dir, "old")
+	f, err := safetensors.ReadFile(withSGD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(f.Metadata, "optimizer")
+	delete(f.Metadata, sumKey)
+	if err := safetensors.WriteFile(old, f.Tensors, f.Metadata); err != nil {
+		t.Fatal(err)
+	}
+	errFlags := errors.New("pass --flags")
+	cases := []struct {
+		name, path string
+		into       *Checkpoint
+		want       string
+	}{
+		{"other optimizer", withSGD, &Checkpoint{Store: st, Optimizer: adam}, "it was saved with optimizer sgd, and this one is adamw"},
+		{"other optimizer, old file", old, &Checkpoint{Store: st, Optimizer: adam}, "no optimizer state optim.exp_avg.fc1.weight: it was saved with another optimizer, or none"},
+		{"other model", withGPT, &Checkpoint{Store: st}, "no tensor fc1.weight: it holds another model (tensors wte.weight, wpe.weight, h.0.ln_1.weight, ...)"},
+		{"check", withGPT, &Checkpoint{Store: st, Check: func(map[string]string) error { return errFlags }}, "checkpoint does not match: pass --flags"},
+	}
+	for _, c := range cases {
+		err := c.into.Load(c.path)
+		if err == nil || !strings.Contains(err.Error(), c.path+": ") || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrCheckpoint) {
+			t.Errorf("%s: %v, want an error naming %s, saying %q and wrapping ErrCheckpoint", c.name, err, c.path, c.want)
+		}
+	}
+}
