@@ -124,8 +124,8 @@ func TestResume(t *testing.T) {
 	}
 }
 
-// TestBadCheckpoint: a truncated or corrupted checkpoint is refused with
-// its name; gorun exits non-zero.
+// TestBadCheckpoint: a truncated or corrupted checkpoint, one flipped bit
+// in its tensors included, is refused with its name; gorun exits non-zero.
 func TestBadCheckpoint(t *testing.T) {
 	gorun, ddp := build(t)
 	dir := t.TempDir()
@@ -135,9 +135,12 @@ func TestBadCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	flipped := bytes.Clone(good)
+	flipped[len(flipped)-100] ^= 1 // in the last tensor's data
 	bad := map[string][]byte{
 		"truncated": good[:len(good)-7],
 		"corrupted": append([]byte("{{{{{{{{"), good[8:]...),
+		"flipped":   flipped,
 	}
 	for name, content := range bad {
 		if err := os.WriteFile(path, content, 0o644); err != nil {
@@ -145,8 +148,45 @@ func TestBadCheckpoint(t *testing.T) {
 		}
 		args := append([]string{"-np", "2", "--timeout", "1m", ddp, "--steps", "4", "--ckpt", dir, "--resume"}, small...)
 		out, err := exec.Command(gorun, args...).CombinedOutput()
-		if err == nil || !strings.Contains(string(out), path) {
-			t.Errorf("%s checkpoint: %v, want an error naming %s:\n%s", name, err, path, out)
+		if err == nil || !strings.Contains(string(out), path+": corrupt checkpoint file: ") {
+			t.Errorf("%s checkpoint: %v, want an error naming %s and saying it is corrupt:\n%s", name, err, path, out)
 		}
+	}
+}
+
+// TestWrongCheckpoint: resuming a checkpoint of another model or
+// optimizer, or a directory of examples/zero's, fails saying what to
+// pass; another seed or rate goes on after a notice.
+func TestWrongCheckpoint(t *testing.T) {
+	gorun, ddp := build(t)
+	dir, sharded := t.TempDir(), t.TempDir()
+	job(t, gorun, ddp, 0, append([]string{"--steps", "2", "--ckpt", dir}, small...)...)
+	if err := os.WriteFile(filepath.Join(sharded, "model.safetensors.index.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, ckptFile)
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"other optimizer", []string{"--ckpt", dir, "--optim", "adamw"},
+			path + ": checkpoint does not match: it was saved with sgd; this run uses adamw: pass --optim sgd, or another --ckpt"},
+		{"other model", []string{"--ckpt", dir, "--model", "gpt", "--data", ddp, "--max-bytes", "4096", "--batch", "4", "--context", "8"},
+			path + ": checkpoint does not match: it holds an mlp model (784-32-24-10); this run builds gpt ("},
+		{"zero's directory", []string{"--ckpt", sharded},
+			"--resume: " + sharded + " holds a sharded checkpoint (model.safetensors.index.json, of examples/zero), not a single-file one: resume it with examples/zero"},
+	}
+	for _, c := range cases {
+		args := append(append([]string{"--steps", "4", "--resume"}, small...), c.args...)
+		out, stderr, err := proctest.Run(gorun, ddp, 0, args...)
+		if err == nil || !strings.Contains(stderr, c.want) {
+			t.Errorf("%s: %v, want an error saying %q:\n%s%s", c.name, err, c.want, out, stderr)
+		}
+	}
+	out := job(t, gorun, ddp, 0, append(append([]string{"--steps", "3", "--ckpt", dir, "--resume"}, small...), "--seed", "2", "--lr", "0.2")...)
+	want := "note: the checkpoint in " + dir + " was saved by a run with --seed 1 --lr 0.1; this one goes on with --seed 2 --lr 0.2\n"
+	if !strings.HasPrefix(out, want) || !strings.Contains(out, "step 3 loss") {
+		t.Errorf("--seed 2 --lr 0.2 printed:\n%s\nwant first %q, then step 3", out, want)
 	}
 }

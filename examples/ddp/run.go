@@ -21,7 +21,7 @@ import (
 )
 
 // ckptFile is the checkpoint's name inside --ckpt.
-const ckptFile = "checkpoint.safetensors"
+const ckptFile = workload.CheckpointFile
 
 func run(ctx context.Context, cfg config, out io.Writer) error {
 	w, err := spmd.Init(ctx)
@@ -38,20 +38,36 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ck := &nn.Checkpoint{Store: st, Optimizer: opt, Streams: wl.Streams}
+	ck := &nn.Checkpoint{Store: st, Optimizer: opt, Streams: wl.Streams, Meta: wl.CheckpointMeta()}
 	if cfg.resume && w.Rank() == 0 {
 		path := filepath.Join(cfg.ckpt, ckptFile)
 		_, err := os.Stat(path)
+		notice := ""
+		ck.Check = func(saved map[string]string) (err error) {
+			notice, err = wl.CheckSaved(cfg.ckpt, saved)
+			return err
+		}
 		switch {
-		case errors.Is(err, fs.ErrNotExist) && w.Env().MaxRestarts > 0:
+		case errors.Is(err, fs.ErrNotExist):
+			if err := workload.ForeignCheckpoint(cfg.ckpt, false); err != nil {
+				return err
+			}
+			if w.Env().MaxRestarts == 0 {
+				return fmt.Errorf("--resume: no checkpoint at %s: train with --ckpt %s first", path, cfg.ckpt)
+			}
 			// A first start under gorun --max-restarts, or a failure
 			// before the first checkpoint: train from the start.
 			fmt.Fprintf(out, "no checkpoint at %s yet: training from step 0\n", path)
-		case errors.Is(err, fs.ErrNotExist):
-			return fmt.Errorf("--resume: no checkpoint at %s: train with --ckpt %s first", path, cfg.ckpt)
 		default:
 			if err := ck.Load(path); err != nil {
 				return err
+			}
+			ck.Meta = wl.CheckpointMeta() // this run's flags, for its saves
+			if notice != "" {
+				fmt.Fprintln(out, notice)
+			}
+			if !ck.Verified {
+				fmt.Fprintf(out, "note: %s has no sha256 (saved before checkpoints carried one): loaded unverified; the next save adds one\n", path)
 			}
 			if w.Env().RestartCount > 0 {
 				fmt.Fprintf(out, "restart %d: resuming from step %d\n", w.Env().RestartCount, ck.Step)

@@ -10,27 +10,35 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/gorun-hpc/gorun/examples/internal/workload"
+	"github.com/gorun-hpc/gorun/strategies/nn"
 	"github.com/gorun-hpc/gorun/strategies/nn/shardckpt"
 	"github.com/gorun-hpc/gorun/strategies/zero"
 )
 
-// save writes the sharded checkpoint after step steps. With --crash-in-save
+// save writes the sharded checkpoint after step steps, with meta (the
+// workload's CheckpointMeta) in its index. With --crash-in-save
 // N, rank 1 kills itself at the N-th save, after writing its shard and
 // before the index is committed: what a crash mid-save leaves (run clears
 // cfg.crashInSave on a restart, so that only the first start crashes).
-func save(ctx context.Context, z *zero.Zero, cfg config, step int, saves *int) error {
+func save(ctx context.Context, z *zero.Zero, cfg config, meta map[string]string, step int, saves *int) error {
 	*saves++
 	if *saves == cfg.crashInSave && z.Comm().Rank() == 1%z.Comm().Size() {
 		z.CrashAfterShard(func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) })
 	}
-	return z.Save(ctx, cfg.ckpt, step, map[string]string{"model": cfg.Model})
+	return z.Save(ctx, cfg.ckpt, step, meta)
 }
 
-// resume loads --ckpt's checkpoint and returns its step. Under gorun
-// --max-restarts a directory with no checkpoint yet means a first start.
-func resume(ctx context.Context, z *zero.Zero, dir string, restarts bool, out io.Writer) (int, error) {
+// resume loads --ckpt's checkpoint and returns its step, after comparing
+// the flags its index records with wl's. Under gorun --max-restarts a
+// directory with no checkpoint yet means a first start; one with
+// examples/ddp's checkpoint is an error.
+func resume(ctx context.Context, z *zero.Zero, wl *workload.Workload, dir string, restarts bool, out io.Writer) (int, error) {
 	path := filepath.Join(dir, shardckpt.IndexFile)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if err := workload.ForeignCheckpoint(dir, true); err != nil {
+			return 0, err
+		}
 		if restarts {
 			if z.Comm().Rank() == 0 {
 				fmt.Fprintf(out, "no checkpoint at %s yet: training from step 0\n", path)
@@ -38,6 +46,16 @@ func resume(ctx context.Context, z *zero.Zero, dir string, restarts bool, out io
 			return 0, nil
 		}
 		return 0, fmt.Errorf("--resume: no checkpoint at %s: train with --ckpt %s first", path, dir)
+	}
+	// A corrupt index is z.Load's to report, on every rank.
+	if ix, err := shardckpt.Open(dir); err == nil {
+		notice, err := wl.CheckSaved(dir, ix.Meta())
+		if err != nil {
+			return 0, fmt.Errorf("--resume: %s: %w: %w", path, nn.ErrCheckpoint, err)
+		}
+		if notice != "" && z.Comm().Rank() == 0 {
+			fmt.Fprintln(out, notice)
+		}
 	}
 	step, err := z.Load(ctx, dir)
 	if err != nil {

@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"math"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -213,6 +215,34 @@ func TestCompressFlag(t *testing.T) {
 		out, stderr, err := job(gorun, zero, 2, append(args, bad...)...)
 		if err == nil || !strings.Contains(stderr, "--compress") {
 			t.Errorf("%v: err %v, want a refusal naming --compress:\n%s%s", bad, err, out, stderr)
+		}
+	}
+}
+
+// TestWrongCheckpoint: resuming a checkpoint saved with another optimizer,
+// or examples/ddp's directory, fails saying what to do.
+func TestWrongCheckpoint(t *testing.T) {
+	gorun, zero := build(t)
+	dir, single := t.TempDir(), t.TempDir()
+	mustJob(t, gorun, zero, 0, append([]string{"--steps", "2", "--ckpt", dir}, small...)...)
+	if err := os.WriteFile(filepath.Join(single, "checkpoint.safetensors"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"other optimizer", []string{"--ckpt", dir, "--optim", "sgd"},
+			filepath.Join(dir, shardckpt.IndexFile) + ": checkpoint does not match: it was saved with adamw; this run uses sgd: pass --optim adamw, or another --ckpt"},
+		{"ddp's directory", []string{"--ckpt", single},
+			"--resume: " + single + " holds a ddp (single-file) checkpoint, checkpoint.safetensors, not a sharded one: resume it with examples/ddp"},
+	}
+	for _, c := range cases {
+		args := append(append([]string{"--steps", "4", "--resume"}, small...), c.args...)
+		out, stderr, err := job(gorun, zero, 0, args...)
+		if err == nil || !strings.Contains(stderr, c.want) {
+			t.Errorf("%s: %v, want an error saying %q:\n%s%s", c.name, err, c.want, out, stderr)
 		}
 	}
 }

@@ -61,7 +61,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	first := 0
 	if z, ok := tr.(*zero.Zero); ok && cfg.resume {
-		if first, err = resume(ctx, z, cfg.ckpt, w.Env().MaxRestarts > 0, out); err != nil {
+		if first, err = resume(ctx, z, wl, cfg.ckpt, w.Env().MaxRestarts > 0, out); err != nil {
 			return err
 		}
 	}
@@ -94,7 +94,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			fmt.Fprintf(out, "step %d loss %.6f samples/s %.1f\n", step+1, loss, float64(wl.Batch())/dt.Seconds())
 		}
 		if z, ok := tr.(*zero.Zero); ok && cfg.ckpt != "" && (step+1 == cfg.Steps || cfg.ckptEvery > 0 && (step+1)%cfg.ckptEvery == 0) {
-			if err := save(ctx, z, cfg, step+1, &saves); err != nil {
+			if err := save(ctx, z, cfg, wl.CheckpointMeta(), step+1, &saves); err != nil {
 				return err
 			}
 		}

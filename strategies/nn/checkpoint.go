@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 
 	"github.com/gorun-hpc/gorun/strategies/nn/safetensors"
 )
@@ -27,6 +29,15 @@ type Checkpoint struct {
 	Streams   map[string]*Stream
 	Step      int
 	Meta      map[string]string
+	// Check, if set, is called by Load with the saved Meta before it reads
+	// anything into the store: a program compares its own flags there and
+	// says which to pass. Its error fails Load, after the file's name and
+	// ErrCheckpoint ("checkpoint does not match: ").
+	Check func(meta map[string]string) error
+	// Verified is set by Load: the file carried a sha256 of its content,
+	// and it matched. A file saved before checkpoints carried one loads
+	// with Verified false.
+	Verified bool
 }
 
 // Save writes the checkpoint to path as a safetensors file, atomically: a
@@ -34,7 +45,8 @@ type Checkpoint struct {
 // parameter is a tensor of its own name and shape; the optimizer's state
 // is "optim.<state>.<parameter>" for each parameter it covers, so that
 // Python's safetensors and Hugging Face tools read it as they read any
-// state dict.
+// state dict. The metadata holds a sha256 of the file's content (the
+// tensors and the other metadata), which Load checks.
 func (c *Checkpoint) Save(path string) error {
 	var ts []safetensors.Tensor
 	for _, p := range c.Store.Params {
@@ -61,6 +73,9 @@ func (c *Checkpoint) Save(path string) error {
 		}
 	}
 	meta := map[string]string{"format": checkpointFormat, "step": strconv.Itoa(c.Step)}
+	if c.Optimizer != nil {
+		meta["optimizer"] = optimizerName(c.Optimizer)
+	}
 	for k, v := range c.Meta {
 		meta["user."+k] = v
 	}
@@ -71,16 +86,31 @@ func (c *Checkpoint) Save(path string) error {
 		}
 		meta["rng."+name] = base64.StdEncoding.EncodeToString(b)
 	}
+	meta[sumKey] = contentSum(meta, ts)
 	return safetensors.WriteFile(path, ts, meta)
 }
 
 // Load reads the checkpoint at path into c's store, optimizer and streams,
-// which must be those of the model that saved it, and sets c.Step and
-// c.Meta. Every error names the file and what did not match.
+// which must be those of the model that saved it, and sets c.Step,
+// c.Meta and c.Verified. Every error names the file: a file that is cut
+// short, does not decode or fails its sha256 wraps ErrCorrupt, and one
+// that does not fit c wraps ErrCheckpoint and says what did not match.
 func (c *Checkpoint) Load(path string) error {
-	f, err := safetensors.ReadFile(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return err // an *os.PathError, which names path
+	}
+	f, err := safetensors.Decode(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w: %w", path, ErrCorrupt, err)
+	}
+	verified := false
+	if want, ok := f.Metadata[sumKey]; ok {
+		if got := contentSum(f.Metadata, f.Tensors); got != want {
+			return fmt.Errorf("%s: %w: sha256 %s of its tensors and metadata, its metadata says %s: the file changed after it was saved; resume from another copy, or train afresh",
+				path, ErrCorrupt, got, want)
+		}
+		verified = true
 	}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%s: %w: %s", path, ErrCheckpoint, fmt.Sprintf(format, args...))
@@ -92,7 +122,27 @@ func (c *Checkpoint) Load(path string) error {
 	if err != nil || step < 0 {
 		return bad("step %q is not a step count", f.Metadata["step"])
 	}
+	meta := map[string]string{}
+	for k, v := range f.Metadata {
+		if len(k) > 5 && k[:5] == "user." {
+			meta[k[5:]] = v
+		}
+	}
+	if c.Check != nil {
+		if err := c.Check(meta); err != nil {
+			return fmt.Errorf("%s: %w: %w", path, ErrCheckpoint, err)
+		}
+	}
+	if c.Optimizer != nil {
+		saved, ok := f.Metadata["optimizer"]
+		if name := optimizerName(c.Optimizer); ok && saved != name {
+			return bad("it was saved with optimizer %s, and this one is %s", saved, name)
+		}
+	}
 	for _, p := range c.Store.Params {
+		if _, ok := f.Tensor(p.Name); !ok {
+			return bad("no tensor %s: it holds another model (%s)", p.Name, tensorList(f))
+		}
 		if err := loadF32(f, p.Name, p.W); err != nil {
 			return bad("%v", err)
 		}
@@ -111,13 +161,45 @@ func (c *Checkpoint) Load(path string) error {
 			return bad("random stream %s: %v", name, err)
 		}
 	}
-	c.Step, c.Meta = step, map[string]string{}
-	for k, v := range f.Metadata {
-		if len(k) > 5 && k[:5] == "user." {
-			c.Meta[k[5:]] = v
-		}
-	}
+	c.Step, c.Meta, c.Verified = step, meta, verified
 	return nil
+}
+
+// optimizerName is what a checkpoint calls o: "sgd", "adamw", or its Go
+// type for another.
+func optimizerName(o Optimizer) string {
+	switch o.(type) {
+	case *SGD:
+		return "sgd"
+	case *AdamW:
+		return "adamw"
+	}
+	return fmt.Sprintf("%T", o)
+}
+
+// tensorList names a file's first parameters (not the optimizer's state),
+// to say what a checkpoint holds: "tensors wte.weight, wpe.weight, ...".
+func tensorList(f *safetensors.File) string {
+	var names []string
+	more := false
+	for _, t := range f.Tensors {
+		if strings.HasPrefix(t.Name, "optim.") {
+			continue
+		}
+		if len(names) == 3 {
+			more = true
+			break
+		}
+		names = append(names, t.Name)
+	}
+	if len(names) == 0 {
+		return "no parameters"
+	}
+	list := "tensors " + strings.Join(names, ", ")
+	if more {
+		list += ", ..."
+	}
+	return list
 }
 
 func (c *Checkpoint) loadOptimizer(f *safetensors.File) error {
@@ -136,7 +218,11 @@ func (c *Checkpoint) loadOptimizer(f *safetensors.File) error {
 		for _, p := range c.Store.Params {
 			a, b := max(p.Offset, lo), min(p.End(), hi)
 			if a < b {
-				if err := loadF32(f, "optim."+s.Name+"."+p.Name, s.F32[a-lo:b-lo]); err != nil {
+				name := "optim." + s.Name + "." + p.Name
+				if _, ok := f.Tensor(name); !ok {
+					return fmt.Errorf("no optimizer state %s: it was saved with another optimizer, or none", name)
+				}
+				if err := loadF32(f, name, s.F32[a-lo:b-lo]); err != nil {
 					return err
 				}
 			}

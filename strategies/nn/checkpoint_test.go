@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -60,6 +61,9 @@ func TestCheckpointRoundTrip(t *testing.T) {
 			t.Errorf("optimizer state %s differs after the round trip", st.Name)
 		}
 	}
+	if !load.Verified {
+		t.Error("Load did not verify the checksum Save wrote")
+	}
 	if load.Step != 2 || load.Meta["model"] != "mlp" {
 		t.Errorf("step %d meta %v, want 2 and model=mlp", load.Step, load.Meta)
 	}
@@ -87,15 +91,27 @@ func TestCheckpointRejects(t *testing.T) {
 	}
 	good, _ := os.ReadFile(path)
 	other, otherOpt := trained(t, 1, 6, 9, 3)
+	flip := func(at int) []byte {
+		b := slices.Clone(good)
+		b[at] ^= 0x10
+		return b
+	}
+	step := bytes.Index(good, []byte(`"step":"0"`)) + len(`"step":"`)
+	if step < len(`"step":"`) {
+		t.Fatal(`no "step":"0" in the header`)
+	}
 	cases := []struct {
 		name    string
 		content []byte
 		into    *Checkpoint
 		want    string
+		kind    error
 	}{
-		{"other shape", good, &Checkpoint{Store: other.Store(), Optimizer: otherOpt}, "fc1.weight"},
-		{"truncated", good[:len(good)-5], &Checkpoint{Store: m.Store(), Optimizer: opt}, "truncated"},
-		{"not a checkpoint", plainFile(t), &Checkpoint{Store: m.Store()}, "not a gorun checkpoint"},
+		{"other shape", good, &Checkpoint{Store: other.Store(), Optimizer: otherOpt}, "fc1.weight", ErrCheckpoint},
+		{"truncated", good[:len(good)-5], &Checkpoint{Store: m.Store(), Optimizer: opt}, "corrupt checkpoint file: safetensors: truncated", ErrCorrupt},
+		{"flipped data", flip(len(good) - 1), &Checkpoint{Store: m.Store(), Optimizer: opt}, "corrupt checkpoint file: sha256 ", ErrCorrupt},
+		{"flipped metadata", flip(step), &Checkpoint{Store: m.Store(), Optimizer: opt}, "corrupt checkpoint file: sha256 ", ErrCorrupt},
+		{"not a checkpoint", plainFile(t), &Checkpoint{Store: m.Store()}, "not a gorun checkpoint", ErrCheckpoint},
 	}
 	for _, c := range cases {
 		p := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-"))
@@ -106,9 +122,38 @@ func TestCheckpointRejects(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error naming %s and saying %q", c.name, err, p, c.want)
 		}
-		if c.name == "other shape" && !errors.Is(err, ErrCheckpoint) {
-			t.Errorf("%s: %v does not wrap ErrCheckpoint", c.name, err)
+		if !errors.Is(err, c.kind) {
+			t.Errorf("%s: %v does not wrap %v", c.name, err, c.kind)
 		}
+	}
+}
+
+// TestCheckpointWithoutSum: a file saved before checkpoints carried a
+// sha256 still loads, unverified.
+func TestCheckpointWithoutSum(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ck.safetensors")
+	m, opt := trained(t, 1, 6, 8, 3)
+	if err := (&Checkpoint{Store: m.Store(), Optimizer: opt, Step: 2}).Save(path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := safetensors.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.Metadata[sumKey]; !ok {
+		t.Fatalf("no %q in the metadata %v", sumKey, f.Metadata)
+	}
+	delete(f.Metadata, sumKey)
+	if err := safetensors.WriteFile(path, f.Tensors, f.Metadata); err != nil {
+		t.Fatal(err)
+	}
+	m2, opt2 := trained(t, 9, 6, 8, 3)
+	load := &Checkpoint{Store: m2.Store(), Optimizer: opt2}
+	if err := load.Load(path); err != nil {
+		t.Fatalf("a checkpoint without a checksum: %v", err)
+	}
+	if load.Verified || load.Step != 2 || !slices.Equal(m.Store().W, m2.Store().W) {
+		t.Errorf("Verified %v step %d, parameters equal %v: want false, 2, true", load.Verified, load.Step, slices.Equal(m.Store().W, m2.Store().W))
 	}
 }
 
@@ -119,4 +164,56 @@ func plainFile(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return []byte(b.String())
+}
+
+// TestCheckpointOtherModelOrOptimizer: a checkpoint of another model, or
+// saved with another optimizer, is refused saying so, and Check's error
+// comes before anything is read.
+func TestCheckpointOtherModelOrOptimizer(t *testing.T) {
+	dir := t.TempDir()
+	m, adam := trained(t, 1, 6, 8, 3)
+	st := m.Store()
+	sgd, err := NewSGD(SGDConfig{LR: 0.1, Momentum: 0.9}, st.Params, 0, len(st.W))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpt, err := NewGPT(GPTConfig{Vocab: 5, Context: 4, Layers: 1, Heads: 1, Dim: 4}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withSGD, withGPT := filepath.Join(dir, "sgd"), filepath.Join(dir, "gpt")
+	if err := (&Checkpoint{Store: st, Optimizer: sgd}).Save(withSGD); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&Checkpoint{Store: gpt.Store()}).Save(withGPT); err != nil {
+		t.Fatal(err)
+	}
+	// A checkpoint from before the optimizer's name was saved.
+	old := filepath.Join(dir, "old")
+	f, err := safetensors.ReadFile(withSGD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(f.Metadata, "optimizer")
+	delete(f.Metadata, sumKey)
+	if err := safetensors.WriteFile(old, f.Tensors, f.Metadata); err != nil {
+		t.Fatal(err)
+	}
+	errFlags := errors.New("pass --flags")
+	cases := []struct {
+		name, path string
+		into       *Checkpoint
+		want       string
+	}{
+		{"other optimizer", withSGD, &Checkpoint{Store: st, Optimizer: adam}, "it was saved with optimizer sgd, and this one is adamw"},
+		{"other optimizer, old file", old, &Checkpoint{Store: st, Optimizer: adam}, "no optimizer state optim.exp_avg.fc1.weight: it was saved with another optimizer, or none"},
+		{"other model", withGPT, &Checkpoint{Store: st}, "no tensor fc1.weight: it holds another model (tensors wte.weight, wpe.weight, h.0.ln_1.weight, ...)"},
+		{"check", withGPT, &Checkpoint{Store: st, Check: func(map[string]string) error { return errFlags }}, "checkpoint does not match: pass --flags"},
+	}
+	for _, c := range cases {
+		err := c.into.Load(c.path)
+		if err == nil || !strings.Contains(err.Error(), c.path+": ") || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrCheckpoint) {
+			t.Errorf("%s: %v, want an error naming %s, saying %q and wrapping ErrCheckpoint", c.name, err, c.path, c.want)
+		}
+	}
 }

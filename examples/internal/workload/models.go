@@ -56,7 +56,7 @@ func (w *Workload) gpt() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	w.Model, w.gptNet = m, m
+	w.Model, w.gptNet, w.vocab = m, m, vocab
 	T := w.cfg.Context
 	w.fill = func(idx []int, b *nn.Batch) error {
 		n := len(idx)

@@ -173,6 +173,7 @@ type Workload struct {
 	reps    int
 	batch   int // global
 	gptNet  *nn.GPT
+	vocab   int // gpt's
 	fill    func(idx []int, b *nn.Batch) error
 	micro   []*nn.Batch
 }
