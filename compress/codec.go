@@ -51,6 +51,22 @@ func (s Stats) Ratio() float64 {
 // gradient of that key. Every rank of c calls AllReduce with the same
 // key, length and segments in the same order. A Codec is used by one
 // goroutine at a time.
+//
+// A codec that keeps state between calls (error feedback's residuals in
+// topk, randk, sign and powersgd, PowerSGD's last Q, the step counts that
+// draw random-k's indices and QSGD's rounding) also implements
+// encoding.BinaryMarshaler and encoding.BinaryUnmarshaler, so that a
+// checkpoint can carry it, as PyTorch users save the PowerSGD hook's
+// state and DeepSpeed's 1-bit Adam its error feedback: a run resumed
+// with it compresses as the uninterrupted run would have. MarshalBinary
+// returns this rank's state (each rank's differs, and each saves its
+// own); UnmarshalBinary replaces the state of a codec that Parse made
+// from the same name (and, for the same results, seed) with the one
+// saved, or fails, changing nothing, with an error wrapping ErrCorrupt or
+// ErrState. The keys must name the same buckets as before. fp16 and bf16
+// keep no state and implement neither; the lossless stage's choice
+// ("+auto") is not saved but made again, which changes the bytes sent,
+// not the sum.
 type Codec interface {
 	// Name is the codec and its parameter as --compress takes it
 	// ("fp16", "topk:0.01", "powersgd:4").
