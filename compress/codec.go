@@ -30,10 +30,17 @@ func (s Segment) Len() int { return s.Rows * s.Cols }
 // compression ratio.
 type Stats struct {
 	Raw, Sent int64
+	// Saturated counts, for fp16 and bf16, the elements that were finite
+	// in this rank's input and came out ±Inf: the format overflowed, on
+	// rounding the input or a partial sum (fp16 at 65520; bf16 only near
+	// float32's own limit), or another rank's input was infinite. The
+	// other codecs leave it 0. A program should say so when it is not 0:
+	// the optimizer was given infinities.
+	Saturated int64
 }
 
 // Add adds o to s.
-func (s *Stats) Add(o Stats) { s.Raw += o.Raw; s.Sent += o.Sent }
+func (s *Stats) Add(o Stats) { s.Raw += o.Raw; s.Sent += o.Sent; s.Saturated += o.Saturated }
 
 // Ratio is Raw/Sent; 0 if nothing was sent.
 func (s Stats) Ratio() float64 {
