@@ -30,10 +30,17 @@ func (s Segment) Len() int { return s.Rows * s.Cols }
 // compression ratio.
 type Stats struct {
 	Raw, Sent int64
+	// Saturated counts, for fp16 and bf16, the elements that were finite
+	// in this rank's input and came out ±Inf: the format overflowed, on
+	// rounding the input or a partial sum (fp16 at 65520; bf16 only near
+	// float32's own limit), or another rank's input was infinite. The
+	// other codecs leave it 0. A program should say so when it is not 0:
+	// the optimizer was given infinities.
+	Saturated int64
 }
 
 // Add adds o to s.
-func (s *Stats) Add(o Stats) { s.Raw += o.Raw; s.Sent += o.Sent }
+func (s *Stats) Add(o Stats) { s.Raw += o.Raw; s.Sent += o.Sent; s.Saturated += o.Saturated }
 
 // Ratio is Raw/Sent; 0 if nothing was sent.
 func (s Stats) Ratio() float64 {
@@ -51,6 +58,22 @@ func (s Stats) Ratio() float64 {
 // gradient of that key. Every rank of c calls AllReduce with the same
 // key, length and segments in the same order. A Codec is used by one
 // goroutine at a time.
+//
+// A codec that keeps state between calls (error feedback's residuals in
+// topk, randk, sign and powersgd, PowerSGD's last Q, the step counts that
+// draw random-k's indices and QSGD's rounding) also implements
+// encoding.BinaryMarshaler and encoding.BinaryUnmarshaler, so that a
+// checkpoint can carry it, as PyTorch users save the PowerSGD hook's
+// state and DeepSpeed's 1-bit Adam its error feedback: a run resumed
+// with it compresses as the uninterrupted run would have. MarshalBinary
+// returns this rank's state (each rank's differs, and each saves its
+// own); UnmarshalBinary replaces the state of a codec that Parse made
+// from the same name (and, for the same results, seed) with the one
+// saved, or fails, changing nothing, with an error wrapping ErrCorrupt or
+// ErrState. The keys must name the same buckets as before. fp16 and bf16
+// keep no state and implement neither; the lossless stage's choice
+// ("+auto") is not saved but made again, which changes the bytes sent,
+// not the sum.
 type Codec interface {
 	// Name is the codec and its parameter as --compress takes it
 	// ("fp16", "topk:0.01", "powersgd:4").

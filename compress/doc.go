@@ -13,16 +13,18 @@
 //
 //   - fp16, bf16: the bucket all-reduced in the narrow type (each sum
 //     rounded once), 2x fewer bytes, no error feedback;
-//   - topk:F, randk:F: the fraction F of the elements with the largest
-//     magnitudes (exchanged as index-value pairs by all-gather), or the
-//     same random F on every rank (all-reduced, no indices), with error
-//     feedback;
+//   - topk:F, randk:F (F is 0.01 if left out): the fraction F of the
+//     elements with the largest magnitudes (exchanged as index-value pairs
+//     by all-gather), or the same random F on every rank (all-reduced, no
+//     indices), with error feedback;
 //   - sign: one bit an element and a scale (EF-SignSGD), all-gathered;
-//   - qsgd:S: S levels with stochastic, unbiased rounding (QSGD);
-//   - powersgd:R: a rank-R approximation of every matrix of the bucket by
-//     one power iteration warm-started from the last step (Vogels et al.),
-//     with error feedback; vectors and matrices that would not shrink are
-//     sent plain. Two all-reduces of the packed factors a bucket.
+//   - qsgd:S (16 if left out): S levels with stochastic, unbiased
+//     rounding (QSGD);
+//   - powersgd:R (4 if left out): a rank-R approximation of every matrix
+//     of the bucket by one power iteration warm-started from the last step
+//     (Vogels et al.), with error feedback; vectors and matrices that
+//     would not shrink are sent plain. Two all-reduces of the packed
+//     factors a bucket.
 //
 // Parse makes a codec from its name (--compress). strategies/dp's
 // WithCompression runs one over DDP's buckets; strategies/hybrid over the

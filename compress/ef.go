@@ -50,7 +50,8 @@ func (r *Residuals) Apply(key int, buf []float32) ([]float32, error) {
 	}
 	if len(res) != len(buf) {
 		return nil, fmt.Errorf("error feedback: bucket %d has %d elements, but its residual from the last step has %d: "+
-			"a key must name the same bucket at every step (Reset the key after changing the buckets)", key, len(buf), len(res))
+			"a key must name the same bucket at every step; after changing the buckets, make a new codec (its residuals start from zero), "+
+			"and resume a saved codec state only with the buckets it was saved with", key, len(buf), len(res))
 	}
 	kernel.AddF32(buf, res)
 	return res, nil

@@ -104,6 +104,36 @@ func TestResidualsResetAndBytes(t *testing.T) {
 	}
 }
 
+// TestEFBucketChange: a key given a bucket of another length is refused
+// by every error-feedback codec, with a message that says what a user of
+// the Codec can do (the codec's Residuals are out of reach, so no
+// "Reset"), and the key's residual is kept.
+func TestEFBucketChange(t *testing.T) {
+	for _, c := range efCodecs {
+		t.Run(c.name, func(t *testing.T) {
+			spmdtest.Run(t, 1, func(ctx context.Context, w *spmd.World) error {
+				codec, err := c.new()
+				if err != nil {
+					return err
+				}
+				if _, err := codec.AllReduce(ctx, w.Comm, 5, []float32{1, 2, 3, 4}, nil); err != nil {
+					return err
+				}
+				_, err = codec.AllReduce(ctx, w.Comm, 5, make([]float32, 6), nil)
+				if err == nil || strings.Contains(err.Error(), "Reset") ||
+					!strings.Contains(err.Error(), "bucket 5 has 6 elements, but its residual from the last step has 4") ||
+					!strings.Contains(err.Error(), "make a new codec") {
+					return fmt.Errorf("a changed bucket: err %v, want one naming the lengths and saying to make a new codec", err)
+				}
+				if len(c.ef(codec).Residual(5)) != 4 {
+					return fmt.Errorf("the refused call changed the residual: %v", c.ef(codec).Residual(5))
+				}
+				return nil
+			})
+		})
+	}
+}
+
 // efCodecs are the codecs with error feedback, with their residuals and
 // whether what they send plus their new residual is p bit for bit.
 var efCodecs = []struct {

@@ -19,8 +19,9 @@ import (
 // gradients, of magnitude 65520 or more becomes ±Inf, and one below
 // 2^-24 becomes zero (PyTorch's fp16_compress_hook has the same limits);
 // scale the loss, or use NewBF16, where gradients may be that large.
+// Stats.Saturated counts the elements that became ±Inf.
 func NewFP16() Codec {
-	return &narrow{name: "fp16", enc: EncodeF16, dec: DecodeF16, add: AddF16}
+	return &narrow{name: "fp16", enc: EncodeF16, dec: DecodeF16, add: AddF16, inf: 0x7c00}
 }
 
 // NewBF16 returns the "bf16" codec: NewFP16's scheme with bfloat16
@@ -29,7 +30,7 @@ func NewFP16() Codec {
 // bits (a relative error of up to 2^-8 per rounding, against binary16's
 // 2^-11). It is stateless: no error feedback.
 func NewBF16() Codec {
-	return &narrow{name: "bf16", enc: EncodeBF16, dec: DecodeBF16, add: AddBF16}
+	return &narrow{name: "bf16", enc: EncodeBF16, dec: DecodeBF16, add: AddBF16, inf: 0x7f80}
 }
 
 // narrow is a codec that all-reduces a 16-bit float format: fp16 or
@@ -39,6 +40,7 @@ type narrow struct {
 	enc  func(dst []uint16, src []float32)
 	dec  func(dst []float32, src []uint16)
 	add  func(dst, src []uint16)
+	inf  uint16   // the format's +Inf
 	buf  []uint16 // scratch, the encoded bucket
 }
 
@@ -59,8 +61,21 @@ func (n *narrow) AllReduce(ctx context.Context, c *spmd.Comm, key int, buf []flo
 	if err := prims.AllReduce(ctx, c, h, prims.OpFunc(n.add)); err != nil {
 		return Stats{}, fmt.Errorf("%s all-reduce of bucket %d (%d elements): %w", n.name, key, len(buf), err)
 	}
+	sat := n.saturated(h, buf)
 	n.dec(buf, h)
-	return Stats{Raw: 4 * int64(len(buf)), Sent: 2 * int64(len(buf))}, nil
+	return Stats{Raw: 4 * int64(len(buf)), Sent: 2 * int64(len(buf)), Saturated: sat}, nil
+}
+
+// saturated counts the elements of sum, in the 16-bit format, that are
+// ±Inf where in, the rank's float32 input, is finite.
+func (n *narrow) saturated(sum []uint16, in []float32) int64 {
+	var c int64
+	for i, h := range sum[:len(in)] {
+		if h&0x7fff == n.inf && in[i]-in[i] == 0 {
+			c++
+		}
+	}
+	return c
 }
 
 var _ ReduceScatterer = (*narrow)(nil)
@@ -83,5 +98,5 @@ func (n *narrow) ReduceScatter(ctx context.Context, c *spmd.Comm, key int, buf, 
 		return Stats{}, fmt.Errorf("%s reduce-scatter of bucket %d (%d elements): %w", n.name, key, len(buf), err)
 	}
 	n.dec(recv, rh)
-	return Stats{Raw: 4 * int64(len(buf)), Sent: 2 * int64(len(buf))}, nil
+	return Stats{Raw: 4 * int64(len(buf)), Sent: 2 * int64(len(buf)), Saturated: n.saturated(rh, buf[lo:hi])}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/gorun-hpc/gorun/prims"
@@ -114,23 +115,47 @@ func testNarrow(t *testing.T, newCodec func() Codec, name string, ranks, n int, 
 	}
 }
 
-// fp16 overflows where bf16 does not: a sum of 65520 or more is +Inf.
+// fp16 overflows where bf16 does not: a sum of 65520 or more is +Inf, and
+// so is an input of 70000 (with no error). Stats.Saturated counts the
+// elements finite in the rank's input that came out infinite, in the
+// all-reduce and in the reduce-scatter.
 func TestFP16CodecOverflowsToInf(t *testing.T) {
+	inf := float32(math.Inf(1))
+	bf := func(x float32) float32 { return FromBF16(ToBF16(x)) }
 	for _, c := range []struct {
 		name string
 		new  func() Codec
-		want float32
+		want []float32
+		// Saturated of each rank: all-reduce, then reduce-scatter (its
+		// blocks are elements 0-2 and 3-4).
+		sat, satRS [2]int64
 	}{
-		{"fp16", NewFP16, float32(math.Inf(1))},
-		{"bf16", NewBF16, 79872}, // 2 x 39936, 40000 to 8 significant bits
+		// Rank 0 counts elements 0, 2 and 4, rank 1 also 3, whose +Inf
+		// was rank 0's input.
+		{"fp16", NewFP16, []float32{inf, 2, inf, inf, -inf}, [2]int64{3, 4}, [2]int64{2, 2}},
+		// 2 x 39936 (40000 to 8 significant bits); 70000 to bf16 is 70144,
+		// and 70144 + 1 rounds back to it; 2 x -1e38 is finite.
+		{"bf16", NewBF16, []float32{79872, 2, 70144, inf, bf(2 * bf(-1e38))}, [2]int64{0, 1}, [2]int64{0, 1}},
 	} {
 		spmdtest.Run(t, 2, func(ctx context.Context, w *spmd.World) error {
-			buf := []float32{40000, 1}
-			if _, err := c.new().AllReduce(ctx, w.Comm, 0, buf, nil); err != nil {
+			r := w.Rank()
+			in := [][]float32{{40000, 1, 70000, inf, -1e38}, {40000, 1, 1, 1, -1e38}}[r]
+			buf := slices.Clone(in)
+			st, err := c.new().AllReduce(ctx, w.Comm, 0, buf, nil)
+			if err != nil {
 				return err
 			}
-			if buf[0] != c.want || buf[1] != 2 {
-				return fmt.Errorf("%s: got %v, want [%g 2]", c.name, buf, c.want)
+			if !slices.Equal(buf, c.want) || st.Saturated != c.sat[r] {
+				return fmt.Errorf("%s all-reduce: got %v, %d saturated, want %v, %d", c.name, buf, st.Saturated, c.want, c.sat[r])
+			}
+			lo, hi := prims.Block(len(in), 2, r)
+			recv := make([]float32, hi-lo)
+			st, err = c.new().(ReduceScatterer).ReduceScatter(ctx, w.Comm, 0, in, recv, nil)
+			if err != nil {
+				return err
+			}
+			if !slices.Equal(recv, c.want[lo:hi]) || st.Saturated != c.satRS[r] {
+				return fmt.Errorf("%s reduce-scatter: got %v, %d saturated, want %v, %d", c.name, recv, st.Saturated, c.want[lo:hi], c.satRS[r])
 			}
 			return nil
 		})

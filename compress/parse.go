@@ -6,13 +6,16 @@ import (
 	"strings"
 )
 
-// Names lists the codecs Parse knows, with their parameters.
-const Names = "fp16, bf16, topk:FRACTION, randk:FRACTION, sign, qsgd:LEVELS, powersgd:RANK; +s2, +zstd or +auto after topk, sign or qsgd adds a lossless stage"
+// Names lists the codecs Parse knows, with their parameters and what a
+// parameter left out means, for help texts and messages.
+const Names = "fp16, bf16, topk[:FRACTION] (default 0.01), randk[:FRACTION] (default 0.01), sign, qsgd[:LEVELS] (default 16), powersgd[:RANK] (default 4); " +
+	"+s2, +zstd or +auto after topk, sign or qsgd adds a lossless stage"
 
 // Parse returns the codec that spec names, as --compress takes it:
 // "fp16", "bf16", "topk:0.01" (the fraction of each bucket's elements
 // sent), "randk:0.01", "sign", "qsgd:16" (levels), "powersgd:4" (rank);
-// "" and "none" return nil, no compression. A suffix "+s2", "+zstd"
+// "" and "none" return nil, no compression. A parameter left out is the
+// one these examples give ("topk" is "topk:0.01"), as Names says. A suffix "+s2", "+zstd"
 // or "+auto" adds a lossless stage (WithLossless) to topk, sign or qsgd. seed draws the random
 // choices (random-k's indices, QSGD's rounding, PowerSGD's first
 // factors): every rank passes the same.

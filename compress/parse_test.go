@@ -1,6 +1,7 @@
 package compress
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -39,6 +40,29 @@ func TestParse(t *testing.T) {
 			t.Errorf("Parse(%q) = %s, want no codec", tc.spec, c.Name())
 		case tc.name != "" && (c == nil || c.Name() != tc.name):
 			t.Errorf("Parse(%q) = %v, want %s", tc.spec, c, tc.name)
+		}
+	}
+}
+
+// TestNamesDefaults: every "codec[:PARAM] (default D)" in Names is what
+// Parse makes of the codec's bare name, so that the help texts built from
+// Names say what "topk" alone means.
+func TestNamesDefaults(t *testing.T) {
+	found := regexp.MustCompile(`(\w+)\[:[A-Z]+\] \(default ([0-9.]+)\)`).FindAllStringSubmatch(Names, -1)
+	if len(found) != 4 {
+		t.Fatalf("Names gives %d defaults, want those of topk, randk, qsgd and powersgd:\n%s", len(found), Names)
+	}
+	for _, m := range found {
+		bare, err := Parse(m[1], 1)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", m[1], err)
+		}
+		full, err := Parse(m[1]+":"+m[2], 1)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", m[1]+":"+m[2], err)
+		}
+		if bare.Name() != full.Name() {
+			t.Errorf("Names says %s defaults to %s, but Parse(%q) is %s", m[1], m[2], m[1], bare.Name())
 		}
 	}
 }

@@ -172,11 +172,7 @@ func (p *powerSGD) AllReduce(ctx context.Context, c *spmd.Comm, key int, buf []f
 // floats it sent: P and the plain elements in one all-reduce, then Q.
 func (p *powerSGD) compressed(ctx context.Context, c *spmd.Comm, key int, st *powerKey, buf []float32) (int, error) {
 	if st.resid == nil {
-		n := 0
-		for _, mt := range st.mats {
-			n += mt.n * mt.m
-		}
-		st.resid = make([]float32, n)
+		st.resid = make([]float32, st.residLen())
 	}
 	p.work = grow(p.work, st.work)
 	first := grow(p.first, st.nPlain+st.nP)

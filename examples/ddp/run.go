@@ -140,6 +140,9 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			st := hook.Stats()
 			n := int64(cfg.Steps - first)
 			fmt.Fprintf(out, "compression %s sent %d bytes a step of %d (ratio %.1f)\n", codec.Name(), st.Sent/n, st.Raw/n, st.Ratio())
+			if st.Saturated > 0 {
+				fmt.Fprintf(out, "warning: %s turned %d finite gradient values into ±Inf (they overflowed its range): scale the loss down, or use bf16\n", codec.Name(), st.Saturated)
+			}
 		}
 		fmt.Fprintf(out, "final loss %.6f\n", loss)
 	}

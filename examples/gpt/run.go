@@ -112,6 +112,9 @@ func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, txt
 		if cs := e.Compression(); codec != nil && c.steps > 0 {
 			n := int64(c.steps)
 			fmt.Fprintf(out, "compression %s sent %d bytes a step of %d (ratio %.1f)\n", codec.Name(), cs.Sent/n, cs.Raw/n, cs.Ratio())
+			if cs.Saturated > 0 {
+				fmt.Fprintf(out, "warning: %s turned %d finite gradient values into ±Inf (they overflowed its range): scale the loss down, or use bf16\n", codec.Name(), cs.Saturated)
+			}
 		}
 	}
 	if c.stats {

@@ -103,6 +103,9 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		if z, ok := tr.(*zero.Zero); ok && cfg.zero.Compress != nil && cfg.Steps > first {
 			st, n := z.Compression(), int64(cfg.Steps-first)
 			fmt.Fprintf(out, "compression %s sent %d bytes a step of %d (ratio %.1f)\n", cfg.zero.Compress.Name(), st.Sent/n, st.Raw/n, st.Ratio())
+			if st.Saturated > 0 {
+				fmt.Fprintf(out, "warning: %s turned %d finite gradient values into ±Inf (they overflowed its range): scale the loss down, or use bf16\n", cfg.zero.Compress.Name(), st.Saturated)
+			}
 		}
 		fmt.Fprintf(out, "final loss %.6f\n", loss)
 	}

@@ -2,6 +2,7 @@ package dp_test
 
 import (
 	"context"
+	"encoding"
 	"fmt"
 	"slices"
 	"sync"
@@ -144,4 +145,90 @@ func identical(ctx context.Context, c *spmd.Comm, w []float32) error {
 		}
 	}
 	return nil
+}
+
+// TestCompressedResume: a compressed DDP run stopped after 7 steps and
+// resumed in new processes' stead (a new model, optimizer, codec and
+// DDP, given the parameters, the optimizer's state and each rank's codec
+// state, compress's encoding.BinaryMarshaler) ends with the parameters of
+// the uninterrupted run, bit for bit, as an uncompressed run does from
+// its checkpoint; without the codec's state it does not.
+func TestCompressedResume(t *testing.T) {
+	const stop = 7
+	for _, spec := range []string{"topk:0.1", "randk:0.1", "sign", "qsgd:16", "powersgd:2"} {
+		t.Run(spec, func(t *testing.T) {
+			spmdtest.Run(t, 2, func(ctx context.Context, w *spmd.World) error {
+				s, err := data.NewSampler(examples, globalBatch, w.Rank(), w.Size(), seed, true)
+				if err != nil {
+					return err
+				}
+				// train runs steps [from, to) from the parameters, optimizer
+				// state and codec state given (nil: from the start).
+				type saved struct {
+					w     []float32
+					optim [][]float32
+					steps [][]int64
+					codec []byte
+				}
+				train := func(from, to int, in *saved) (*saved, error) {
+					codec, _ := compress.Parse(spec, seed)
+					m := newModel()
+					opt := newOpt(t, m.Store())
+					if in != nil {
+						copy(m.Store().W, in.w)
+						for i, st := range opt.State() {
+							copy(st.F32, in.optim[i])
+							copy(st.I64, in.steps[i])
+						}
+						if in.codec != nil {
+							if err := codec.(encoding.BinaryUnmarshaler).UnmarshalBinary(in.codec); err != nil {
+								return nil, err
+							}
+						}
+					}
+					d, err := dp.New(ctx, w.Comm, m, dp.Config{Hook: dp.WithCompression(codec), BucketCap: 1 << 10})
+					if err != nil {
+						return nil, err
+					}
+					defer d.Close()
+					for step := from; step < to; step++ {
+						if _, err := d.Step(ctx, batches(t, s, step, 1), opt); err != nil {
+							return nil, err
+						}
+					}
+					out := &saved{w: slices.Clone(m.Store().W)}
+					for _, st := range opt.State() {
+						out.optim = append(out.optim, slices.Clone(st.F32))
+						out.steps = append(out.steps, slices.Clone(st.I64))
+					}
+					out.codec, err = codec.(encoding.BinaryMarshaler).MarshalBinary()
+					return out, err
+				}
+				whole, err := train(0, steps, nil)
+				if err != nil {
+					return err
+				}
+				half, err := train(0, stop, nil)
+				if err != nil {
+					return err
+				}
+				resumed, err := train(stop, steps, half)
+				if err != nil {
+					return err
+				}
+				if !slices.Equal(resumed.w, whole.w) {
+					return fmt.Errorf("resumed at step %d with the codec's state: the parameters differ from the uninterrupted run's", stop)
+				}
+				half.codec = nil
+				lost, err := train(stop, steps, half)
+				if err != nil {
+					return err
+				}
+				if slices.Equal(lost.w, whole.w) {
+					return fmt.Errorf("resumed without the codec's state, the run still ends as the uninterrupted one: the test cannot see the state")
+				}
+				return nil
+			})
+		})
+	}
 }
