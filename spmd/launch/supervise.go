@@ -51,7 +51,20 @@ type supervisor struct {
 	timeout  <-chan time.Time // fires at --timeout
 	ctxDone  <-chan struct{}  // the run's context; nil once acted on
 	stalled  <-chan []int     // the ranks missing at the rendezvous when the first gave up
+	// held is a rank's failure with an exit status, kept for holdFailure
+	// (hold) before it decides the job, in case another rank was killed
+	// by a signal meanwhile: the likelier cause, whose peers then fail
+	// with a status of their own, and may be reaped first.
+	held *ended
+	hold <-chan time.Time
 }
+
+// holdFailure is how long a rank's exit with a failing status waits for
+// a rank killed by a signal (SIGKILL, SIGSEGV, the OOM killer) to be
+// reaped, so that gorun names the killed rank: its peers see it lost
+// within milliseconds and exit 1, and one of them was reaped first in
+// examples/ddp's TestRankKilled on a busy machine.
+const holdFailure = 100 * time.Millisecond
 
 // run starts every rank and supervises them until all have ended, then
 // returns the job's exit status. Signals, the timeout and ranks' exits are
@@ -128,6 +141,8 @@ func (s *supervisor) poll(exits <-chan ended) {
 			s.cancelled()
 		case m := <-s.stalled:
 			s.stalledStart(m)
+		case <-s.hold:
+			s.release()
 		default:
 			return
 		}
@@ -166,8 +181,11 @@ func (s *supervisor) loop(ctx context.Context, exits <-chan ended) int {
 			s.cancelled()
 		case m := <-s.stalled:
 			s.stalledStart(m)
+		case <-s.hold:
+			s.release()
 		}
 	}
+	s.release()
 	if !s.decided && ctx.Err() != nil {
 		return 1
 	}
@@ -189,13 +207,39 @@ func (s *supervisor) graceOver() {
 	s.signalAll(syscall.SIGKILL)
 }
 
-// ended handles the end of one rank; the first failure stops the job.
+// ended handles the end of one rank; the first failure stops the job,
+// one with an exit status after holdFailure unless a rank killed by a
+// signal comes first.
 func (s *supervisor) ended(e ended) {
 	rp := s.plan.Ranks[e.rank]
 	s.logf("rank %d (pid %d on %s) %v", e.rank, s.procs[e.rank].Pid(), rp.Host, e.status)
 	if e.status.Success() || s.decided {
 		return
 	}
+	if e.status.Signal == 0 && e.status.Lost == "" && !s.stopping {
+		if s.held == nil {
+			s.held, s.hold = &e, time.After(holdFailure)
+		}
+		return
+	}
+	if s.held != nil {
+		s.logf("rank %d failed first (%v), but rank %d was killed: naming rank %d", s.held.rank, s.held.status, e.rank, e.rank)
+		s.held, s.hold = nil, nil
+	}
+	s.fail(e)
+}
+
+// release decides the job by the failure held, if any.
+func (s *supervisor) release() {
+	if e := s.held; e != nil {
+		s.held, s.hold = nil, nil
+		s.fail(*e)
+	}
+}
+
+// fail decides the job by rank e's failure and stops the others.
+func (s *supervisor) fail(e ended) {
+	rp := s.plan.Ranks[e.rank]
 	s.decide(e.status.ExitCode())
 	s.failed = true
 	if e.status.Lost != "" {
@@ -259,6 +303,7 @@ func (s *supervisor) cancelled() {
 // decide sets the job's exit status unless it was set already: the first
 // cause of the job's end decides it.
 func (s *supervisor) decide(status int) {
+	s.release() // a failure held came first
 	if !s.decided {
 		s.status, s.decided = status, true
 	}
