@@ -24,6 +24,7 @@ type Env struct {
 	HostID               string
 	ProfileDir           string
 	ProfileCPU           bool // GORUN_PROFILE_CPU=1
+	StatusFD             int  // GORUN_STATUS_FD: where to report lost peers to gorun; 0: nowhere
 	RestartCount         int  // GORUN_RESTART_COUNT: 0 on the job's first start
 	MaxRestarts          int  // GORUN_MAX_RESTARTS
 	Secret               []byte
@@ -94,6 +95,9 @@ func ReadEnv(getenv func(string) string) (Env, error) {
 	e.HostID = getenv(contract.EnvHostID)
 	e.ProfileDir = getenv(contract.EnvProfileDir)
 	e.ProfileCPU = getenv(contract.EnvProfileCPU) == "1"
+	if fd, err := strconv.Atoi(getenv(contract.EnvStatusFD)); err == nil && fd >= 3 {
+		e.StatusFD = fd
+	}
 	e.RestartCount, _ = strconv.Atoi(getenv(contract.EnvRestartCount))
 	e.MaxRestarts, _ = strconv.Atoi(getenv(contract.EnvMaxRestarts))
 	e.BindAddr = getenv(contract.EnvBindAddr)

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gorun-hpc/gorun/spmd/contract"
@@ -110,6 +111,11 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 	w.env = env
 	w.core.engine.crowded = env.LocalSize > cpus
 	w.closers = append(w.closers, closeGossip)
+	if env.StatusFD > 0 {
+		report, closeReport := statusReporter(env.StatusFD)
+		w.core.engine.report = report
+		w.closers = append(w.closers, closeReport)
+	}
 
 	if err := w.Barrier(ictx); err != nil {
 		w.Close()
@@ -293,4 +299,17 @@ func dataPlane(ctx context.Context, env Env, secret []byte, far transport.Transp
 	o.logger.Printf("shared memory with ranks %v, TCP to the rest", near)
 	registerEarly()
 	return &router{near: t, far: far, local: local}, nil
+}
+
+// statusReporter returns a function that writes "lost R" to descriptor fd
+// (GORUN_STATUS_FD) for a lost peer of world rank R, and one that closes
+// it. gorun reads the lines: a rank that fails after losing a peer that
+// failed too is not the first failure. The descriptor is not passed on to
+// the rank's own children.
+func statusReporter(fd int) (report func(peer int), close func() error) {
+	syscall.CloseOnExec(fd)
+	f := os.NewFile(uintptr(fd), "gorun-status")
+	return func(peer int) {
+		f.Write([]byte("lost " + strconv.Itoa(peer) + "\n")) // gorun gone: nobody to tell
+	}, f.Close
 }

@@ -31,6 +31,9 @@ type engine struct {
 	// crowded says the host has more ranks than cores: a polling
 	// goroutine then yields its core to the other ranks.
 	crowded bool
+	// report, when set, tells gorun of each peer lost (Lost), once per
+	// peer: gorun names the rank whose failure came first by it.
+	report func(peer int)
 
 	selfMu sync.Mutex // serializes sends to ourselves
 
@@ -237,6 +240,9 @@ func (e *engine) Lost(peer int, err error) {
 		return
 	}
 	e.lost[peer] = err
+	if e.report != nil && e.closed == nil { // not this rank's own Close
+		defer e.report(peer) // after the lock
+	}
 	switch v := e.inflight[peer].(type) {
 	case *Request:
 		fail = append(fail, v)

@@ -241,3 +241,16 @@ func TestProcessInitTwice(t *testing.T) {
 		}
 	}
 }
+
+// A rank that fails on its own and closes its world, then takes a moment
+// to exit, is the rank gorun names, though the ranks that lost it exit
+// first: they report the loss (GORUN_STATUS_FD), and gorun follows it.
+// It named the first rank reaped, which had only lost rank 0.
+func TestProcessNamesTheFirstFailure(t *testing.T) {
+	for range 3 {
+		out, code := gorun(t, time.Minute, "-np", "3", ranksBin, "errclose")
+		if code != 1 || !regexp.MustCompile(`gorun: rank 0 \(pid \d+ on [^)]*\) exited with status 1(; stopping the other ranks)?\n`).MatchString(out) {
+			t.Fatalf("exit %d, want 1 and rank 0 named:\n%s", code, out)
+		}
+	}
+}

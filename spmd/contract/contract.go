@@ -28,6 +28,7 @@ const (
 	EnvProfileCPU     = "GORUN_PROFILE_CPU"     // "1": each rank also writes its CPU profile to the profile directory
 	EnvSecretFD       = "GORUN_SECRET_FD"       // fd to read the per-job secret from (hex, one line)
 	EnvSecret         = "GORUN_SECRET"          // the per-job secret in hex, when no fd can be passed
+	EnvStatusFD       = "GORUN_STATUS_FD"       // fd a rank writes "lost R" lines to, for each peer it lost (gorun names the first failure by them)
 	EnvInitTimeout    = "GORUN_INIT_TIMEOUT"    // how long Init waits for every rank (Go duration)
 	EnvBindAddr       = "GORUN_BIND_ADDR"       // IP that gossip and data plane listen on
 	EnvPorts          = "GORUN_PORTS"           // LOW-HIGH: TCP/UDP ports listeners may use

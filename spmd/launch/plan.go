@@ -16,6 +16,10 @@ import (
 // of exec.Cmd.ExtraFiles.
 const secretFD = 3
 
+// statusFD is the descriptor a rank started here reports its lost peers
+// on (GORUN_STATUS_FD): the second of exec.Cmd.ExtraFiles.
+const statusFD = 4
+
 // jobPlan is what a job will start: one rankPlan per rank, in rank order.
 // A jobPlan is built once and then only read.
 type jobPlan struct {
@@ -248,7 +252,7 @@ func exports(xs []string, getenv func(string) string) (map[string]string, error)
 var contractVars = map[string]bool{
 	contract.EnvRank: true, contract.EnvSize: true, contract.EnvLocalRank: true, contract.EnvLocalSize: true,
 	contract.EnvNodeRank: true, contract.EnvNodeCount: true, contract.EnvJobID: true, contract.EnvSeeds: true,
-	contract.EnvRendezvous: true, contract.EnvSecretFD: true, contract.EnvSecret: true,
+	contract.EnvRendezvous: true, contract.EnvSecretFD: true, contract.EnvSecret: true, contract.EnvStatusFD: true,
 	contract.EnvTorchRank: true, contract.EnvTorchWorldSize: true, contract.EnvTorchLocalRank: true,
 	contract.EnvTorchLocalWorld: true, contract.EnvTorchGroupRank: true, contract.EnvTorchGroupSize: true,
 	contract.EnvTorchRoleRank: true, contract.EnvTorchRoleSize: true, contract.EnvTorchRunID: true,

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"bufio"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -8,10 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/contract"
 )
 
 // spec is everything needed to start one rank.
@@ -61,6 +66,9 @@ type status struct {
 	// Lost, when set, says that the rank's host was lost and how: its
 	// agent's connection ended with the rank still running.
 	Lost string
+	// LostPeers are the ranks this rank's spmd reported lost before it
+	// ended (GORUN_STATUS_FD), in order; ranks started here only.
+	LostPeers []int
 }
 
 // exitLost is the status of a rank whose host was lost, as ssh exits when
@@ -132,6 +140,13 @@ func (local) Start(spec *spec) (proc, error) {
 		return nil, err
 	}
 	defer errW.Close()
+	statR, statW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, err
+	}
+	defer statW.Close()
 
 	if spec.Stdin != nil {
 		defer spec.Stdin.Close()
@@ -140,12 +155,12 @@ func (local) Start(spec *spec) (proc, error) {
 		cmd := exec.Command(spec.Path, spec.Args...)
 		cmd.Dir = spec.Dir
 		cpus := runtime.NumCPU() // the starter's: the CPUs the host's ranks share
-		cmd.Env = boundEnv(procsEnv(spec.Env, spec.Rank, bind, cpus), bind, cpus)
+		cmd.Env = append(boundEnv(procsEnv(spec.Env, spec.Rank, bind, cpus), bind, cpus), contract.EnvStatusFD+"="+strconv.Itoa(statusFD))
 		if spec.Stdin != nil {
 			cmd.Stdin = spec.Stdin
 		}
 		cmd.Stdout, cmd.Stderr = outW, errW
-		cmd.ExtraFiles = []*os.File{secretR} // secretFD
+		cmd.ExtraFiles = []*os.File{secretR, statW} // secretFD, statusFD
 		cmd.SysProcAttr = sysProcAttr()
 		if inCgroup {
 			spec.Cgroup.procAttr(cmd.SysProcAttr)
@@ -166,6 +181,7 @@ func (local) Start(spec *spec) (proc, error) {
 	if err != nil {
 		outR.Close()
 		errR.Close()
+		statR.Close()
 		return nil, fmt.Errorf("rank %d: start %s: %w", spec.Rank.Rank, spec.Path, err)
 	}
 	if bind.report {
@@ -176,10 +192,11 @@ func (local) Start(spec *spec) (proc, error) {
 		fmt.Fprintf(errW, "gorun: rank %d on %s (pid %d): %s\n", spec.Rank.Rank, host, cmd.Process.Pid, what)
 	}
 	p := &localProc{cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{}), stopping: make(chan struct{})}
-	p.drained.Add(2)
+	p.drained.Add(3)
 	go p.copy(spec.Stdout, outR)
 	go p.copy(spec.Stderr, errR)
-	go p.wait(outR, errR)
+	go p.readStatus(statR)
+	go p.wait(outR, errR, statR)
 	return p, nil
 }
 
@@ -201,7 +218,7 @@ func secretPipe(secret []byte) (*os.File, error) {
 type localProc struct {
 	cmd      *exec.Cmd
 	pid      int
-	drained  sync.WaitGroup // the two output copiers
+	drained  sync.WaitGroup // the two output copiers and readStatus
 	done     chan struct{}  // closed when status is set
 	stopping chan struct{}  // closed by the first Signal: the job is being stopped
 	stop     sync.Once
@@ -210,6 +227,7 @@ type localProc struct {
 	mu     sync.Mutex // protects following
 	ended  bool       // the group was killed after the leader ended
 	status status
+	lost   []int // the peers the rank reported lost (readStatus)
 }
 
 func (p *localProc) Pid() int { return p.pid }
@@ -235,7 +253,7 @@ func (p *localProc) Wait() status {
 
 // wait reaps the rank, kills what is left of its process group, and waits
 // for the output to drain.
-func (p *localProc) wait(outR, errR *os.File) {
+func (p *localProc) wait(outR, errR, statR *os.File) {
 	err := p.cmd.Wait()
 	st := statusOf(p.cmd.ProcessState, err)
 	p.mu.Lock()
@@ -246,6 +264,7 @@ func (p *localProc) wait(outR, errR *os.File) {
 	deadline := time.Now().Add(drainTimeout)
 	outR.SetReadDeadline(deadline)
 	errR.SetReadDeadline(deadline)
+	statR.SetReadDeadline(deadline)
 	// A rank that ended by itself has all its output written, however
 	// slowly gorun's stdout is read. But once the job is being stopped
 	// (Signal), a copier blocked writing to a stdout nobody reads is not
@@ -265,8 +284,29 @@ func (p *localProc) wait(outR, errR *os.File) {
 		case <-time.After(max(time.Until(deadline), drainTimeout)):
 		}
 	}
+	p.mu.Lock()
+	st.LostPeers = p.lost
+	p.mu.Unlock()
 	p.status = st
 	close(p.done)
+}
+
+// readStatus reads what the rank's spmd reports (GORUN_STATUS_FD): a
+// line "lost R" for each peer it lost, which the supervisor uses to name
+// the first failure. Other lines are ignored.
+func (p *localProc) readStatus(src *os.File) {
+	defer p.drained.Done()
+	defer src.Close()
+	lines := bufio.NewScanner(src)
+	for lines.Scan() {
+		if v, ok := strings.CutPrefix(lines.Text(), "lost "); ok {
+			if r, err := strconv.Atoi(v); err == nil {
+				p.mu.Lock()
+				p.lost = append(p.lost, r)
+				p.mu.Unlock()
+			}
+		}
+	}
 }
 
 // copy forwards a rank's output. Once the rank has ended (over), each

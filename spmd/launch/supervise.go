@@ -55,8 +55,10 @@ type supervisor struct {
 	// (hold) before it decides the job, in case another rank was killed
 	// by a signal meanwhile: the likelier cause, whose peers then fail
 	// with a status of their own, and may be reaped first.
-	held *ended
-	hold <-chan time.Time
+	held   *ended
+	hold   <-chan time.Time
+	heldAt time.Time
+	ends   map[int]status // how the ranks that ended did
 }
 
 // holdFailure is how long a rank's exit with a failing status waits for
@@ -65,6 +67,11 @@ type supervisor struct {
 // within milliseconds and exit 1, and one of them was reaped first in
 // examples/ddp's TestRankKilled on a busy machine.
 const holdFailure = 100 * time.Millisecond
+
+// holdLost bounds the hold while the held rank reported losing a peer
+// (GORUN_STATUS_FD) that is still running: the peer that failed first may
+// take a moment after it closed its transport to exit.
+const holdLost = time.Second
 
 // run starts every rank and supervises them until all have ended, then
 // returns the job's exit status. Signals, the timeout and ranks' exits are
@@ -142,7 +149,7 @@ func (s *supervisor) poll(exits <-chan ended) {
 		case m := <-s.stalled:
 			s.stalledStart(m)
 		case <-s.hold:
-			s.release()
+			s.holdOver()
 		default:
 			return
 		}
@@ -182,7 +189,7 @@ func (s *supervisor) loop(ctx context.Context, exits <-chan ended) int {
 		case m := <-s.stalled:
 			s.stalledStart(m)
 		case <-s.hold:
-			s.release()
+			s.holdOver()
 		}
 	}
 	s.release()
@@ -213,12 +220,16 @@ func (s *supervisor) graceOver() {
 func (s *supervisor) ended(e ended) {
 	rp := s.plan.Ranks[e.rank]
 	s.logf("rank %d (pid %d on %s) %v", e.rank, s.procs[e.rank].Pid(), rp.Host, e.status)
+	if s.ends == nil {
+		s.ends = map[int]status{}
+	}
+	s.ends[e.rank] = e.status
 	if e.status.Success() || s.decided {
 		return
 	}
 	if e.status.Signal == 0 && e.status.Lost == "" && !s.stopping {
 		if s.held == nil {
-			s.held, s.hold = &e, time.After(holdFailure)
+			s.held, s.hold, s.heldAt = &e, time.After(holdFailure), time.Now()
 		}
 		return
 	}
@@ -229,12 +240,49 @@ func (s *supervisor) ended(e ended) {
 	s.fail(e)
 }
 
-// release decides the job by the failure held, if any.
-func (s *supervisor) release() {
-	if e := s.held; e != nil {
-		s.held, s.hold = nil, nil
-		s.fail(*e)
+// holdOver ends the hold of a failure, unless the held rank reported
+// losing a peer that still runs, for at most holdLost.
+func (s *supervisor) holdOver() {
+	if s.held == nil {
+		return
 	}
+	if time.Since(s.heldAt) < holdLost {
+		for _, x := range s.held.status.LostPeers {
+			if _, done := s.ends[x]; !done && x >= 0 && x < len(s.procs) {
+				s.hold = time.After(holdFailure)
+				return
+			}
+		}
+	}
+	s.release()
+}
+
+// release decides the job by the failure held, if any: by the rank it
+// came from, or by a rank that rank reported lost which failed too
+// (followed as far as it goes): that one failed first.
+func (s *supervisor) release() {
+	e := s.held
+	if e == nil {
+		return
+	}
+	s.held, s.hold = nil, nil
+	cause := *e
+	seen := map[int]bool{cause.rank: true}
+next:
+	for {
+		for _, x := range cause.status.LostPeers {
+			if st, ok := s.ends[x]; ok && !seen[x] && !st.Success() {
+				seen[x] = true
+				cause = ended{x, st}
+				continue next
+			}
+		}
+		break
+	}
+	if cause.rank != e.rank {
+		s.logf("rank %d failed after losing rank %d, which failed too: naming rank %d", e.rank, cause.rank, cause.rank)
+	}
+	s.fail(cause)
 }
 
 // fail decides the job by rank e's failure and stops the others.

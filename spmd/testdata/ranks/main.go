@@ -57,6 +57,20 @@ func main() {
 	case "procs":
 		fmt.Printf("rank %d GOMAXPROCS=%d\n", w.Rank(), runtime.GOMAXPROCS(0))
 		err = w.Barrier(ctx)
+	case "errclose":
+		// Rank 0 fails on its own, closes its world as a deferred Close
+		// would, and takes a while to exit; the others then lose it and
+		// exit at once, first.
+		if err = w.Barrier(ctx); err != nil {
+			break
+		}
+		if w.Rank() == 0 {
+			w.Close()
+			time.Sleep(300 * time.Millisecond)
+			fmt.Println("rank 0 failed on its own")
+			os.Exit(1)
+		}
+		_, err = w.Recv(ctx, 0, 5, make([]byte, 1))
 	case "twice":
 		if _, err2 := spmd.Init(ctx); err2 != nil {
 			fmt.Println("second init:", err2)
