@@ -38,7 +38,8 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ck := &nn.Checkpoint{Store: st, Optimizer: opt, Streams: wl.Streams, Meta: wl.CheckpointMeta()}
+	ck := &nn.Checkpoint{Store: st, Optimizer: opt, Streams: wl.Streams}
+	var saved *savedCodec // rank 0's, when it loaded a checkpoint
 	if cfg.resume && w.Rank() == 0 {
 		path := filepath.Join(cfg.ckpt, ckptFile)
 		_, err := os.Stat(path)
@@ -62,7 +63,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			if err := ck.Load(path); err != nil {
 				return err
 			}
-			ck.Meta = wl.CheckpointMeta() // this run's flags, for its saves
+			saved = &savedCodec{meta: ck.Meta, blobs: ck.Blobs, path: path, dir: cfg.ckpt}
 			if notice != "" {
 				fmt.Fprintln(out, notice)
 			}
@@ -87,9 +88,17 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	defer d.Close()
+	ck.Meta = codecMeta(wl.CheckpointMeta(), cfg, codec, w.Size(), d.Buckets()) // this run's flags, for its saves
 	if cfg.resume {
 		if err := shareResume(ctx, d.Comm(), ck); err != nil {
 			return err
+		}
+		note, err := shareCodec(ctx, d.Comm(), saved, cfg, codec, d.Buckets())
+		if err != nil {
+			return err
+		}
+		if note != "" {
+			fmt.Fprintln(out, note)
 		}
 	}
 	if ck.Step >= cfg.Steps {
@@ -126,9 +135,15 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			fmt.Fprintf(out, "step %d loss %.6f samples/s %.1f\n", step+1, loss, float64(wl.Batch())/dt.Seconds())
 		}
 		ck.Step = step + 1
-		if cfg.ckpt != "" && w.Rank() == 0 && (ck.Step == cfg.Steps || cfg.ckptEvery > 0 && ck.Step%cfg.ckptEvery == 0) {
-			if err := save(ck, cfg.ckpt); err != nil {
-				return err
+		if cfg.ckpt != "" && (ck.Step == cfg.Steps || cfg.ckptEvery > 0 && ck.Step%cfg.ckptEvery == 0) {
+			// Every rank gives rank 0 its codec state; rank 0 writes.
+			if ck.Blobs, err = gatherCodec(ctx, d.Comm(), codec); err != nil {
+				return fmt.Errorf("saving the checkpoint: %w", err)
+			}
+			if w.Rank() == 0 {
+				if err := save(ck, cfg.ckpt); err != nil {
+					return err
+				}
 			}
 		}
 	}

@@ -8,8 +8,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 
+	"github.com/gorun-hpc/gorun/compress"
 	"github.com/gorun-hpc/gorun/examples/internal/workload"
 	"github.com/gorun-hpc/gorun/strategies/nn"
 	"github.com/gorun-hpc/gorun/strategies/nn/shardckpt"
@@ -56,6 +58,13 @@ func resume(ctx context.Context, z *zero.Zero, wl *workload.Workload, dir string
 		if notice != "" && z.Comm().Rank() == 0 {
 			fmt.Fprintln(out, notice)
 		}
+		note, err := codecNote(z, dir, ix.Meta())
+		if err != nil {
+			return 0, fmt.Errorf("--resume: %s: %w: %w", path, nn.ErrCheckpoint, err)
+		}
+		if note != "" && z.Comm().Rank() == 0 {
+			fmt.Fprintln(out, note)
+		}
 	}
 	step, err := z.Load(ctx, dir)
 	if err != nil {
@@ -65,4 +74,30 @@ func resume(ctx context.Context, z *zero.Zero, wl *workload.Workload, dir string
 		fmt.Fprintf(out, "resuming from step %d of %s\n", step, dir)
 	}
 	return step, nil
+}
+
+// codecNote compares the codec state that a checkpoint's index records
+// (meta) with this run's codec, ranks and sharding, before z.Load
+// restores it: another codec, number of ranks or layout is an error that
+// says what to pass; a checkpoint without state for this run's codec, or
+// one with state that this run does not use, a note.
+func codecNote(z *zero.Zero, dir string, meta map[string]string) (string, error) {
+	codec := z.Config().Compress
+	saved, has := meta[zero.MetaCodecRanks]
+	name := meta[zero.MetaCodec]
+	switch {
+	case !has && compress.Stateful(codec):
+		return fmt.Sprintf("note: the checkpoint in %s has no codec state (saved without --compress %s, or before checkpoints carried it): the residuals start from zero", dir, compress.StateName(codec)), nil
+	case !has:
+		return "", nil
+	case !compress.Stateful(codec):
+		return fmt.Sprintf("note: the checkpoint in %s carries the codec state of --compress %s, which this run (--compress %s) does not use", dir, name, compress.StateName(codec)), nil
+	case name != compress.StateName(codec):
+		return "", fmt.Errorf("it carries the codec state of --compress %s, which this run's --compress %s cannot take: pass --compress %s, or resume without --compress (the state is dropped), or another --ckpt", name, codec.Name(), name)
+	case saved != strconv.Itoa(z.Comm().Size()):
+		return "", fmt.Errorf("it carries the codec states of %s ranks, one each, which cannot be re-split for %d: run it on %s ranks (gorun -np %s), or resume without --compress (the state is dropped), or another --ckpt", saved, z.Comm().Size(), saved, saved)
+	case meta[zero.MetaCodecLayout] != z.CodecLayout():
+		return "", fmt.Errorf("its codec state is of the reductions of %s, which %s does not make alike: pass the --zero or --shard it was saved with, or resume without --compress (the state is dropped), or another --ckpt", meta["zero.config"], z.Config())
+	}
+	return "", nil
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -34,6 +36,11 @@ type Checkpoint struct {
 	// says which to pass. Its error fails Load, after the file's name and
 	// ErrCheckpoint ("checkpoint does not match: ").
 	Check func(meta map[string]string) error
+	// Blobs are the program's own byte strings (each rank's codec state,
+	// say), saved as uint8 tensors under their names, which may be no
+	// parameter's and may not begin with "optim.". Load sets Blobs to the
+	// file's uint8 tensors (none, for a file saved without).
+	Blobs map[string][]byte
 	// Verified is set by Load: the file carried a sha256 of its content,
 	// and it matched. A file saved before checkpoints carried one loads
 	// with Verified false.
@@ -71,6 +78,13 @@ func (c *Checkpoint) Save(path string) error {
 				ts = append(ts, safetensors.F32("optim."+s.Name+"."+p.Name, shape, s.F32[a-lo:b-lo]))
 			}
 		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Blobs)) {
+		if c.Store.Param(name) != nil || strings.HasPrefix(name, "optim.") {
+			return fmt.Errorf("checkpoint %s: blob %q has a parameter's or the optimizer's name", path, name)
+		}
+		b := c.Blobs[name]
+		ts = append(ts, safetensors.Tensor{Name: name, DType: safetensors.Uint8, Shape: []int{len(b)}, Data: b})
 	}
 	meta := map[string]string{"format": checkpointFormat, "step": strconv.Itoa(c.Step)}
 	if c.Optimizer != nil {
@@ -161,7 +175,13 @@ func (c *Checkpoint) Load(path string) error {
 			return bad("random stream %s: %v", name, err)
 		}
 	}
-	c.Step, c.Meta, c.Verified = step, meta, verified
+	blobs := map[string][]byte{}
+	for _, t := range f.Tensors {
+		if t.DType == safetensors.Uint8 {
+			blobs[t.Name] = t.Data
+		}
+	}
+	c.Step, c.Meta, c.Blobs, c.Verified = step, meta, blobs, verified
 	return nil
 }
 
@@ -183,7 +203,7 @@ func tensorList(f *safetensors.File) string {
 	var names []string
 	more := false
 	for _, t := range f.Tensors {
-		if strings.HasPrefix(t.Name, "optim.") {
+		if strings.HasPrefix(t.Name, "optim.") || t.DType == safetensors.Uint8 {
 			continue
 		}
 		if len(names) == 3 {

@@ -217,3 +217,42 @@ func TestCheckpointOtherModelOrOptimizer(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpointBlobs: the program's byte strings come back under their
+// names, an empty one included, inside the sha256 (one flipped byte is
+// ErrCorrupt); a file saved without them loads with none; a blob with a
+// parameter's name is refused.
+func TestCheckpointBlobs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ck.safetensors")
+	m, opt := trained(t, 1, 6, 8, 3)
+	blobs := map[string][]byte{"compress.rank0": []byte("state of rank 0"), "compress.rank1": {}}
+	if err := (&Checkpoint{Store: m.Store(), Optimizer: opt, Blobs: blobs}).Save(path); err != nil {
+		t.Fatal(err)
+	}
+	load := &Checkpoint{Store: m.Store(), Optimizer: opt}
+	if err := load.Load(path); err != nil {
+		t.Fatal(err)
+	}
+	if len(load.Blobs) != 2 || string(load.Blobs["compress.rank0"]) != "state of rank 0" || load.Blobs["compress.rank1"] == nil {
+		t.Errorf("Blobs after the round trip: %q", load.Blobs)
+	}
+	data, _ := os.ReadFile(path)
+	i := bytes.Index(data, []byte("state of rank 0"))
+	data[i] ^= 1
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := load.Load(path); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("a flipped byte in a blob: %v, want ErrCorrupt", err)
+	}
+	if err := (&Checkpoint{Store: m.Store(), Optimizer: opt}).Save(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := load.Load(path); err != nil || load.Blobs == nil || len(load.Blobs) != 0 {
+		t.Errorf("a file without blobs: %v, Blobs %q, want an empty map", err, load.Blobs)
+	}
+	name := m.Store().Params[0].Name
+	if err := (&Checkpoint{Store: m.Store(), Blobs: map[string][]byte{name: nil}}).Save(path); err == nil || !strings.Contains(err.Error(), name) {
+		t.Errorf("a blob named %s: %v, want a refusal", name, err)
+	}
+}

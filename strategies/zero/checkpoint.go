@@ -23,7 +23,9 @@ import (
 // of the whole tensors; and the index, whose metadata holds the step, the
 // optimizers' step counts ("optim.<state>") and the caller's strings. As
 // the ranges are of the tensors, not of a layout, a checkpoint loads at
-// any world size, stage and precision.
+// any world size, stage and precision. With a codec that keeps state
+// (Config.Compress), a save also carries every rank's codec state, which
+// loads only at the same number of ranks (see codecstate.go).
 
 // Save writes a checkpoint of the driver's state after step steps to dir,
 // on every rank of the driver: the ranks of one replica group write their
@@ -42,8 +44,9 @@ func (z *Zero) Save(ctx context.Context, dir string, step int, meta map[string]s
 		return fmt.Errorf("zero: save: %w", err)
 	}
 	tag := fmt.Sprintf("step%d-%010x", step, nonce[0])
-	var err error
-	if z.writer() {
+	codecMD := map[string]string{}
+	err := z.saveCodec(ctx, dir, tag, codecMD)
+	if z.writer() && err == nil {
 		if err = os.MkdirAll(dir, 0o755); err == nil {
 			_, err = shardckpt.WriteShard(dir, tag, z.r, z.n, z.pieces())
 		}
@@ -65,7 +68,12 @@ func (z *Zero) Save(ctx context.Context, dir string, step int, meta map[string]s
 		for k, v := range z.counters() {
 			md[k] = strconv.FormatInt(v, 10)
 		}
-		err = shardckpt.Commit(dir, tag, z.n, md)
+		maps.Copy(md, codecMD)
+		if err = shardckpt.Commit(dir, tag, z.n, md); err == nil {
+			if err = cleanCodec(dir, codecMD[metaCodecFile]); err != nil {
+				err = fmt.Errorf("committed %q to %s, but removing the older codec states failed (the next save retries): %w", tag, dir, err)
+			}
+		}
 	}
 	if err = agree(ctx, z.comm, err, "committing the index"); err != nil {
 		return fmt.Errorf("zero: save to %s: %w", dir, err)
@@ -219,6 +227,9 @@ func (z *Zero) load(dir string) (int, error) {
 			}
 			s.I64[0] = v
 		}
+	}
+	if err := z.loadCodec(dir, meta); err != nil {
+		return 0, err
 	}
 	return step, nil
 }
