@@ -2,7 +2,9 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -73,6 +75,19 @@ func TestAgentsWithoutSSH(t *testing.T) {
 		want := "0 127.0.0.2,1 127.0.0.2,2 127.0.0.3,3 127.0.0.4"
 		if got := strings.Join(lines(r.stdout), ","); r.code != 0 || got != want {
 			t.Fatalf("got %q, want %q\n%s", got, want, r)
+		}
+	})
+	t.Run("the first failure across hosts", func(t *testing.T) {
+		// Ranks 1-3 lose rank 0, which failed on its own, and exit
+		// first; their agents pass on what they lost (GORUN_STATUS_FD),
+		// and gorun names rank 0.
+		prog := filepath.Join(t.TempDir(), "errclose")
+		if out, err := exec.Command("go", "build", "-o", prog, "./testdata/errclose").CombinedOutput(); err != nil {
+			t.Fatalf("building testdata/errclose: %v\n%s", err, out)
+		}
+		r := gorun(t, "", append(base, prog)...)
+		if r.code != 1 || !regexp.MustCompile(`gorun: rank 0 \(pid \d+ on 127\.0\.0\.2\) exited with status 1`).MatchString(r.stderr) {
+			t.Fatal(r)
 		}
 	})
 	t.Run("failing rank", func(t *testing.T) {

@@ -260,7 +260,7 @@ func (a *agent) start(f frame) {
 	a.send(u32Frame(frameStarted, a.self, f.Rank, p.Pid()))
 	go func() {
 		st := p.Wait()
-		a.send(jsonFrame(frameExited, a.self, f.Rank, exitMsg{Code: st.Code, Signal: int(st.Signal)}))
+		a.send(jsonFrame(frameExited, a.self, f.Rank, exitMsg{Code: st.Code, Signal: int(st.Signal), LostPeers: st.LostPeers}))
 		close(r.done)
 	}()
 }

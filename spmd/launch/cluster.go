@@ -314,7 +314,7 @@ func (p *remoteProc) frame(f frame) {
 	case frameExited:
 		var m exitMsg
 		f.decode(&m)
-		p.end(status{Code: m.Code, Signal: syscall.Signal(m.Signal)})
+		p.end(status{Code: m.Code, Signal: syscall.Signal(m.Signal), LostPeers: m.LostPeers})
 	}
 }
 

@@ -196,8 +196,9 @@ type readyMsg struct {
 
 // exitMsg says how a rank ended.
 type exitMsg struct {
-	Code   int `json:",omitempty"`
-	Signal int `json:",omitempty"`
+	Code      int   `json:",omitempty"`
+	Signal    int   `json:",omitempty"`
+	LostPeers []int `json:",omitempty"` // status.LostPeers
 }
 
 // jsonFrame is a frame with a JSON payload.

@@ -67,7 +67,7 @@ type status struct {
 	// agent's connection ended with the rank still running.
 	Lost string
 	// LostPeers are the ranks this rank's spmd reported lost before it
-	// ended (GORUN_STATUS_FD), in order; ranks started here only.
+	// ended (GORUN_STATUS_FD), in order; an agent passes them on.
 	LostPeers []int
 }
 

@@ -1,0 +1,35 @@
+// Command errclose is a job whose rank 0 fails on its own: it closes its
+// world, as a deferred Close would, and takes a moment to exit, while the
+// other ranks, waiting for a message from it, lose it and exit at once.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/gorun-hpc/gorun/spmd"
+)
+
+func main() {
+	ctx := context.Background()
+	w, err := spmd.Init(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "errclose:", err)
+		os.Exit(1)
+	}
+	if err := w.Barrier(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "errclose:", err)
+		os.Exit(1)
+	}
+	if w.Rank() == 0 {
+		w.Close()
+		time.Sleep(300 * time.Millisecond)
+		fmt.Fprintln(os.Stderr, "errclose: rank 0 failed on its own")
+		os.Exit(1)
+	}
+	_, err = w.Recv(ctx, 0, 5, make([]byte, 1))
+	fmt.Fprintln(os.Stderr, "errclose:", err)
+	os.Exit(1)
+}
