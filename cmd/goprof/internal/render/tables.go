@@ -234,8 +234,12 @@ func stepsTable(m *markup, r *report.Report) {
 		return
 	}
 	section(m, "steps", "Training steps")
-	note(m, fmt.Sprintf("%d steps per rank; a mean step of %s: compute %s, exposed communication %s, overlapped communication %s, idle %s; %s of the communication hidden behind computation.",
-		s.Steps, dur(s.Step), dur(s.Compute), dur(s.Exposed), dur(s.Overlapped), dur(s.Idle), pct(s.Hidden)))
+	warm := ""
+	if s.Warmup > 0 {
+		warm = " after the first (warm-up)"
+	}
+	note(m, fmt.Sprintf("%d steps per rank%s; a mean step of %s: compute %s, exposed communication %s, overlapped communication %s, idle %s; %s of the communication (every call and collective in the steps, start to end) hidden behind computation (the step's regions but wait, less blocking calls).",
+		s.Steps, warm, dur(s.Step), dur(s.Compute), dur(s.Exposed), dur(s.Overlapped), dur(s.Idle), pct(s.Hidden)))
 	var rows [][]string
 	for _, x := range s.PerRank {
 		rows = append(rows, []string{itoa(x.Rank), itoa(x.Steps), dur(x.Step), dur(x.Compute), dur(x.Exposed), dur(x.Overlapped), dur(x.Idle)})

@@ -176,9 +176,11 @@ type BandwidthStat struct {
 }
 
 // StepBreakdown is where a training step's time went, averaged over ranks
-// and steps (regions named "step").
+// and steps (regions named "step"), the first of a rank's steps left out
+// when it has more (Warmup).
 type StepBreakdown struct {
-	Steps      int        `json:"steps"` // per rank, the most any rank recorded
+	Steps      int        `json:"steps"`                 // per rank, the most any rank measured
+	Warmup     int        `json:"warmup_steps_left_out"` // per rank
 	Step       int64      `json:"step_ns"`
 	Compute    int64      `json:"compute_ns"`
 	Exposed    int64      `json:"exposed_comm_ns"`
@@ -191,7 +193,7 @@ type StepBreakdown struct {
 // StepRank is one rank's mean step.
 type StepRank struct {
 	Rank       int   `json:"rank"`
-	Steps      int   `json:"steps"`
+	Steps      int   `json:"steps"` // measured
 	Step       int64 `json:"step_ns"`
 	Compute    int64 `json:"compute_ns"`
 	Exposed    int64 `json:"exposed_comm_ns"`
