@@ -82,8 +82,14 @@ func yes(b bool) string {
 
 func ranksTable(m *markup, r *report.Report) {
 	section(m, "ranks", "Time per rank")
-	note(m, "wall: the rank's first event to its last; comm: inside blocking communication calls; app: the rest; async: non-blocking collectives in flight, which may overlap app.")
-	cols := []column{{"rank", false}, {"host", true}, {"wall", false}, {"app", false}, {"comm", false}, {"comm %", false}, {"async", false}, {"heap peak", false}, {"events", false}, {"clock offset", false}, {"clock rtt", false}, {"complete", true}}
+	offset := "clock offset"
+	text := "wall: the rank's first event to its last; comm: inside blocking communication calls; app: the rest; async: non-blocking collectives in flight, which may overlap app."
+	if r.OneHost() {
+		offset = "started"
+		text += " One host, one clock: started is how long after rank 0 the rank began tracing (its clock offset), not clock skew."
+	}
+	note(m, text)
+	cols := []column{{"rank", false}, {"host", true}, {"wall", false}, {"app", false}, {"comm", false}, {"comm %", false}, {"async", false}, {"heap peak", false}, {"events", false}, {offset, false}, {"clock rtt", false}, {"complete", true}}
 	var rows [][]string
 	for _, s := range r.Ranks {
 		rows = append(rows, []string{itoa(s.Rank), s.Host, dur(s.Wall), dur(s.App), dur(s.Comm), pct(s.CommShare), dur(s.Async),

@@ -61,7 +61,7 @@ type RankStat struct {
 	Async     int64   `json:"async_comm_ns"` // non-blocking collectives in flight (may overlap App)
 	HeapPeak  int64   `json:"heap_peak_bytes"`
 	Events    int     `json:"events"`
-	Offset    int64   `json:"clock_offset_ns"`
+	Offset    int64   `json:"clock_offset_ns"` // added to its times for rank 0's clock: on one host, how much later than rank 0 its trace began
 	RTT       int64   `json:"clock_rtt_ns"`
 	Complete  bool    `json:"complete"` // its trace ended with its end record
 }

@@ -137,12 +137,20 @@ func (r *Report) textJob(w *textWriter) {
 }
 
 func (r *Report) textRanks(w *textWriter) {
+	title, col := "Time per rank (comm: inside blocking calls; async: non-blocking collectives in flight)", "clock offset"
+	if r.OneHost() {
+		title += "\n  (one host, one clock: a rank's offset is how long after rank 0 it started tracing, not skew)"
+		col = "started"
+	}
 	var rows []string
 	for _, s := range r.Ranks {
-		rows = append(rows, fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", s.Rank, s.Host, Dur(s.Wall), Dur(s.App), Dur(s.Comm), pct(s.CommShare), Dur(s.Async), Size(s.HeapPeak), Dur(s.Offset)))
+		off := Dur(s.Offset)
+		if s.Offset > 0 {
+			off = "+" + off
+		}
+		rows = append(rows, fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", s.Rank, s.Host, Dur(s.Wall), Dur(s.App), Dur(s.Comm), pct(s.CommShare), Dur(s.Async), Size(s.HeapPeak), off))
 	}
-	w.table("Time per rank (comm: inside blocking calls; async: non-blocking collectives in flight)",
-		"rank\thost\twall\tapp\tcomm\tcomm%\tasync\theap peak\tclock offset", rows)
+	w.table(title, "rank\thost\twall\tapp\tcomm\tcomm%\tasync\theap peak\t"+col, rows)
 }
 
 func (r *Report) textOps(w *textWriter, title string, ops []OpStat, sites bool) {
