@@ -152,8 +152,8 @@ func TestProfiledJob(t *testing.T) {
 		r.LateSender.Pairs[0].Total < int64(30*time.Millisecond) {
 		t.Errorf("late senders %+v, want rank 1 -> 2, about 50ms", r.LateSender)
 	}
-	if r.Steps == nil || r.Steps.Steps != 5 || r.Steps.Compute <= 0 {
-		t.Errorf("steps %+v, want 5 with computation", r.Steps)
+	if r.Steps == nil || r.Steps.Steps != 4 || r.Steps.Warmup != 1 || r.Steps.Compute <= 0 {
+		t.Errorf("steps %+v, want 4 with computation after 1 of warm-up", r.Steps)
 	}
 	var site bool
 	for _, s := range r.Sites {

@@ -11,7 +11,14 @@ import (
 
 // timeline collects DDP's step events and sums, over the steps after the
 // first, how long gradients were being reduced and how much of that ran
-// while backward was still computing.
+// while backward was still computing. A bucket is being reduced from its
+// issue (dp.BucketIssued: queued on the executor) until a goroutine saw
+// its completion (dp.BucketReduced), which on a busy core runs late; the
+// union of those spans is the denominator, its part before
+// dp.BackwardEnd the hidden share. goprof report's "communication hidden
+// behind computation" differs: over every rank, it times each collective
+// from its start on the executor to its end, and counts as hidden what
+// ran inside the step's forward, backward and optimizer regions.
 type timeline struct {
 	mu sync.Mutex
 	// protects following
@@ -88,6 +95,6 @@ func (t *timeline) summary() string {
 	if n < 1 || t.busy == 0 {
 		return "all-reduce: too few steps to measure"
 	}
-	return fmt.Sprintf("all-reduce %.3f ms/step, %.0f%% of it hidden behind backward",
-		float64(t.busy.Microseconds())/1e3/float64(n), 100*float64(t.hidden)/float64(t.busy))
+	return fmt.Sprintf("all-reduce %.3f ms/step, %.0f%% of it hidden behind backward (rank 0, %d steps after the first; a bucket in flight from its issue until its completion was seen)",
+		float64(t.busy.Microseconds())/1e3/float64(n), 100*float64(t.hidden)/float64(t.busy), n)
 }

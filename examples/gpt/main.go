@@ -15,10 +15,14 @@
 // time) and "final loss L" at the end. With --stats the first rank of
 // each pipeline stage then prints
 //
-//	stage S in-flight K activations B bubble X% (formula Y%, simulated Z%)
+//	stage S in-flight K activations B bubble X% (formula Y%, simulated Z%): idle share of ...
 //
 // the most micro-batches it held at once, the bytes of their activations
-// and the share of the steps (after the first) it spent idle, against
+// and the share of the steps (after the first) it spent idle, out of the
+// slowest stage's span: per step, the time from a stage's start of the
+// schedule to its last operation's end, on its own clock (goprof report's
+// bubble spans from the first stage's start to the last stage's end of
+// the schedule, and so reads a little higher), against
 // the schedule's formula for stages of equal cost, and against the
 // schedule simulated with each chunk's measured mean forward and
 // backward times (pipe.Simulate), which counts stages of unequal cost.

@@ -189,7 +189,11 @@ func (s *stats) simulated(ctx context.Context, e *hybrid.Engine) (float64, error
 
 // report prints, from the first rank of each stage, the stage's
 // micro-batches in flight, activation bytes and bubble: the share of
-// the steps' pipeline time (the slowest stage's span) it was idle.
+// the steps' pipeline time (the slowest stage's span) it was idle. A
+// stage's span is on its own clock, from its pipe.Run's start to its
+// last operation's end: goprof's span, from the first stage's start to
+// the last stage's end on the aligned clocks, also counts how far apart
+// the stages start and the sends waited for at the end.
 func (s *stats) report(ctx context.Context, e *hybrid.Engine, out io.Writer) error {
 	m := e.Mesh()
 	spans := append([]float64(nil), s.spans...)
@@ -217,11 +221,12 @@ func (s *stats) report(ctx context.Context, e *hybrid.Engine, out io.Writer) err
 		act.Peak += a.Peak
 	}
 	sc := e.Schedule()
-	bubble := "n/a (one step)"
+	bubble, what := "n/a (one step)", ""
 	if span > 0 {
 		bubble = fmt.Sprintf("%.1f%%", 100*(1-busy/span))
+		what = fmt.Sprintf(": idle share of the slowest stage's time from its schedule's start to its last operation, steps 2-%d", len(spans)+1)
 	}
-	fmt.Fprintf(out, "stage %d in-flight %d activations %d bubble %s (formula %.1f%%, simulated %.1f%%)\n",
-		m.P, act.InFlight, act.Peak, bubble, 100*pipe.IdealBubble(sc.Name, sc.Stages, sc.Micro, sc.Virtual), 100*sim)
+	fmt.Fprintf(out, "stage %d in-flight %d activations %d bubble %s (formula %.1f%%, simulated %.1f%%)%s\n",
+		m.P, act.InFlight, act.Peak, bubble, 100*pipe.IdealBubble(sc.Name, sc.Stages, sc.Micro, sc.Virtual), 100*sim, what)
 	return nil
 }

@@ -82,8 +82,14 @@ func yes(b bool) string {
 
 func ranksTable(m *markup, r *report.Report) {
 	section(m, "ranks", "Time per rank")
-	note(m, "wall: the rank's first event to its last; comm: inside blocking communication calls; app: the rest; async: non-blocking collectives in flight, which may overlap app.")
-	cols := []column{{"rank", false}, {"host", true}, {"wall", false}, {"app", false}, {"comm", false}, {"comm %", false}, {"async", false}, {"heap peak", false}, {"events", false}, {"clock offset", false}, {"clock rtt", false}, {"complete", true}}
+	offset := "clock offset"
+	text := "wall: the rank's first event to its last; comm: inside blocking communication calls; app: the rest; async: non-blocking collectives in flight, which may overlap app."
+	if r.OneHost() {
+		offset = "started"
+		text += " One host, one clock: started is how long after rank 0 the rank began tracing (its clock offset), not clock skew."
+	}
+	note(m, text)
+	cols := []column{{"rank", false}, {"host", true}, {"wall", false}, {"app", false}, {"comm", false}, {"comm %", false}, {"async", false}, {"heap peak", false}, {"events", false}, {offset, false}, {"clock rtt", false}, {"complete", true}}
 	var rows [][]string
 	for _, s := range r.Ranks {
 		rows = append(rows, []string{itoa(s.Rank), s.Host, dur(s.Wall), dur(s.App), dur(s.Comm), pct(s.CommShare), dur(s.Async),
@@ -234,8 +240,12 @@ func stepsTable(m *markup, r *report.Report) {
 		return
 	}
 	section(m, "steps", "Training steps")
-	note(m, fmt.Sprintf("%d steps per rank; a mean step of %s: compute %s, exposed communication %s, overlapped communication %s, idle %s; %s of the communication hidden behind computation.",
-		s.Steps, dur(s.Step), dur(s.Compute), dur(s.Exposed), dur(s.Overlapped), dur(s.Idle), pct(s.Hidden)))
+	warm := ""
+	if s.Warmup > 0 {
+		warm = " after the first (warm-up)"
+	}
+	note(m, fmt.Sprintf("%d steps per rank%s; a mean step of %s: compute %s, exposed communication %s, overlapped communication %s, idle %s; %s of the communication (every call and collective in the steps, start to end) hidden behind computation (the step's regions but wait, less blocking calls).",
+		s.Steps, warm, dur(s.Step), dur(s.Compute), dur(s.Exposed), dur(s.Overlapped), dur(s.Idle), pct(s.Hidden)))
 	var rows [][]string
 	for _, x := range s.PerRank {
 		rows = append(rows, []string{itoa(x.Rank), itoa(x.Steps), dur(x.Step), dur(x.Compute), dur(x.Exposed), dur(x.Overlapped), dur(x.Idle)})

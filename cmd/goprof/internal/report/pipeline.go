@@ -20,12 +20,15 @@ const (
 // of every rank (its k-th step), the span from the earliest start to the
 // latest end over the ranks, and each rank's time inside its forward and
 // backward operations there; a rank's bubble is the share of the spans it
-// did not compute, what the schedule's (p-1)/(m+p-1) predicts.
+// did not compute, what the schedule's (p-1)/(m+p-1) predicts. Of two
+// steps or more the first (warm-up: the stages build their activation
+// slots) is left out, as examples/gpt --stats leaves it out.
 type Pipeline struct {
-	Steps   int            `json:"steps"`
+	Steps   int            `json:"steps"`                 // measured
+	Warmup  int            `json:"warmup_steps_left_out"` // the first steps, not measured
 	Span    int64          `json:"mean_span_ns"`
-	Bubble  float64        `json:"bubble"`        // mean over ranks, all steps
-	Median  float64        `json:"median_bubble"` // median over steps of the ranks' mean
+	Bubble  float64        `json:"bubble"`        // mean over ranks, the measured steps
+	Median  float64        `json:"median_bubble"` // median over the measured steps of the ranks' mean
 	PerRank []PipelineRank `json:"per_rank"`
 }
 
@@ -86,7 +89,12 @@ func (r *Report) pipeline(j *job.Job) {
 	if len(ranks) == 0 || steps == 0 {
 		return
 	}
-	p := &Pipeline{Steps: steps}
+	warm := Warmup(steps)
+	for i := range ranks {
+		ranks[i].windows, ranks[i].busy = ranks[i].windows[warm:], ranks[i].busy[warm:]
+	}
+	steps -= warm
+	p := &Pipeline{Steps: steps, Warmup: warm}
 	spans := make([]int64, steps)
 	var total int64
 	for k := range steps {
@@ -130,11 +138,32 @@ func (r *Report) textPipeline(w *textWriter) {
 	if p == nil {
 		return
 	}
-	w.printf("\nPipeline (%d steps; span: first start to last end of a step's schedule over the ranks)\n", p.Steps)
+	w.printf("\nPipeline (%s%s; span: the first rank's start to the last rank's end of a step's schedule;\n", plural(p.Steps, "step"), warmupNote(p.Warmup))
+	w.printf("  a rank's bubble: the share of the spans it spent outside its forward and backward operations)\n")
 	w.printf("  span %s a step, bubble %s of it (median step %s)\n", Dur(p.Span), pct(p.Bubble), pct(p.Median))
 	var rows []string
 	for _, x := range p.PerRank {
 		rows = append(rows, fmt.Sprintf("%d\t%s\t%s", x.Rank, Dur(x.Busy), pct(x.Bubble)))
 	}
 	w.table("  per rank", "rank\tbusy a step\tbubble", rows)
+}
+
+// Warmup is how many of a rank's first steps the step breakdown and the
+// pipeline's bubble leave out: the first of two or more, whose time goes
+// to warming up (buffers, slots, the algorithms' first choice), as the
+// examples' own measures leave it out.
+func Warmup(steps int) int {
+	if steps > 1 {
+		return 1
+	}
+	return 0
+}
+
+// warmupNote says, after the count of steps measured, that the first was
+// left out.
+func warmupNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return ", after the first (warm-up)"
 }

@@ -40,6 +40,23 @@ func (r *Report) ranks(j *job.Job) {
 	}
 }
 
+// OneHost reports whether the job's ranks, two or more, all ran on one
+// host. Each rank's trace clock counts from its own start on the host's
+// monotonic clock, so there a rank's clock offset to rank 0 is only how
+// much later than rank 0 it started; across hosts it is that plus the
+// hosts' clock difference.
+func (r *Report) OneHost() bool {
+	if len(r.Ranks) < 2 {
+		return false
+	}
+	for _, s := range r.Ranks[1:] {
+		if s.Host != r.Ranks[0].Host {
+			return false
+		}
+	}
+	return true
+}
+
 func (r *Report) ops(j *job.Job) {
 	type key struct{ op, site string }
 	by := map[key]*OpStat{}

@@ -61,7 +61,7 @@ type RankStat struct {
 	Async     int64   `json:"async_comm_ns"` // non-blocking collectives in flight (may overlap App)
 	HeapPeak  int64   `json:"heap_peak_bytes"`
 	Events    int     `json:"events"`
-	Offset    int64   `json:"clock_offset_ns"`
+	Offset    int64   `json:"clock_offset_ns"` // added to its times for rank 0's clock: on one host, how much later than rank 0 its trace began
 	RTT       int64   `json:"clock_rtt_ns"`
 	Complete  bool    `json:"complete"` // its trace ended with its end record
 }
@@ -176,9 +176,11 @@ type BandwidthStat struct {
 }
 
 // StepBreakdown is where a training step's time went, averaged over ranks
-// and steps (regions named "step").
+// and steps (regions named "step"), the first of a rank's steps left out
+// when it has more (Warmup).
 type StepBreakdown struct {
-	Steps      int        `json:"steps"` // per rank, the most any rank recorded
+	Steps      int        `json:"steps"`                 // per rank, the most any rank measured
+	Warmup     int        `json:"warmup_steps_left_out"` // per rank
 	Step       int64      `json:"step_ns"`
 	Compute    int64      `json:"compute_ns"`
 	Exposed    int64      `json:"exposed_comm_ns"`
@@ -191,7 +193,7 @@ type StepBreakdown struct {
 // StepRank is one rank's mean step.
 type StepRank struct {
 	Rank       int   `json:"rank"`
-	Steps      int   `json:"steps"`
+	Steps      int   `json:"steps"` // measured
 	Step       int64 `json:"step_ns"`
 	Compute    int64 `json:"compute_ns"`
 	Exposed    int64 `json:"exposed_comm_ns"`

@@ -20,7 +20,7 @@ const (
 // not wait) less the blocking communication there; communication is every
 // communication call, blocking or in flight on an executor; overlapped
 // communication is communication during computation, exposed the rest;
-// idle is neither.
+// idle is neither. The first step of two or more is left out (Warmup).
 func (r *Report) steps(j *job.Job) {
 	step, ok := j.Lookup(StepRegion)
 	if !ok {
@@ -48,6 +48,9 @@ func (r *Report) steps(j *job.Job) {
 		if len(windows) == 0 {
 			continue
 		}
+		warm := Warmup(len(windows))
+		windows = windows[warm:]
+		b.Warmup = max(b.Warmup, warm)
 		blocked = blocked.union()
 		all = all.union()
 		sort.Slice(regions, func(a, b int) bool { return regions[a].a < regions[b].a })

@@ -59,6 +59,14 @@ func times(n int) string {
 	return fmt.Sprintf("%d times", n)
 }
 
+// plural is "1 step" or "n steps".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 
 // Text writes the report for people.
@@ -129,12 +137,20 @@ func (r *Report) textJob(w *textWriter) {
 }
 
 func (r *Report) textRanks(w *textWriter) {
+	title, col := "Time per rank (comm: inside blocking calls; async: non-blocking collectives in flight)", "clock offset"
+	if r.OneHost() {
+		title += "\n  (one host, one clock: a rank's offset is how long after rank 0 it started tracing, not skew)"
+		col = "started"
+	}
 	var rows []string
 	for _, s := range r.Ranks {
-		rows = append(rows, fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", s.Rank, s.Host, Dur(s.Wall), Dur(s.App), Dur(s.Comm), pct(s.CommShare), Dur(s.Async), Size(s.HeapPeak), Dur(s.Offset)))
+		off := Dur(s.Offset)
+		if s.Offset > 0 {
+			off = "+" + off
+		}
+		rows = append(rows, fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", s.Rank, s.Host, Dur(s.Wall), Dur(s.App), Dur(s.Comm), pct(s.CommShare), Dur(s.Async), Size(s.HeapPeak), off))
 	}
-	w.table("Time per rank (comm: inside blocking calls; async: non-blocking collectives in flight)",
-		"rank\thost\twall\tapp\tcomm\tcomm%\tasync\theap peak\tclock offset", rows)
+	w.table(title, "rank\thost\twall\tapp\tcomm\tcomm%\tasync\theap peak\t"+col, rows)
 }
 
 func (r *Report) textOps(w *textWriter, title string, ops []OpStat, sites bool) {
@@ -258,9 +274,10 @@ func (r *Report) textSteps(w *textWriter) {
 		}
 		return fmt.Sprintf("%s (%s)", Dur(ns), pct(float64(ns)/float64(s.Step)))
 	}
-	w.printf("\nTraining steps (%d per rank, mean over ranks)\n", s.Steps)
+	w.printf("\nTraining steps (%d per rank%s, mean over ranks)\n", s.Steps, warmupNote(s.Warmup))
 	w.printf("  step %s: compute %s, exposed comm %s, overlapped comm %s, idle %s\n", Dur(s.Step), part(s.Compute), part(s.Exposed), part(s.Overlapped), part(s.Idle))
-	w.printf("  communication hidden behind computation: %s\n", pct(s.Hidden))
+	w.printf("  communication hidden behind computation: %s (overlapped / all communication in the steps, every call\n", pct(s.Hidden))
+	w.printf("  and collective from its start to its end; computation: the step's regions but wait, less blocking calls)\n")
 	var rows []string
 	for _, x := range s.PerRank {
 		rows = append(rows, fmt.Sprintf("%d\t%d\t%s\t%s\t%s\t%s\t%s", x.Rank, x.Steps, Dur(x.Step), Dur(x.Compute), Dur(x.Exposed), Dur(x.Overlapped), Dur(x.Idle)))
