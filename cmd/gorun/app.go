@@ -15,6 +15,22 @@ import (
 
 //go:generate go test -run TestManPage -update
 
+// The help writes -np as mpirun spells it, where urfave wrote "--np N"
+// and every other text says -np, and leaves out "(default: 0)" and
+// "(default: 0s)", where zero means unset (-np, --npernode,
+// --max-restarts) or is explained by the usage (--timeout,
+// --init-timeout).
+func init() {
+	plain := cli.FlagStringer
+	cli.FlagStringer = func(f cli.Flag) string {
+		s := strings.TrimSuffix(strings.TrimSuffix(plain(f), " (default: 0)"), " (default: 0s)")
+		if rest, ok := strings.CutPrefix(s, "--"+flagNP+" "); ok {
+			s = "-" + flagNP + " " + rest
+		}
+		return s
+	}
+}
+
 // newApp builds the gorun command. sigs delivers the signals gorun
 // receives, to the supervisor.
 func newApp(sigs <-chan os.Signal) *cli.App {

@@ -90,7 +90,7 @@ func flags() []cli.Flag {
 		&cli.DurationFlag{Name: flagTimeout, Usage: "stop the job `DURATION` after its first start, restarts included, and exit 124 (0: no limit)"},
 		&cli.IntFlag{Name: flagMaxRestarts, Usage: "when a rank fails, stop the job and start all its ranks again, up to `N` times, as torchrun --max-restarts (sets GORUN_RESTART_COUNT)"},
 		&cli.DurationFlag{Name: flagKillGrace, Value: launch.DefaultKillGrace, Usage: "wait `DURATION` between SIGTERM and SIGKILL when stopping ranks"},
-		&cli.DurationFlag{Name: flagInitTimeout, Usage: "have each rank's spmd.Init wait `DURATION` for all ranks (sets GORUN_INIT_TIMEOUT)"},
+		&cli.DurationFlag{Name: flagInitTimeout, Usage: "have each rank's spmd.Init wait `DURATION` for all ranks (sets GORUN_INIT_TIMEOUT; unset, 60s)"},
 		&cli.StringFlag{Name: flagWdir, Usage: "run the ranks in `DIR`"},
 		&cli.StringFlag{Name: flagProfile, Usage: "have the ranks write trace files to `DIR` (created; sets GORUN_PROFILE_DIR); goprof reads them. Under --max-restarts DIR holds the last start's, and DIR/start.K the K-th start's (0: the first)"},
 		&cli.BoolFlag{Name: flagProfileCPU, Usage: "with --profile, have each Go rank also write its CPU profile, DIR/rank.N.cpu.pprof (sets GORUN_PROFILE_CPU=1)"},
