@@ -156,5 +156,10 @@ func applyFlags(cliCtx *cli.Context, cfg *launch.Config) {
 	if set(flagExport) {
 		cfg.Export = append(cfg.Export, cliCtx.StringSlice(flagExport)...)
 	}
+	for _, name := range cliCtx.FlagNames() {
+		if set(name) {
+			cfg.SetByFlag(name)
+		}
+	}
 	cfg.DryRun = cliCtx.Bool(flagDryRun)
 }

@@ -412,6 +412,32 @@ func TestFlagsOverConfigHosts(t *testing.T) {
 	}
 }
 
+// A value a config file gave, refused only beside another (stdin beside
+// the ranks, profile_cpu without profile, a hostfile that cannot be
+// read), is named by FILE:LINE and key, as a flag would be by its name;
+// given by a flag instead, by the flag. They all said the flag.
+func TestConfigValuesJudgedWithOthers(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.toml")
+	for _, tc := range []struct {
+		file string
+		args []string
+		want string
+	}{
+		{"np = 1\nstdin = \"7\"", nil, cfg + ":2: stdin 7: there is only 1 rank (0)"},
+		{"stdin = \"7\"", []string{"-np", "2"}, cfg + ":1: stdin 7: there are only 2 ranks (0..1)"},
+		{"stdin = \"7\"", []string{"-np", "2", "--stdin", "5"}, "--stdin 5: there are only 2 ranks"},
+		{"\nprofile_cpu = true", []string{"-np", "1"}, cfg + ":2: profile_cpu needs --profile DIR"},
+		{"hostfile = \"/no/such/hosts\"", nil, cfg + ":1: hostfile: open /no/such/hosts"},
+	} {
+		os.WriteFile(cfg, []byte(tc.file+"\n"), 0o644)
+		r := gorun(t, "", append(append([]string{"--config", cfg}, tc.args...), "true")...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%q with %q: status %d, want 2 and %q:\n%s", tc.file, tc.args, r.code, tc.want, r.stderr)
+		}
+	}
+}
+
 func TestGoPackage(t *testing.T) {
 	r := gorun(t, "", "-np", "2", "--verbose", "./testdata/hello")
 	if r.code != 0 || strings.Join(lines(r.stdout), "|") != "hello from rank 0 of 2|hello from rank 1 of 2" {

@@ -60,6 +60,9 @@ type Config struct {
 	restart  int       // which start of the job this is (GORUN_RESTART_COUNT)
 	deadline time.Time // --timeout from the job's first start, over every restart
 	runID    string    // the first start's job id: torchrun's run id, the same for every restart
+	// origin is where a config file set a key that no flag replaced:
+	// "FILE:LINE" by key, for the errors that judge it with others.
+	origin map[string]string
 	Verbose  bool      `toml:"verbose"` // log launch steps; GORUN_VERBOSE=1
 	Quiet    bool      `toml:"quiet"`   // no notices of what gorun sets for the ranks
 	DryRun   bool      `toml:"-"`       // print the plan, start nothing
@@ -172,6 +175,12 @@ func (c *Config) DecodeTOML(name string, b []byte) error {
 	dec := toml.NewDecoder(bytes.NewReader(b)).DisallowUnknownFields()
 	err := dec.Decode(c)
 	if err == nil {
+		if c.origin == nil {
+			c.origin = map[string]string{}
+		}
+		for _, k := range keys {
+			c.origin[k.key] = name + ":" + strconv.Itoa(k.line)
+		}
 		return c.checkValues(name, keys)
 	}
 	var strict *toml.StrictMissingError
@@ -258,7 +267,7 @@ func (c *Config) Validate() error {
 		return bad("--iface and --net both given: pick the address one way")
 	}
 	if c.ProfileCPU && c.ProfileDir == "" {
-		return bad("--profile-cpu needs --profile DIR: the CPU profiles go beside the trace files")
+		return bad("%s needs --profile DIR (profile in a config file): the CPU profiles go beside the trace files", c.named("--profile-cpu"))
 	}
 	if c.Program == "" {
 		return bad("no program to run: give one after the flags, as in gorun -np %d ./prog", c.NP)
@@ -400,6 +409,22 @@ func negativeDuration(d Duration) error {
 	return nil
 }
 
+// SetByFlag records that the command line's flag (as in "profile-cpu")
+// replaced what a config file gave its key (profile_cpu).
+func (c *Config) SetByFlag(flag string) {
+	delete(c.origin, strings.ReplaceAll(flag, "-", "_"))
+}
+
+// named is how an error names the value of flag (as in "--stdin"): the
+// flag, or FILE:LINE and the key where a config file set it.
+func (c *Config) named(flag string) string {
+	key := strings.ReplaceAll(strings.TrimLeft(flag, "-"), "-", "_")
+	if at, ok := c.origin[key]; ok {
+		return at + ": " + key
+	}
+	return flag
+}
+
 // checkValues runs valueChecks for the keys the config file name sets
 // (topKeys), now decoded onto c, and reports the first bad one by its
 // line.
@@ -445,13 +470,13 @@ func (c *Config) StdinRank() (int, error) {
 	}
 	n, err := strconv.Atoi(c.Stdin)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("--stdin %q: want none, all, or a rank number", c.Stdin)
+		return 0, fmt.Errorf("%s %q: want none, all, or a rank number", c.named("--stdin"), c.Stdin)
 	}
 	if c.NP > 0 && n >= c.NP {
 		if c.NP == 1 {
-			return 0, fmt.Errorf("--stdin %d: there is only 1 rank (0)", n)
+			return 0, fmt.Errorf("%s %d: there is only 1 rank (0)", c.named("--stdin"), n)
 		}
-		return 0, fmt.Errorf("--stdin %d: there are only %d ranks (0..%d)", n, c.NP, c.NP-1)
+		return 0, fmt.Errorf("%s %d: there are only %d ranks (0..%d)", c.named("--stdin"), n, c.NP, c.NP-1)
 	}
 	return n, nil
 }

@@ -48,7 +48,7 @@ func resolveHosts(cfg *Config, getenv func(string) string) (*hostList, error) {
 		hl.source = cfg.Hostfile
 		f, err := os.Open(cfg.Hostfile)
 		if err != nil {
-			return nil, errorf(ErrUsage, "--hostfile: %w", err)
+			return nil, errorf(ErrUsage, "%s: %w", cfg.named("--hostfile"), err)
 		}
 		defer f.Close()
 		hl.hosts, err = hosts.ParseHostfile(cfg.Hostfile, f)
