@@ -62,10 +62,10 @@ type Config struct {
 	runID    string    // the first start's job id: torchrun's run id, the same for every restart
 	// origin is where a config file set a key that no flag replaced:
 	// "FILE:LINE" by key, for the errors that judge it with others.
-	origin map[string]string
-	Verbose  bool      `toml:"verbose"` // log launch steps; GORUN_VERBOSE=1
-	Quiet    bool      `toml:"quiet"`   // no notices of what gorun sets for the ranks
-	DryRun   bool      `toml:"-"`       // print the plan, start nothing
+	origin  map[string]string
+	Verbose bool `toml:"verbose"` // log launch steps; GORUN_VERBOSE=1
+	Quiet   bool `toml:"quiet"`   // no notices of what gorun sets for the ranks
+	DryRun  bool `toml:"-"`       // print the plan, start nothing
 
 	// Hosts and mapping.
 	Hosts         string `toml:"hosts"`         // -H node1:2,node2:2

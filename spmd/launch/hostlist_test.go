@@ -117,7 +117,7 @@ ports = "40000-40100"
 	want := Config{Hosts: "a:2,b:2", MapBy: "node", NPerNode: 1, Oversubscribe: true, SSHArgs: "-p 2222",
 		LaunchAgent: "rsh", ConnectTimeout: Duration(3e9), SpawnRadix: 4, Preload: true, Net: "10.0.0.0/8", Ports: "40000-40100"}
 	got := cfg
-	got.Stdin, got.KillGrace = "", 0
+	got.Stdin, got.KillGrace, got.origin = "", 0, nil // origin: where the file set each key
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("decoded\n%+v\nwant\n%+v", got, want)
 	}
