@@ -185,12 +185,25 @@ func (z *Zero) load(dir string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%s: the index's step %q is not a number", shardckpt.IndexFile, meta["step"])
 	}
+	if err := z.read(ix, "", meta); err != nil {
+		return 0, err
+	}
+	if err := z.loadCodec(dir, meta); err != nil {
+		return 0, err
+	}
+	return step, nil
+}
+
+// read reads this rank's chunks and optimizer state from ix, under the
+// names pieces gives them after prefix, and the optimizers' step counts
+// from meta.
+func (z *Zero) read(ix *shardckpt.Index, prefix string, meta map[string]string) error {
 	var errs []error
 	z.eachPart(func(u *unit, p *nn.Param, lo, hi, at int) {
 		if len(errs) > 0 {
 			return
 		}
-		pc := shardckpt.Piece{Tensor: p.Name, Shape: p.Shape, Lo: lo, Hi: hi, Data: z.chunk(u)[at : at+hi-lo]}
+		pc := shardckpt.Piece{Tensor: prefix + p.Name, Shape: p.Shape, Lo: lo, Hi: hi, Data: z.chunk(u)[at : at+hi-lo]}
 		if err := ix.Read(&pc); err != nil {
 			errs = append(errs, err)
 			return
@@ -199,7 +212,7 @@ func (z *Zero) load(dir string) (int, error) {
 			if s.F32 == nil {
 				continue
 			}
-			pc := shardckpt.Piece{Tensor: "optim." + s.Name + "." + p.Name, Shape: p.Shape, Lo: lo, Hi: hi, Data: s.F32[at : at+hi-lo]}
+			pc := shardckpt.Piece{Tensor: prefix + "optim." + s.Name + "." + p.Name, Shape: p.Shape, Lo: lo, Hi: hi, Data: s.F32[at : at+hi-lo]}
 			if _, ok := ix.Shape(pc.Tensor); !ok {
 				errs = append(errs, fmt.Errorf("the checkpoint has no optimizer state %q for %s: it was saved with another optimizer", s.Name, p.Name))
 				return
@@ -211,7 +224,7 @@ func (z *Zero) load(dir string) (int, error) {
 		}
 	})
 	if len(errs) > 0 {
-		return 0, errs[0]
+		return errs[0]
 	}
 	for _, u := range z.units {
 		if u.opt == nil {
@@ -223,15 +236,53 @@ func (z *Zero) load(dir string) (int, error) {
 			}
 			v, err := strconv.ParseInt(meta["optim."+s.Name], 10, 64)
 			if err != nil || len(s.I64) != 1 {
-				return 0, fmt.Errorf("the checkpoint's index has no count %q: it was saved with another optimizer", "optim."+s.Name)
+				return fmt.Errorf("the checkpoint's index has no count %q: it was saved with another optimizer", "optim."+s.Name)
 			}
 			s.I64[0] = v
 		}
 	}
-	if err := z.loadCodec(dir, meta); err != nil {
-		return 0, err
+	return nil
+}
+
+// Pieces returns what Save writes of this rank, for a caller that puts
+// several drivers' shards in one checkpoint of its own (strategies/hybrid
+// keeps one driver per tensor-parallel rank): its parameters and
+// optimizer state as pieces of the tensors, their names after prefix (nil
+// on a rank that writes no shard), and the optimizers' step counts as
+// Save records them in the index. The pieces share the driver's memory:
+// write them before the next step. It holds no codec state: a caller
+// whose codec keeps state (compress.Stateful) must not rely on it.
+func (z *Zero) Pieces(ctx context.Context, prefix string) ([]shardckpt.Piece, map[string]string, error) {
+	if err := z.settle(ctx); err != nil {
+		return nil, nil, err
 	}
-	return step, nil
+	counts := map[string]string{}
+	for k, v := range z.counters() {
+		counts[k] = strconv.FormatInt(v, 10)
+	}
+	if !z.writer() {
+		return nil, counts, nil
+	}
+	ps := z.pieces()
+	for i := range ps {
+		ps[i].Tensor = prefix + ps[i].Tensor
+	}
+	return ps, counts, nil
+}
+
+// LoadFrom reads what Pieces gave, saved under prefix in ix, with the
+// step counts in meta, on every rank of the driver, as Load does, and
+// brings every rank's parameters in line. Every rank gets an error if
+// one fails.
+func (z *Zero) LoadFrom(ctx context.Context, ix *shardckpt.Index, prefix string, meta map[string]string) error {
+	if err := z.settle(ctx); err != nil {
+		return err
+	}
+	err := z.read(ix, prefix, meta)
+	if err = agree(ctx, z.comm, err, "loading the checkpoint"); err != nil {
+		return fmt.Errorf("zero: load: %w", err)
+	}
+	return z.publish(ctx)
 }
 
 // publish brings every rank's copy of the parameters in line with the
