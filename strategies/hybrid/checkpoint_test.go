@@ -1,0 +1,139 @@
+package hybrid_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/spmdtest"
+	"github.com/gorun-hpc/gorun/strategies/hybrid"
+	"github.com/gorun-hpc/gorun/strategies/nn"
+)
+
+// trainFrom runs steps [from, to) of cfg on n ranks, loading dir's
+// checkpoint first when from > 0 and saving one after step to when save
+// is set, and returns rank 0's losses and parameters.
+func trainFrom(t *testing.T, n int, cfg hybrid.Config, dir string, from, to int, save bool) run {
+	t.Helper()
+	var mu sync.Mutex
+	var out run
+	spmdtest.Run(t, n, func(ctx context.Context, w *spmd.World) error {
+		e, err := hybrid.New(ctx, w.Comm, cfg)
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		if from > 0 {
+			step, err := e.Load(ctx, dir)
+			if err != nil {
+				return err
+			}
+			if step != from {
+				return fmt.Errorf("loaded step %d, want %d", step, from)
+			}
+		}
+		var losses []float32
+		for step := from; step < to; step++ {
+			b := replica(batch(step, testModel.Context), e.Mesh().D, e.Mesh().DP)
+			loss, err := e.Step(ctx, b)
+			if err != nil {
+				return fmt.Errorf("step %d: %w", step, err)
+			}
+			losses = append(losses, loss)
+		}
+		if save {
+			if err := e.Save(ctx, dir, to, map[string]string{"who": "test"}); err != nil {
+				return err
+			}
+		}
+		params, err := e.Params(ctx)
+		if err != nil {
+			return err
+		}
+		if w.Rank() == 0 {
+			mu.Lock()
+			out = run{losses: losses, params: params}
+			mu.Unlock()
+		}
+		return nil
+	})
+	return out
+}
+
+// TestResumeExact: 4 steps, a save, and a resumed engine's 4 more give
+// the losses and parameters of 8 steps straight, bit for bit, with
+// dropout on, on meshes that cover every driver: ZeRO (every stage),
+// DDP with a codec, and the pipeline's sync at ZeRO 0 and 1.
+func TestResumeExact(t *testing.T) {
+	model := testModel
+	model.Dropout = 0.1
+	cases := []struct {
+		name                   string
+		tp, pp, dp, zero, virt int
+		compress               bool
+	}{
+		{name: "1x1x1", tp: 1, pp: 1, dp: 1},
+		{name: "2x1x2-zero1", tp: 2, pp: 1, dp: 2, zero: 1},
+		{name: "1x1x2-zero3", tp: 1, pp: 1, dp: 2, zero: 3},
+		{name: "1x1x2-compressed", tp: 1, pp: 1, dp: 2, compress: true},
+		{name: "2x2x1", tp: 2, pp: 2, dp: 1},
+		{name: "1x2x2-zero1-interleaved", tp: 1, pp: 2, dp: 2, zero: 1, virt: 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := hybrid.Config{Model: model, TP: tc.tp, PP: tc.pp, DP: tc.dp, Zero: tc.zero, Micro: 2,
+				Virtual: tc.virt, Seed: testSeed, Optimizer: adamw}
+			if tc.virt > 1 {
+				cfg.Schedule = "interleaved"
+			}
+			if tc.compress {
+				cfg.Compress = exactCodec{}
+			}
+			n := tc.tp * tc.pp * tc.dp
+			want := trainFrom(t, n, cfg, "", 0, 8, false)
+			dir := t.TempDir()
+			trainFrom(t, n, cfg, dir, 0, 4, true)
+			got := trainFrom(t, n, cfg, dir, 4, 8, false)
+			if t.Failed() {
+				return
+			}
+			if !slices.Equal(got.losses, want.losses[4:]) {
+				t.Errorf("resumed losses %v, straight %v", got.losses, want.losses[4:])
+			}
+			if !slices.Equal(got.params, want.params) {
+				closeTo(t, "parameters after 8 steps", got.params, want.params, 0)
+			}
+		})
+	}
+}
+
+// TestLoadRefusesAnotherMesh: a checkpoint saved on tp 2 does not load
+// on dp 2, nor into another model, and says why.
+func TestLoadRefusesAnotherMesh(t *testing.T) {
+	dir := t.TempDir()
+	cfg := hybrid.Config{Model: testModel, TP: 2, PP: 1, DP: 1, Micro: 1, Seed: testSeed, Optimizer: adamw}
+	trainFrom(t, 2, cfg, dir, 0, 1, true)
+	other := testModel
+	other.Dim = 32
+	for _, c := range []hybrid.Config{
+		{Model: testModel, TP: 1, PP: 1, DP: 2, Micro: 1, Seed: testSeed, Optimizer: adamw},
+		{Model: other, TP: 2, PP: 1, DP: 1, Micro: 1, Seed: testSeed, Optimizer: adamw},
+	} {
+		spmdtest.Run(t, 2, func(ctx context.Context, w *spmd.World) error {
+			e, err := hybrid.New(ctx, w.Comm, c)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			_, err = e.Load(ctx, dir)
+			if !errors.Is(err, nn.ErrCheckpoint) {
+				return fmt.Errorf("loading a tp 2 checkpoint into %s (%s): %v, want nn.ErrCheckpoint", c.Layout(), hybrid.ModelString(c.Model), err)
+			}
+			return nil
+		})
+	}
+}
