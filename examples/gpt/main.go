@@ -9,6 +9,8 @@
 //	gorun -np 4 ./examples/gpt --tp 2 --seq-parallel --zero 1
 //	gorun -np 8 ./examples/gpt --plan --mem-limit 512M   # rank the layouts, train nothing
 //	./examples/gpt --print-schedule --pp 4 --microbatches 8 --schedule 1f1b
+//	gorun -np 2 ./examples/gpt --tp 2 --ckpt ckpt --steps 100          # a sharded checkpoint
+//	gorun -np 2 ./examples/gpt --tp 2 --ckpt ckpt --resume --steps 200 # go on from it, on the same mesh
 //
 // Rank 0 prints "step N loss L tokens/s S" after each step (N from 1, the
 // loss to 4 decimals, S the step's --batch x --block tokens over its
@@ -26,6 +28,15 @@
 // the schedule's formula for stages of equal cost, and against the
 // schedule simulated with each chunk's measured mean forward and
 // backward times (pipe.Simulate), which counts stages of unequal cost.
+//
+// With --ckpt every rank writes what it owns to a sharded checkpoint
+// (strategies/hybrid's Engine.Save) at the end and every --ckpt-every
+// steps; --resume goes on from it, printing the same step lines as a run
+// that never stopped. It loads only on the mesh (--tp, --pp, --dp,
+// --zero, --virtual) and model it was saved with: resharding a checkpoint
+// for another mesh is not supported (Megatron needs a conversion tool
+// for it too). Resumed from a checkpoint at or past --steps, it trains
+// nothing and says so.
 package main
 
 import (
@@ -66,6 +77,10 @@ type config struct {
 	printSchedule, plan, stats bool
 	memLimit                   string
 	top                        int
+
+	ckpt      string
+	ckptEvery int
+	resume    bool
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
@@ -95,6 +110,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.BoolVar(&c.plan, "plan", false, "rank the layouts of this job by modelled step time among those that fit --mem-limit, print the table and exit")
 	fs.StringVar(&c.memLimit, "mem-limit", "0", "--plan: memory per rank (K, M, G suffixes; 0: no limit)")
 	fs.IntVar(&c.top, "top", 20, "--plan: rows of the table")
+	fs.StringVar(&c.ckpt, "ckpt", "", "directory of the sharded checkpoint: every rank writes what it owns at the end (and every --ckpt-every steps)")
+	fs.IntVar(&c.ckptEvery, "ckpt-every", 0, "also save every N steps (0: only at the end)")
+	fs.BoolVar(&c.resume, "resume", false, "continue from --ckpt's checkpoint, saved on the same mesh and model; under gorun --max-restarts, start afresh when there is none yet")
 	fs.BoolVar(&c.stats, "stats", false, "at the end, each stage prints its micro-batches in flight, activation bytes and measured bubble")
 	if err := workload.Parse(fs, args, about); err != nil {
 		return c, err
@@ -102,8 +120,12 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	if err := c.check(); err != nil {
 		return c, err
 	}
-	if _, err := compress.Parse(c.compress, c.seed); err != nil {
+	codec, err := compress.Parse(c.compress, c.seed)
+	if err != nil {
 		return c, fmt.Errorf("--compress: %w", err)
+	}
+	if c.ckpt != "" && compress.Stateful(codec) {
+		return c, fmt.Errorf("--ckpt with --compress %s: its error feedback is state that gpt's checkpoints do not carry, so a resumed run would not go on as this one: pass --compress fp16 or bf16, which keep none, or no --ckpt", c.compress)
 	}
 	if _, err := spmd.ParseSize(c.memLimit); err != nil {
 		return c, fmt.Errorf("--mem-limit %q: %w", c.memLimit, err)
@@ -148,6 +170,10 @@ func (c config) check() error {
 		return fmt.Errorf("--microbatches %d: pass 1 or more", c.micro)
 	case c.virtual < 1:
 		return fmt.Errorf("--virtual %d: pass 1 or more chunks per stage", c.virtual)
+	case c.resume && c.ckpt == "":
+		return fmt.Errorf("--resume needs --ckpt DIR, the directory to resume from")
+	case c.ckptEvery < 0:
+		return fmt.Errorf("--ckpt-every %d: want 0 or more", c.ckptEvery)
 	}
 	return nil
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/gorun-hpc/gorun/compress"
-
+	"github.com/gorun-hpc/gorun/examples/internal/workload"
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/strategies/hybrid"
@@ -91,8 +91,21 @@ func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, txt
 	// Replica D holds the step's sequences from D·LocalBatch (Sampler.Local):
 	// First tells the engine, whose dropout masks the whole batch's rows.
 	b := &nn.Batch{N: s.LocalBatch(), T: c.block, Tokens: make([]int32, s.LocalBatch()*c.block), Y: make([]int32, s.LocalBatch()*c.block), First: m.D * s.LocalBatch()}
+	first := 0
+	if c.resume {
+		if first, err = resume(ctx, w, e, c, model, out); err != nil {
+			return err
+		}
+	}
+	if first >= c.steps {
+		if w.Rank() == 0 {
+			fmt.Fprintln(out, workload.NothingToTrain(c.ckpt, first, c.steps))
+		}
+		return nil
+	}
+	meta := checkpointMeta(c, model, m)
 	var loss float32
-	for step := 0; step < c.steps; step++ {
+	for step := first; step < c.steps; step++ {
 		if err := seqs.Batch(s.Local(step), b.Tokens, b.Y); err != nil {
 			return err
 		}
@@ -102,15 +115,20 @@ func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, txt
 			return fmt.Errorf("step %d: %w", step+1, err)
 		}
 		dt := time.Since(t0)
-		st.end(step)
+		st.end(step - first)
 		if w.Rank() == 0 {
 			fmt.Fprintf(out, "step %d loss %.4f tokens/s %.0f\n", step+1, loss, float64(c.batch*c.block)/dt.Seconds())
+		}
+		if c.ckpt != "" && (step+1 == c.steps || c.ckptEvery > 0 && (step+1)%c.ckptEvery == 0) {
+			if err := e.Save(ctx, c.ckpt, step+1, meta); err != nil {
+				return fmt.Errorf("--ckpt: %w", err)
+			}
 		}
 	}
 	if w.Rank() == 0 {
 		fmt.Fprintf(out, "final loss %.4f\n", loss)
-		if cs := e.Compression(); codec != nil && c.steps > 0 {
-			n := int64(c.steps)
+		if cs := e.Compression(); codec != nil {
+			n := int64(c.steps - first)
 			fmt.Fprintf(out, "compression %s sent %d bytes a step of %d (ratio %.1f)\n", codec.Name(), cs.Sent/n, cs.Raw/n, cs.Ratio())
 			if cs.Saturated > 0 {
 				fmt.Fprintf(out, "warning: %s turned %d finite gradient values into ±Inf (they overflowed its range): scale the loss down, or use bf16\n", codec.Name(), cs.Saturated)
