@@ -29,6 +29,13 @@
 // dropout, keyed once per step, masking the rows of the whole batch:
 // each replica's batch says where it sits in it, nn.Batch.First).
 //
+// Engine.Save writes a sharded checkpoint (strategies/nn/shardckpt) in
+// which each rank keeps what it owns: its tensor-parallel shards of its
+// chunks' parameters, its optimizer state and its random streams; rank 0
+// commits it atomically. Engine.Load reads one on the same mesh and
+// model only (resharding is not done here), and the engine then trains
+// bit for bit as one that never stopped.
+//
 // The subpackage plan ranks the layouts of a job by modelled step time
 // among those that fit in memory.
 package hybrid
