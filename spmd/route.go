@@ -95,7 +95,7 @@ func (s served) Offer(peer int, h transport.Header, o transport.Offer) {
 		return
 	}
 	buf := s.Handler.Buffer(peer, h)
-	if o.Take(buf) == nil { // else the transport drops the link and reports it
+	if o.Take(buf) == nil { // else the link dropped (reported), or the sender withdrew it: nothing came
 		s.Handler.Deliver(peer, h, buf)
 	}
 }

@@ -313,8 +313,8 @@ func (cp *copier) read(dst []byte, addr uint64) error {
 // slot is in use; the caller then streams the message. The wait takes a
 // matching receive on the peer (the consumer keeps the offer until one is
 // posted). Cancelling ctx withdraws the send unless its payload is being
-// copied; a withdrawn send breaks the link, as a streamed frame cancelled
-// half-way does.
+// copied; the link stays up: the consumer drops the message unseen, or
+// fails the receive it had promised it to (ErrWithdrawn).
 //
 // The payload reached Send through an interface, so it lives in the heap,
 // which Go never moves; the address stays valid while we hold payload.
