@@ -11,8 +11,8 @@ import (
 	"github.com/gorun-hpc/gorun/topo"
 )
 
-// checking is GORUN_CHECK_COLLECTIVES=1: before every collective call,
-// the ranks compare what they called (collective, size, element type,
+// checking is GORUN_CHECK_COLLECTIVES=1: before every collective call
+// that moves data, the ranks compare what they called (collective, size, element type,
 // root, op, forced algorithm) and fail together with ErrMismatch, naming
 // the ranks and calls that differ, as PyTorch's
 // TORCH_DISTRIBUTED_DEBUG=DETAIL checks the collectives' fingerprints.

@@ -107,3 +107,31 @@ func TestCheckCollectives(t *testing.T) {
 		return nil
 	})
 }
+
+// Under the check, non-blocking calls, trivial ones among them (which run
+// on the issuing goroutine beside the executor), and blocking ones mix
+// and give the right sums.
+func TestCheckCollectivesNonBlocking(t *testing.T) {
+	prims.SetChecking(true)
+	defer prims.SetChecking(false)
+	spmdtest.Run(t, 2, func(ctx context.Context, w *spmd.World) error {
+		var reqs []*prims.Request
+		bufs := make([][]float32, 20)
+		for i := range bufs {
+			bufs[i] = []float32{float32(i)}
+			reqs = append(reqs, prims.IAllReduce(ctx, w.Comm, bufs[i], prims.Sum[float32]()))
+			reqs = append(reqs, prims.IAllReduce(ctx, w.Comm, []float32{}, prims.Sum[float32]()))
+		}
+		for i, r := range reqs {
+			if err := r.Wait(ctx); err != nil {
+				t.Errorf("rank %d: request %d: %v", w.Rank(), i, err)
+			}
+		}
+		for i, b := range bufs {
+			if b[0] != float32(2*i) {
+				t.Errorf("rank %d: sum %d = %v, want %d", w.Rank(), i, b[0], 2*i)
+			}
+		}
+		return prims.Barrier(ctx, w.Comm)
+	})
+}
