@@ -12,8 +12,9 @@ import (
 )
 
 // checking is GORUN_CHECK_COLLECTIVES=1: before every collective call
-// that moves data, the ranks compare what they called (collective, size, element type,
-// root, op, forced algorithm) and fail together with ErrMismatch, naming
+// that moves data, the ranks compare what they called (collective,
+// size, element type, root, op, forced algorithm) and fail together
+// with ErrMismatch, naming
 // the ranks and calls that differ, as PyTorch's
 // TORCH_DISTRIBUTED_DEBUG=DETAIL checks the collectives' fingerprints.
 // Without it, mismatches go unseen where the algorithm cannot tell (see

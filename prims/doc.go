@@ -16,9 +16,10 @@
 // messages behind that later calls take: ranks that name different roots
 // of a broadcast each send and none receives. With
 // GORUN_CHECK_COLLECTIVES=1 (CheckEnv) in the ranks' environment, every
-// call first compares what each rank called (collective, size, element
-// type, root, op, forced algorithm) and a mismatch fails the call on
-// every rank with ErrMismatch, naming the ranks and calls.
+// call that moves data first compares what each rank called
+// (collective, size, element type, root, op, forced algorithm) and a
+// mismatch fails the call on every rank with ErrMismatch, naming the
+// ranks and calls.
 // Messages travel on the communicator's collective context
 // (spmd.Comm.Collective), so they never match the program's own
 // point-to-point receives.
