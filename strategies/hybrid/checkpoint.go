@@ -27,11 +27,21 @@ import (
 //   - "tp<t>-of-<TP>/optim.<state>.<parameter>": the optimizer state of
 //     what it updates (at ZeRO stage 1 or more, its part only);
 //   - "rng/rank-<r>": its random streams (tp.RNG.MarshalBinary, a byte an
-//     element).
+//     element);
+//   - "codec/<path>/rank-<r>": with a codec that keeps state (error
+//     feedback: topk, randk, sign, qsgd, powersgd), the state of the one
+//     its gradients' path runs ("ddp", "pipeline" or "zero"), as
+//     MarshalBinary gives it, three bytes an element (codecBytes). A
+//     rank's state is its own, so it goes in its own shard, which
+//     shardckpt's sha256 covers.
 //
 // The index's metadata holds the step, the optimizers' step counts
-// ("optim.<state>"), the mesh and model (MetaLayout, MetaModel) and the
-// caller's strings. A checkpoint loads only on the same mesh and model:
+// ("optim.<state>"), the mesh and model (MetaLayout, MetaModel), the
+// codec whose state it carries (MetaCodec, only then) and the caller's
+// strings. A checkpoint that carries a codec's state loads only into an
+// engine of a codec of the same compress.StateName; one without codec
+// state loads into an engine with a stateful codec, whose state is then
+// left as it is (an engine fresh from New: the residuals at zero). A checkpoint loads only on the same mesh and model:
 // re-cutting tensor-parallel shards or pipeline chunks is a conversion
 // of its own (Megatron has a tool for it), which this package does not do.
 
@@ -41,6 +51,10 @@ const (
 	MetaLayout = "hybrid.layout"
 	MetaModel  = "hybrid.model"
 )
+
+// MetaCodec is the index's key of the codec whose state a checkpoint
+// carries (compress.StateName): there only when it carries one.
+const MetaCodec = "hybrid.codec"
 
 // Layout describes the mesh's state layout: "tp 2 pp 1 dp 1 zero 0
 // virtual 1". Two engines of one Layout and model hold the same state on
@@ -55,20 +69,12 @@ func ModelString(m nn.GPTConfig) string {
 	return fmt.Sprintf("layers %d heads %d dim %d context %d vocab %d", m.Layers, m.Heads, m.Dim, m.Context, m.Vocab)
 }
 
-// ErrStatefulCodec is returned by Save and Load for an engine whose
-// gradient compression keeps state (error feedback), which checkpoints do
-// not carry.
-var ErrStatefulCodec = errors.New("hybrid: checkpoints do not carry the state of a compression codec with error feedback")
-
 // Save writes a checkpoint of the engine after step steps to dir, on
 // every rank: each writes its shard, then rank 0 of the mesh commits the
 // index with meta. A crash at any moment leaves dir's previous
 // checkpoint whole (shardckpt). Every rank gets the same error. dir must
 // be one every rank reaches.
 func (e *Engine) Save(ctx context.Context, dir string, step int, meta map[string]string) error {
-	if compress.Stateful(e.cfg.Compress) {
-		return fmt.Errorf("%w (--compress %s): save without it", ErrStatefulCodec, compress.StateName(e.cfg.Compress))
-	}
 	world := e.mesh.World
 	// One tag per save, agreed on, so that a save never writes over the
 	// files of the checkpoint it replaces.
@@ -95,6 +101,10 @@ func (e *Engine) Save(ctx context.Context, dir string, step int, meta map[string
 		md["step"] = strconv.Itoa(step)
 		md[MetaLayout] = e.cfg.Layout()
 		md[MetaModel] = ModelString(e.cfg.Model)
+		delete(md, MetaCodec)
+		if len(e.codecs()) > 0 {
+			md[MetaCodec] = compress.StateName(e.cfg.Compress)
+		}
 		err = shardckpt.Commit(dir, tag, world.Size(), md)
 	}
 	if err = agree(ctx, world, err, "committing the index"); err != nil {
@@ -107,11 +117,11 @@ func (e *Engine) Save(ctx context.Context, dir string, step int, meta map[string
 // the step it was saved after. It must have been saved on the same mesh
 // and model (MetaLayout, MetaModel): another is an error wrapping
 // nn.ErrCheckpoint. A missing or corrupt file is an error naming it.
-// Every rank gets an error if one fails.
+// Every rank gets an error if one fails. A checkpoint that carries the
+// state of another codec than the engine's, or that carries one the
+// engine has none for, is an error wrapping nn.ErrCheckpoint that names
+// the --compress to pass.
 func (e *Engine) Load(ctx context.Context, dir string) (step int, err error) {
-	if compress.Stateful(e.cfg.Compress) {
-		return 0, fmt.Errorf("%w (--compress %s): resume without it", ErrStatefulCodec, compress.StateName(e.cfg.Compress))
-	}
 	var ix *shardckpt.Index
 	var meta map[string]string
 	ix, err = shardckpt.Open(dir)
@@ -124,6 +134,9 @@ func (e *Engine) Load(ctx context.Context, dir string) (step int, err error) {
 	}
 	if err == nil {
 		err = e.readRNG(ix)
+	}
+	if err == nil {
+		err = e.readCodecs(ix, meta)
 	}
 	if err = agree(ctx, e.mesh.World, err, "loading the checkpoint"); err != nil {
 		return 0, fmt.Errorf("hybrid: load %s: %w", dir, err)
@@ -174,9 +187,20 @@ func (e *Engine) pieces(ctx context.Context) ([]shardckpt.Piece, map[string]stri
 	}
 	out := []shardckpt.Piece{{Tensor: e.rngTensor(), Shape: []int{len(b)}, Lo: 0, Hi: len(b), Data: b}}
 	if e.zero != nil {
+		// Pieces settles the driver first: its codec is idle after it.
 		ps, counts, err := e.zero.Pieces(ctx, e.prefix())
+		if err == nil {
+			var cs []shardckpt.Piece
+			cs, err = e.codecPieces()
+			ps = append(ps, cs...)
+		}
 		return append(out, ps...), counts, err
 	}
+	cs, err := e.codecPieces()
+	if err != nil {
+		return nil, nil, err
+	}
+	out = append(out, cs...)
 	counts := map[string]string{}
 	e.eachOpt(func(p *Part, opt nn.Optimizer) {
 		lo, hi := opt.Range()

@@ -2,12 +2,15 @@ package hybrid_test
 
 import (
 	"context"
+	"encoding"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/gorun-hpc/gorun/compress"
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/spmdtest"
 	"github.com/gorun-hpc/gorun/strategies/hybrid"
@@ -18,10 +21,24 @@ import (
 // checkpoint first when from > 0 and saving one after step to when save
 // is set, and returns rank 0's losses and parameters.
 func trainFrom(t *testing.T, n int, cfg hybrid.Config, dir string, from, to int, save bool) run {
+	return trainCodec(t, n, cfg, "", false, dir, from, to, save)
+}
+
+// trainCodec is trainFrom with each rank's own codec parsed from spec
+// (when not ""); strip sets the codecs' state back to a fresh codec's
+// after the load.
+func trainCodec(t *testing.T, n int, cfg hybrid.Config, spec string, strip bool, dir string, from, to int, save bool) run {
 	t.Helper()
 	var mu sync.Mutex
 	var out run
 	spmdtest.Run(t, n, func(ctx context.Context, w *spmd.World) error {
+		cfg := cfg
+		if spec != "" {
+			var err error
+			if cfg.Compress, err = compress.Parse(spec, testSeed); err != nil {
+				return err
+			}
+		}
 		e, err := hybrid.New(ctx, w.Comm, cfg)
 		if err != nil {
 			return err
@@ -34,6 +51,19 @@ func trainFrom(t *testing.T, n int, cfg hybrid.Config, dir string, from, to int,
 			}
 			if step != from {
 				return fmt.Errorf("loaded step %d, want %d", step, from)
+			}
+		}
+		if strip {
+			fresh, err := compress.Parse(spec, testSeed)
+			if err != nil {
+				return err
+			}
+			b, err := fresh.(encoding.BinaryMarshaler).MarshalBinary()
+			if err != nil {
+				return err
+			}
+			if err := cfg.Compress.(encoding.BinaryUnmarshaler).UnmarshalBinary(b); err != nil {
+				return err
 			}
 		}
 		var losses []float32
@@ -67,7 +97,10 @@ func trainFrom(t *testing.T, n int, cfg hybrid.Config, dir string, from, to int,
 // TestResumeExact: 4 steps, a save, and a resumed engine's 4 more give
 // the losses and parameters of 8 steps straight, bit for bit, with
 // dropout on, on meshes that cover every driver: ZeRO (every stage),
-// DDP with a codec, and the pipeline's sync at ZeRO 0 and 1.
+// DDP with a codec, and the pipeline's sync at ZeRO 0 and 1; and with
+// codecs that keep state (topk, powersgd) on the DDP path, the
+// pipeline's sync and ZeRO, whose state the checkpoint carries: the
+// resumed run with that state set back to a fresh codec's goes otherwise.
 func TestResumeExact(t *testing.T) {
 	model := testModel
 	model.Dropout = 0.1
@@ -75,6 +108,7 @@ func TestResumeExact(t *testing.T) {
 		name                   string
 		tp, pp, dp, zero, virt int
 		compress               bool
+		codec                  string // each rank's own, compress.Parse
 	}{
 		{name: "1x1x1", tp: 1, pp: 1, dp: 1},
 		{name: "2x1x2-zero1", tp: 2, pp: 1, dp: 2, zero: 1},
@@ -82,6 +116,11 @@ func TestResumeExact(t *testing.T) {
 		{name: "1x1x2-compressed", tp: 1, pp: 1, dp: 2, compress: true},
 		{name: "2x2x1", tp: 2, pp: 2, dp: 1},
 		{name: "1x2x2-zero1-interleaved", tp: 1, pp: 2, dp: 2, zero: 1, virt: 2},
+		{name: "1x1x2-topk", tp: 1, pp: 1, dp: 2, codec: "topk:0.1"},
+		{name: "1x1x2-powersgd", tp: 1, pp: 1, dp: 2, codec: "powersgd:2"},
+		{name: "1x2x2-topk", tp: 1, pp: 2, dp: 2, codec: "topk:0.1"},
+		{name: "1x2x2-zero1-powersgd", tp: 1, pp: 2, dp: 2, zero: 1, codec: "powersgd:2"},
+		{name: "1x1x2-zero1-topk", tp: 1, pp: 1, dp: 2, zero: 1, codec: "topk:0.1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,10 +133,10 @@ func TestResumeExact(t *testing.T) {
 				cfg.Compress = exactCodec{}
 			}
 			n := tc.tp * tc.pp * tc.dp
-			want := trainFrom(t, n, cfg, "", 0, 8, false)
+			want := trainCodec(t, n, cfg, tc.codec, false, "", 0, 8, false)
 			dir := t.TempDir()
-			trainFrom(t, n, cfg, dir, 0, 4, true)
-			got := trainFrom(t, n, cfg, dir, 4, 8, false)
+			trainCodec(t, n, cfg, tc.codec, false, dir, 0, 4, true)
+			got := trainCodec(t, n, cfg, tc.codec, false, dir, 4, 8, false)
 			if t.Failed() {
 				return
 			}
@@ -106,6 +145,13 @@ func TestResumeExact(t *testing.T) {
 			}
 			if !slices.Equal(got.params, want.params) {
 				closeTo(t, "parameters after 8 steps", got.params, want.params, 0)
+			}
+			if tc.codec == "" {
+				return
+			}
+			stripped := trainCodec(t, n, cfg, tc.codec, true, dir, 4, 8, false)
+			if !t.Failed() && slices.Equal(stripped.params, want.params) {
+				t.Errorf("resumed with the codec state stripped, the parameters are the straight run's: the state is not what makes the resume exact")
 			}
 		})
 	}
@@ -136,4 +182,33 @@ func TestLoadRefusesAnotherMesh(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// TestLoadRefusesAnotherCodec: a checkpoint that carries topk's state
+// does not load into an engine of another codec, or of none, and names
+// the --compress to pass; one without codec state loads into an engine
+// with topk (its residuals at zero).
+func TestLoadRefusesAnotherCodec(t *testing.T) {
+	cfg := hybrid.Config{Model: testModel, TP: 1, PP: 1, DP: 2, Micro: 1, Seed: testSeed, Optimizer: adamw}
+	dir := t.TempDir()
+	trainCodec(t, 2, cfg, "topk:0.1", false, dir, 0, 1, true)
+	for _, spec := range []string{"powersgd:2", "fp16", ""} {
+		spmdtest.Run(t, 2, func(ctx context.Context, w *spmd.World) error {
+			cfg := cfg
+			cfg.Compress, _ = compress.Parse(spec, testSeed)
+			e, err := hybrid.New(ctx, w.Comm, cfg)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			_, err = e.Load(ctx, dir)
+			if !errors.Is(err, nn.ErrCheckpoint) || !strings.Contains(fmt.Sprint(err), "resume with --compress topk:0.1") {
+				return fmt.Errorf("loading topk's checkpoint with --compress %q: %v, want nn.ErrCheckpoint naming --compress topk:0.1", spec, err)
+			}
+			return nil
+		})
+	}
+	plain := t.TempDir()
+	trainFrom(t, 2, cfg, plain, 0, 1, true)
+	trainCodec(t, 2, cfg, "topk:0.1", false, plain, 1, 2, false)
 }

@@ -31,10 +31,12 @@
 //
 // Engine.Save writes a sharded checkpoint (strategies/nn/shardckpt) in
 // which each rank keeps what it owns: its tensor-parallel shards of its
-// chunks' parameters, its optimizer state and its random streams; rank 0
+// chunks' parameters, its optimizer state, its random streams and, with
+// a codec that keeps state (error feedback), that codec's state; rank 0
 // commits it atomically. Engine.Load reads one on the same mesh and
-// model only (resharding is not done here), and the engine then trains
-// bit for bit as one that never stopped.
+// model only (resharding is not done here), and with the same codec if
+// it carries codec state, and the engine then trains bit for bit as one
+// that never stopped.
 //
 // The subpackage plan ranks the layouts of a job by modelled step time
 // among those that fit in memory.
