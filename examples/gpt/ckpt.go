@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gorun-hpc/gorun/compress"
 	"github.com/gorun-hpc/gorun/examples/internal/workload"
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/strategies/hybrid"
@@ -56,6 +57,9 @@ func checkpointMeta(c config, model nn.GPTConfig, m *hybrid.Mesh) map[string]str
 // another model or mesh is an error that says which flags to pass;
 // another seed, batch, learning rate or dropout a notice line naming
 // them and dir. A flag the checkpoint did not record is not compared.
+// A checkpoint that carries codec state (hybrid.MetaCodec) needs the
+// same --compress; one without it and a --compress that keeps state is
+// a notice line.
 func checkSaved(c config, model nn.GPTConfig, m *hybrid.Mesh, dir string, saved map[string]string) (notice string, err error) {
 	if _, ok := saved[hybrid.MetaLayout]; !ok {
 		return "", fmt.Errorf("it was not saved by examples/gpt (its index has no %q; examples/zero writes such sharded checkpoints): resume it with the program that saved it, or pass another --ckpt", hybrid.MetaLayout)
@@ -78,17 +82,25 @@ func checkSaved(c config, model nn.GPTConfig, m *hybrid.Mesh, dir string, saved 
 	if o, ok := saved["optim"]; ok && o != "adamw" {
 		return "", fmt.Errorf("it was saved with the optimizer %s; gpt trains with adamw: pass another --ckpt", o)
 	}
+	codec, _ := compress.Parse(c.compress, c.seed) // checked with the flags
+	var notes []string
+	switch kept, has := saved[hybrid.MetaCodec]; {
+	case has && (!compress.Stateful(codec) || kept != compress.StateName(codec)):
+		return "", fmt.Errorf("it carries each rank's error-feedback state of --compress %s; this run has --compress %s: pass --compress %s (its lossless stage may differ), or another --ckpt", kept, c.compress, kept)
+	case !has && compress.Stateful(codec):
+		notes = append(notes, fmt.Sprintf("note: the checkpoint in %s carries no codec state (it was saved without --compress %s): its error-feedback state starts at zero", dir, compress.StateName(codec)))
+	}
 	was, now = nil, nil
 	for _, s := range runFlags(c) {
 		if v, ok := saved[s.key]; ok && v != s.value {
 			was, now = append(was, "--"+s.key+" "+v), append(now, "--"+s.key+" "+s.value)
 		}
 	}
-	if len(was) == 0 {
-		return "", nil
+	if len(was) > 0 {
+		notes = append(notes, fmt.Sprintf("note: the checkpoint in %s was saved by a run with %s; this one goes on with %s",
+			dir, strings.Join(was, " "), strings.Join(now, " ")))
 	}
-	return fmt.Sprintf("note: the checkpoint in %s was saved by a run with %s; this one goes on with %s",
-		dir, strings.Join(was, " "), strings.Join(now, " ")), nil
+	return strings.Join(notes, "\n"), nil
 }
 
 // savedRanks is the number of ranks a checkpoint's mesh has.

@@ -17,7 +17,8 @@ var ckptArgs = []string{"--layers", "2", "--max-bytes", "100000"}
 
 // TestResume: 4 steps with --ckpt, then --steps 8 --resume, print the
 // step 5-8 loss lines of 8 steps straight, on one rank and on meshes of
-// tensor, pipeline and ZeRO-1 data parallelism, dropout on in three.
+// tensor, pipeline and ZeRO-1 data parallelism, and data parallelism
+// with topk's error feedback (its state saved), dropout on in four.
 func TestResume(t *testing.T) {
 	gorun, gpt := build(t)
 	for _, tc := range []struct {
@@ -28,6 +29,7 @@ func TestResume(t *testing.T) {
 		{2, []string{"--tp", "2", "--dropout", "0.1"}},
 		{2, []string{"--pp", "2"}},
 		{2, []string{"--dp", "2", "--zero", "1", "--dropout", "0.1"}},
+		{2, []string{"--dp", "2", "--compress", "topk:0.1", "--dropout", "0.1"}},
 	} {
 		t.Run(strings.Join(tc.mesh, " "), func(t *testing.T) {
 			dir := t.TempDir()
@@ -113,4 +115,33 @@ func TestResumeRefused(t *testing.T) {
 			t.Errorf("--resume on a first start under --max-restarts: %v\n%s", err, b)
 		}
 	})
+}
+
+// TestResumeCodec: a checkpoint saved with --compress topk:0.1 does not
+// resume with another --compress, or none, and says what to pass; one
+// saved without a codec resumes with topk after a note.
+func TestResumeCodec(t *testing.T) {
+	gorun, gpt := build(t)
+	dir, plain := t.TempDir(), t.TempDir()
+	base := append(slices.Clone(ckptArgs), "--dp", "2")
+	for _, save := range []struct {
+		dir   string
+		extra []string
+	}{{dir, []string{"--compress", "topk:0.1"}}, {plain, nil}} {
+		if out, stderr, err := job(gorun, gpt, 2, append(append(slices.Clone(base), save.extra...), "--steps", "1", "--ckpt", save.dir)...); err != nil {
+			t.Fatalf("%v\n%s%s", err, out, stderr)
+		}
+	}
+	for _, other := range []string{"powersgd", "none"} {
+		out, stderr, err := job(gorun, gpt, 2, append(slices.Clone(base), "--compress", other, "--steps", "2", "--ckpt", dir, "--resume")...)
+		want := "it carries each rank's error-feedback state of --compress topk:0.1; this run has --compress " + other + ": pass --compress topk:0.1"
+		if err == nil || !strings.Contains(stderr, want) {
+			t.Errorf("--compress %s: err %v, stderr lacks %q:\n%s%s", other, err, want, out, stderr)
+		}
+	}
+	out, stderr, err := job(gorun, gpt, 2, append(slices.Clone(base), "--compress", "topk:0.1", "--steps", "2", "--ckpt", plain, "--resume")...)
+	want := "note: the checkpoint in " + plain + " carries no codec state (it was saved without --compress topk:0.1): its error-feedback state starts at zero"
+	if err != nil || !strings.Contains(out, want) || !strings.Contains(out, "step 2 loss ") {
+		t.Errorf("err %v, output lacks %q or step 2:\n%s%s", err, want, out, stderr)
+	}
 }

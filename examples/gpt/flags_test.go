@@ -28,7 +28,6 @@ func TestFlagMistakes(t *testing.T) {
 		{[]string{"--batch", "0"}, "--batch 0: pass at least 1"},
 		{[]string{"--resume"}, "--resume needs --ckpt DIR"},
 		{[]string{"--ckpt-every", "-1"}, "--ckpt-every -1: want 0 or more"},
-		{[]string{"--ckpt", "d", "--compress", "topk"}, "--ckpt with --compress topk: its error feedback is state that gpt's checkpoints do not carry"},
 	}
 	for _, c := range cases {
 		_, err := parseFlags(flag.NewFlagSet("gpt", flag.ContinueOnError), c.args)
