@@ -3,7 +3,6 @@ package compress
 import (
 	"context"
 	"encoding"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -114,21 +113,5 @@ func ScatterStates(ctx context.Context, c *spmd.Comm, codec Codec, states [][]by
 	if err != nil {
 		err = fmt.Errorf("rank %d: restoring its codec state: %w", c.Rank(), err)
 	}
-	return agree(ctx, c, err)
-}
-
-// agree returns err on the rank that had it, and on the others an error
-// naming the first rank that failed, if any did.
-func agree(ctx context.Context, c *spmd.Comm, err error) error {
-	failed := []int32{int32(c.Size())}
-	if err != nil {
-		failed[0] = int32(c.Rank())
-	}
-	if e := prims.AllReduce(ctx, c, failed, prims.Min[int32]()); e != nil {
-		return errors.Join(err, e)
-	}
-	if err == nil && failed[0] < int32(c.Size()) {
-		err = fmt.Errorf("restoring the codec state failed on rank %d (its error is in its output)", failed[0])
-	}
-	return err
+	return prims.Agree(ctx, c, err, "restoring the codec state")
 }

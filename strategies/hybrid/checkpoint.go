@@ -11,7 +11,6 @@ import (
 
 	"github.com/gorun-hpc/gorun/compress"
 	"github.com/gorun-hpc/gorun/prims"
-	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/strategies/nn"
 	"github.com/gorun-hpc/gorun/strategies/nn/shardckpt"
 )
@@ -89,7 +88,7 @@ func (e *Engine) Save(ctx context.Context, dir string, step int, meta map[string
 			_, err = shardckpt.WriteShard(dir, tag, world.Rank(), world.Size(), pieces)
 		}
 	}
-	if err = agree(ctx, world, err, "writing the shards"); err != nil {
+	if err = prims.Agree(ctx, world, err, "writing the shards"); err != nil {
 		return fmt.Errorf("hybrid: save to %s: %w", dir, err)
 	}
 	if world.Rank() == 0 {
@@ -107,7 +106,7 @@ func (e *Engine) Save(ctx context.Context, dir string, step int, meta map[string
 		}
 		err = shardckpt.Commit(dir, tag, world.Size(), md)
 	}
-	if err = agree(ctx, world, err, "committing the index"); err != nil {
+	if err = prims.Agree(ctx, world, err, "committing the index"); err != nil {
 		return fmt.Errorf("hybrid: save to %s: %w", dir, err)
 	}
 	return nil
@@ -138,7 +137,7 @@ func (e *Engine) Load(ctx context.Context, dir string) (step int, err error) {
 	if err == nil {
 		err = e.readCodecs(ix, meta)
 	}
-	if err = agree(ctx, e.mesh.World, err, "loading the checkpoint"); err != nil {
+	if err = prims.Agree(ctx, e.mesh.World, err, "loading the checkpoint"); err != nil {
 		return 0, fmt.Errorf("hybrid: load %s: %w", dir, err)
 	}
 	if e.zero != nil {
@@ -309,25 +308,4 @@ func eachRange(params []*nn.Param, lo, hi int, f func(q *nn.Param, a, b, at int)
 			f(q, x-q.Offset, y-q.Offset, x-lo)
 		}
 	}
-}
-
-// agree fails every rank of c if one failed, with that rank's error on
-// it and a line naming the failed ranks on the others.
-func agree(ctx context.Context, c *spmd.Comm, err error, what string) error {
-	bad := make([]int32, c.Size())
-	if err != nil {
-		bad[c.Rank()] = 1
-	}
-	if e := prims.AllReduce(ctx, c, bad, prims.Max[int32]()); e != nil {
-		return errors.Join(err, e)
-	}
-	if err != nil {
-		return err
-	}
-	for r, b := range bad {
-		if b != 0 {
-			return fmt.Errorf("%s failed on rank %d (its error is in its output)", what, c.WorldRank(r))
-		}
-	}
-	return nil
 }

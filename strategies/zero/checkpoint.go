@@ -2,7 +2,6 @@ package zero
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/gorun-hpc/gorun/compress"
 	"github.com/gorun-hpc/gorun/prims"
-	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/strategies/nn"
 	"github.com/gorun-hpc/gorun/strategies/nn/shardckpt"
 )
@@ -55,7 +53,7 @@ func (z *Zero) Save(ctx context.Context, dir string, step int, meta map[string]s
 		z.crash = nil
 		f()
 	}
-	if err = agree(ctx, z.comm, err, "writing the shards"); err != nil {
+	if err = prims.Agree(ctx, z.comm, err, "writing the shards"); err != nil {
 		return fmt.Errorf("zero: save to %s: %w", dir, err)
 	}
 	if z.comm.Rank() == 0 {
@@ -75,7 +73,7 @@ func (z *Zero) Save(ctx context.Context, dir string, step int, meta map[string]s
 			}
 		}
 	}
-	if err = agree(ctx, z.comm, err, "committing the index"); err != nil {
+	if err = prims.Agree(ctx, z.comm, err, "committing the index"); err != nil {
 		return fmt.Errorf("zero: save to %s: %w", dir, err)
 	}
 	return nil
@@ -84,27 +82,6 @@ func (z *Zero) Save(ctx context.Context, dir string, step int, meta map[string]s
 // writer says whether this rank writes a shard: the ranks of the first
 // replica group do.
 func (z *Zero) writer() bool { return z.rep == nil || z.rep.Rank() == 0 }
-
-// agree fails every rank if one failed, with that rank's error on it and
-// a line naming the failed ranks on the others.
-func agree(ctx context.Context, c *spmd.Comm, err error, what string) error {
-	bad := make([]int32, c.Size())
-	if err != nil {
-		bad[c.Rank()] = 1
-	}
-	if e := prims.AllReduce(ctx, c, bad, prims.Max[int32]()); e != nil {
-		return errors.Join(err, e)
-	}
-	if err != nil {
-		return err
-	}
-	for r, b := range bad {
-		if b != 0 {
-			return fmt.Errorf("%s failed on rank %d (its error is in its output)", what, c.WorldRank(r))
-		}
-	}
-	return nil
-}
 
 // pieces lists this rank's parameters and optimizer state as pieces of
 // the model's tensors.
@@ -166,7 +143,7 @@ func (z *Zero) Load(ctx context.Context, dir string) (step int, err error) {
 		return 0, err
 	}
 	step, err = z.load(dir)
-	if err = agree(ctx, z.comm, err, "loading the checkpoint"); err != nil {
+	if err = prims.Agree(ctx, z.comm, err, "loading the checkpoint"); err != nil {
 		return 0, fmt.Errorf("zero: load %s: %w", dir, err)
 	}
 	if err := z.publish(ctx); err != nil {
@@ -279,7 +256,7 @@ func (z *Zero) LoadFrom(ctx context.Context, ix *shardckpt.Index, prefix string,
 		return err
 	}
 	err := z.read(ix, prefix, meta)
-	if err = agree(ctx, z.comm, err, "loading the checkpoint"); err != nil {
+	if err = prims.Agree(ctx, z.comm, err, "loading the checkpoint"); err != nil {
 		return fmt.Errorf("zero: load: %w", err)
 	}
 	return z.publish(ctx)
