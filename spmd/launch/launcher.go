@@ -414,30 +414,6 @@ func prepareDirs(cfg *Config) error {
 	return nil
 }
 
-// keepStartOutput moves the files that start k of a restarted job wrote
-// to an --output-dir, DIR/rank.N.out and .err, into DIR/start.K, as the
-// ranks keep their traces (--profile), so that the next start's do not
-// write over the output of the failure that restarted the job.
-func keepStartOutput(dir string, k int) error {
-	if dir == "" {
-		return nil
-	}
-	files, err := filepath.Glob(filepath.Join(dir, "rank.*.[oe][ur][tr]"))
-	if err != nil || len(files) == 0 {
-		return err
-	}
-	to := filepath.Join(dir, "start."+strconv.Itoa(k))
-	if err := os.MkdirAll(to, 0o755); err != nil {
-		return err
-	}
-	for _, f := range files {
-		if err := os.Rename(f, filepath.Join(to, filepath.Base(f))); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // ExitCode is the status gorun exits with for an error from Run: 2 for
 // ErrUsage, 127 for errNotFound, 126 for ErrNotExecutable, else 1.
 func ExitCode(err error) int {
