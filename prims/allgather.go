@@ -31,7 +31,7 @@ func AllGather[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv []T,
 		copyIn(recv[r*kk:(r+1)*kk], send)
 		return nil
 	}
-	b := equalBounds(kk, c.Size())
+	b := k.equalBounds(kk, c.Size())
 	// The ring, linear and shared algorithms send this rank's block from
 	// send and copy it into recv while it travels (see linearAllGather);
 	// the others start from it in recv.
@@ -93,7 +93,7 @@ func recdblAllGather[T spmd.Number](k *call, buf []T, b []int) error {
 			return err
 		}
 	}
-	if err := double(k, f, buf, f.superBounds(b), phaseDouble); err != nil {
+	if err := double(k, f, buf, f.superBounds(k, b), phaseDouble); err != nil {
 		return err
 	}
 	return foldOut(k, f, buf)

@@ -87,7 +87,7 @@ func allReduceCost(m topo.Model, algo topo.Algo, s topo.Shape, n float64) estima
 // allgather: 2(p-1) steps each moving n/p elements per rank.
 func ringAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 	p := k.cc.Size()
-	b := bounds(len(buf), p)
+	b := k.bounds(len(buf), p)
 	own := mod(k.cc.Rank()+1, p)
 	if err := ringReduceScatter(k, buf, b, own, op, tag(k.coll, phaseMain)); err != nil {
 		return err
@@ -153,7 +153,7 @@ func rabenseifnerAllReduce[T spmd.Number](k *call, buf []T, op Op[T]) error {
 		return err
 	}
 	if !f.out() {
-		sb := bounds(len(buf), f.pp)
+		sb := k.bounds(len(buf), f.pp)
 		if err := halve(k, f, buf, tmp, sb, op); err != nil {
 			return err
 		}

@@ -15,9 +15,9 @@ func Block(n, p, r int) (lo, hi int) {
 }
 
 // bounds returns the p+1 block boundaries of Block: block i is
-// [b[i], b[i+1]).
-func bounds(n, p int) []int {
-	b := make([]int, p+1)
+// [b[i], b[i+1]), in the call's first buffer of ints (call.ints).
+func (k *call) bounds(n, p int) []int {
+	b := k.intsFor(0, p+1)
 	for i := range p {
 		b[i], _ = Block(n, p, i)
 	}
@@ -25,13 +25,28 @@ func bounds(n, p int) []int {
 	return b
 }
 
-// equalBounds returns the boundaries of p blocks of k elements each.
-func equalBounds(k, p int) []int {
-	b := make([]int, p+1)
+// equalBounds returns the boundaries of p blocks of kk elements each, in
+// the call's first buffer of ints (call.ints).
+func (k *call) equalBounds(kk, p int) []int {
+	b := k.intsFor(0, p+1)
 	for i := range b {
-		b[i] = i * k
+		b[i] = i * kk
 	}
 	return b
+}
+
+// intsFor returns n ints of the call's buffer i (call.ints), which the
+// call's next intsFor(i, ...) overwrites: block boundaries were p+1 ints
+// made at every call, which Go keeps on the stack only up to 32 bytes (p
+// 3). At np 16 an all-gather's 136 bytes a call, with the probe's
+// buffers, set every rank's garbage collector off within a few thousand
+// calls: collbench's 1 KiB all-gathers, the pass that met it, took 10-12
+// us against 3 at 512 B and 2 KiB on 16 cores (bench/results/manycore.txt).
+func (k *call) intsFor(i, n int) []int {
+	if cap(k.ints[i]) < n {
+		k.ints[i] = make([]int, n)
+	}
+	return k.ints[i][:n]
 }
 
 // mod returns a mod p in 0..p-1.

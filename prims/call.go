@@ -82,6 +82,9 @@ type call struct {
 	root     *call           // the top-level call of a sub-call, else itself
 	releases []lease         // scratch lent to the call, given back by end
 	tr       *traced         // the trace's record of the call, when profiling
+	// ints are the buffers of block boundaries (intsFor), kept with
+	// the call for the next: 0 the blocks', 1 a fold's super-blocks'.
+	ints [2][]int
 }
 
 // start begins a call of coll of bytes bytes (the whole buffer of the
@@ -138,7 +141,7 @@ func start(ctx context.Context, c *spmd.Comm, coll topo.Collective, bytes int, t
 	default:
 		k = new(call)
 	}
-	// A spare call is zero but for its releases (reset), so the fields
+	// A spare call is zero but for its buffers (reset), so the fields
 	// are set one by one: a composite literal assigned through k is built
 	// on the stack and copied in 16-byte moves that stalled on the 8-byte
 	// stores which built it (no store forwarding); those stalls waited for
@@ -217,7 +220,8 @@ func (k *call) end(err *error) {
 // one rank makes nothing but those, and should allocate nothing either.
 var callPool = sync.Pool{New: func() any { return new(call) }}
 
-// reset zeroes k but keeps its releases' array, emptied, for the next call.
+// reset zeroes k but keeps its releases' array, emptied, and its ints for
+// the next call.
 // Field by field, as start sets them.
 func (k *call) reset() {
 	clear(k.releases)

@@ -60,8 +60,8 @@ func (f fold) paired() bool { return f.rank < 2*f.rem }
 // superBounds returns the boundaries of the pp super-blocks of the core,
 // given the boundaries b of p blocks, one per rank: vrank v's super-block
 // is the blocks of the ranks folded into it (2v and 2v+1, or v+rem).
-func (f fold) superBounds(b []int) []int {
-	sb := make([]int, f.pp+1)
+func (f fold) superBounds(k *call, b []int) []int {
+	sb := k.intsFor(1, f.pp+1)
 	for v := 0; v < f.pp; v++ {
 		first := v + f.rem
 		if v < f.rem {

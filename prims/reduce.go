@@ -120,7 +120,7 @@ func workFor[T spmd.Number](k *call, src, dst []T) []T {
 func ringReduce[T spmd.Number](k *call, src, dst []T, root int, op Op[T]) error {
 	p := k.cc.Size()
 	work := workFor(k, src, dst)
-	b := bounds(len(src), p)
+	b := k.bounds(len(src), p)
 	if err := ringReduceScatter(k, work, b, k.cc.Rank(), op, tag(k.coll, phaseMain)); err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func rabenseifnerReduce[T spmd.Number](k *call, src, dst []T, root int, op Op[T]
 	if err := foldIn(k, f, work, tmp, op); err != nil {
 		return err
 	}
-	sb := bounds(len(src), f.pp)
+	sb := k.bounds(len(src), f.pp)
 	if !f.out() {
 		if err := halve(k, f, work, tmp, sb, op); err != nil {
 			return err

@@ -29,7 +29,7 @@ func ReduceScatter[T spmd.Number](ctx context.Context, c *spmd.Comm, send, recv 
 		copyIn(recv, send)
 		return nil
 	}
-	b := bounds(n, p)
+	b := k.bounds(n, p)
 	switch k.algo {
 	case topo.Ring:
 		return ringReduceScatterTo(k, send, recv, b, op)
@@ -100,7 +100,7 @@ func rabenseifnerReduceScatter[T spmd.Number](k *call, send, recv []T, b []int, 
 	if f.out() {
 		return recvFrom(ctx, cc, f.partner(), t, recv)
 	}
-	if err := halve(k, f, work, tmp, f.superBounds(b), op); err != nil {
+	if err := halve(k, f, work, tmp, f.superBounds(k, b), op); err != nil {
 		return err
 	}
 	if f.paired() {

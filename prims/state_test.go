@@ -73,7 +73,8 @@ func stateCached(w *spmd.World) error {
 }
 
 // TestCallReset checks that reset zeroes every field of a call but keeps
-// its releases' array, emptied: start sets a recycled call's fields one by
+// its releases' array, emptied, and its ints (scratch that every use
+// overwrites): start sets a recycled call's fields one by
 // one and counts on the rest being zero, so a field added to call and
 // not to reset would carry one call's value into the next.
 func TestCallReset(t *testing.T) {
@@ -95,6 +96,10 @@ func TestCallReset(t *testing.T) {
 			f.SetBool(true)
 		case reflect.Slice:
 			f.Set(reflect.MakeSlice(f.Type(), 1, 4))
+		case reflect.Array:
+			for j := range f.Len() {
+				f.Index(j).Set(reflect.MakeSlice(f.Type().Elem(), 1, 4))
+			}
 		default:
 			t.Fatalf("call.%s: a %s, which this test cannot fill", v.Type().Field(i).Name, f.Kind())
 		}
@@ -105,8 +110,14 @@ func TestCallReset(t *testing.T) {
 		}
 	}
 	k.releases[0] = lease{sp: new(spare)}
-	releases := k.releases
+	releases, ints := k.releases, k.ints
 	k.reset()
+	for i := range ints {
+		if &k.ints[i][0] != &ints[i][0] {
+			t.Errorf("reset dropped ints[%d]", i)
+		}
+	}
+	k.ints = [len(k.ints)][]int{}
 	if len(k.releases) != 0 || cap(k.releases) != cap(releases) {
 		t.Errorf("releases after reset: len %d cap %d, want len 0 cap %d", len(k.releases), cap(k.releases), cap(releases))
 	}
