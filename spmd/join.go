@@ -24,9 +24,6 @@ import (
 // join is Init's work for a launched rank: listener, gossip, transport,
 // barrier.
 func join(ctx context.Context, env Env, secret []byte, o options) (*World, error) {
-	if env.LocalSize > 1 && env.Transport != "tcp" {
-		registerEarly() // for shared memory, which comes later in join
-	}
 	bind := env.BindAddr
 	if bind == "" {
 		bind = "127.0.0.1"
@@ -297,7 +294,6 @@ func dataPlane(ctx context.Context, env Env, secret []byte, far transport.Transp
 		return nil, fmt.Errorf("shared memory with the %d ranks of this host: %w (set %s=tcp to use TCP instead)", len(near), err, contract.EnvTransport)
 	}
 	o.logger.Printf("shared memory with ranks %v, TCP to the rest", near)
-	registerEarly()
 	return &router{near: t, far: far, local: local}, nil
 }
 

@@ -137,6 +137,29 @@ func TestProcessShareCores(t *testing.T) {
 	}
 }
 
+// A rank whose job makes no Shared collective does not register for the
+// expedited membarrier at Init: the registration waits for an RCU grace
+// period, uninterruptibly, and held the exit of a short job's every rank
+// for 4-15 ms. (Shares starts it, before a job's first collective.)
+func TestProcessNoMembarrierAtInit(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("membarrier and /proc/self/task/*/syscall are Linux's")
+	}
+	out, code := gorun(t, time.Minute, "-np", "4", ranksBin, "membarrier")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	got := regexp.MustCompile(`rank \d+: threads in membarrier after Init: (\d+)`).FindAllStringSubmatch(out, -1)
+	if len(got) != 4 {
+		t.Fatalf("%d ranks reported, want 4:\n%s", len(got), out)
+	}
+	for _, m := range got {
+		if m[1] != "0" {
+			t.Errorf("%s, want 0", m[0])
+		}
+	}
+}
+
 // A rank that dies turns the receive waiting on it into ErrPeerLost naming
 // it, within 2 seconds, across real processes; gorun exits with its status.
 func TestProcessPeerLost(t *testing.T) {

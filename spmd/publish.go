@@ -81,19 +81,21 @@ const (
 	asymmetricNo
 )
 
-// registerEarly starts the registration in the background, once: a rank
-// that may share memory calls it as Init begins (its host has other ranks,
-// and GORUN_TRANSPORT does not say tcp), and again when it sets up its
-// shared-memory transport, before its first PublishShared. The
-// registration waits for an RCU grace period in the kernel, 4-20 ms on the
-// 2-core VM, which the first Shared collective of a job paid (a 2-rank
+// registerEarly starts the registration in the background, once: Shares
+// calls it where the ranks can share memory, which prims asks before a
+// job's first collective chooses its algorithm (topo.Detect), ahead of the
+// model's probe and the first PublishShared. The registration waits for an
+// RCU grace period in the kernel, 4-20 ms on the 2-core VM, which the
+// first Shared collective of a job paid when it registered then (a 2-rank
 // 8-byte all-reduce took 8-14 ms, then 5 us; Open MPI's first took 15-27
 // us). Stores made before it ends are sequentially consistent
-// (asymmetric), which made a job's first broadcasts slower: started with
-// the transport, a job's 20,000 8-byte broadcasts after the probe ran
-// 1.12x its settled ones; started as Init begins, 1.07x (medians of 10
-// alternating runs; collbench's broadcasts of 8-64 B 0.054-0.061 against
-// 0.056-0.063 us).
+// (asymmetric). It used to start as Init began, on every rank with a
+// neighbour on its host; but a process cannot exit while a thread of its
+// waits in that syscall (uninterruptible, for the grace period), so a
+// short job that made no Shared collective, such as the launch benchmark's
+// Init and Barrier, ended 4-15 ms after its last rank returned from main
+// (perf: the main thread in membarrier, state D, until rcu_preempt woke
+// it), most of the time from its ranks' end to gorun's.
 func registerEarly() {
 	if registering.Swap(true) {
 		return

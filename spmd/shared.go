@@ -20,7 +20,9 @@ var ErrNotShared = errors.New("the ranks of the communicator do not share memory
 
 // Shares reports whether the ranks of c can share memory (Shared): they are
 // all on this host and reach each other through a transport that maps
-// shared memory. Every rank of c gets the same answer.
+// shared memory. Every rank of c gets the same answer. Where they can, it
+// starts this process's registration for PublishShared's release stores
+// (registerEarly), since a caller that asks is about to share.
 func (c *Comm) Shares() bool {
 	sh, ok := c.core.tr.(transport.Sharer)
 	if !ok {
@@ -32,7 +34,11 @@ func (c *Comm) Shares() bool {
 			return false
 		}
 	}
-	return sh.Shares(c.ranks)
+	if !sh.Shares(c.ranks) {
+		return false
+	}
+	registerEarly()
+	return true
 }
 
 // Shared returns size bytes of memory that every rank of c maps, zero until

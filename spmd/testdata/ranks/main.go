@@ -9,8 +9,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
@@ -71,6 +75,11 @@ func main() {
 			os.Exit(1)
 		}
 		_, err = w.Recv(ctx, 0, 5, make([]byte, 1))
+	case "membarrier":
+		// Before any use of shared memory no thread waits in membarrier's
+		// registration, whose RCU grace period would hold the exit.
+		fmt.Printf("rank %d: threads in membarrier after Init: %d\n", w.Rank(), inMembarrier())
+		err = w.Barrier(ctx)
 	case "twice":
 		if _, err2 := spmd.Init(ctx); err2 != nil {
 			fmt.Println("second init:", err2)
@@ -197,4 +206,18 @@ func offerCrash(ctx context.Context, w *spmd.World) error {
 		os.Exit(0)
 	}
 	select {}
+}
+
+// inMembarrier counts this process's threads blocked in the membarrier
+// system call (/proc/self/task/*/syscall starts with its number).
+func inMembarrier() int {
+	tasks, _ := os.ReadDir("/proc/self/task")
+	n := 0
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/syscall")
+		if err == nil && strings.HasPrefix(string(b), strconv.Itoa(unix.SYS_MEMBARRIER)+" ") {
+			n++
+		}
+	}
+	return n
 }
