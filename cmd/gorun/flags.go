@@ -95,7 +95,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: flagProfile, Usage: "have the ranks write trace files to `DIR` (created; sets GORUN_PROFILE_DIR); goprof reads them. Under --max-restarts DIR holds the last start's, and DIR/start.K the K-th start's (0: the first)"},
 		&cli.BoolFlag{Name: flagProfileCPU, Usage: "with --profile, have each Go rank also write its CPU profile, DIR/rank.N.cpu.pprof (sets GORUN_PROFILE_CPU=1)"},
 		&cli.BoolFlag{Name: flagDryRun, Usage: "print the plan (ranks, hosts, each rank's binding and the environment its start sets; another host's agent chooses GOMAXPROCS and the binding there) and start nothing"},
-		&cli.BoolFlag{Name: flagVerbose, Usage: "log the launch and rendezvous steps (sets GORUN_VERBOSE=1 for the ranks)"},
+		&cli.BoolFlag{Name: flagVerbose, Usage: "log the launch and rendezvous steps, each line with the time of day to the microsecond as the ranks' are (sets GORUN_VERBOSE=1 for the ranks)"},
 		&cli.BoolFlag{Name: flagQuiet, Aliases: []string{"q"}, Usage: "say nothing of what gorun sets for the ranks (OMP_NUM_THREADS, GOMAXPROCS, binding) or of oversubscription, as mpirun -q; failures are still reported"},
 	}
 }

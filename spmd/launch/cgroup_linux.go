@@ -160,6 +160,7 @@ func (c *cgroup) Close() error {
 	if err != nil {
 		return fmt.Errorf("cgroup %s: %w", c.dir, err)
 	}
+	c.logf("removed cgroup %s", c.dir)
 	return nil
 }
 

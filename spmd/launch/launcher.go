@@ -92,7 +92,7 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	out.Tag, out.Timestamp = cfg.TagOutput, cfg.TimestampOutput
 	logf := func(format string, args ...any) {}
 	if cfg.Verbose {
-		logf = out.Logf
+		logf = out.Verbosef
 	}
 	progs := make([]program, len(cfg.contexts()))
 	for i, a := range cfg.contexts() {
@@ -326,7 +326,7 @@ func (l *Launcher) openSeed(ctx context.Context, cfg SeedConfig, ports string, o
 		return nil, nil
 	}
 	cfg.Ports, _ = contract.ParsePortRange(ports)
-	cfg.Logf = out.Logf
+	cfg.Logf = out.Verbosef
 	seed, err := l.OpenSeed(ctx, cfg)
 	if err != nil {
 		what := "the job's rendezvous"
@@ -340,7 +340,7 @@ func (l *Launcher) openSeed(ctx context.Context, cfg SeedConfig, ports string, o
 		return nil, fmt.Errorf("cannot open %s on %s%s: %w", what, cfg.BindAddr, hint, err)
 	}
 	if cfg.Verbose && seed.Addr() != "" {
-		out.Logf("gossip seed listening on %s", seed.Addr())
+		out.Verbosef("gossip seed listening on %s", seed.Addr())
 	}
 	return seed, nil
 }

@@ -61,6 +61,17 @@ func (o *output) Logf(format string, args ...any) {
 	io.WriteString(o.stderr, msg)
 }
 
+// Verbosef is Logf for --verbose lines: after "gorun: " it writes the
+// time of day to the microsecond, as the ranks' verbose lines carry it, so
+// that the launcher's steps and the ranks' read as one timeline.
+func (o *output) Verbosef(format string, args ...any) {
+	o.Logf("%s "+format, append([]any{time.Now().Format(verboseTime)}, args...)...)
+}
+
+// verboseTime is the layout of Verbosef's time: log.Ltime|log.Lmicroseconds',
+// which the ranks' loggers use.
+const verboseTime = "15:04:05.000000"
+
 // RankWriters returns the writers for one rank's stdout and stderr. Lines
 // go to o; with dir set the bytes also go, unchanged, to dir/rank.N.out and
 // dir/rank.N.err. Close flushes a last partial line and closes the files.

@@ -131,3 +131,31 @@ func BenchmarkOutputLines(b *testing.B) {
 		w.Write(chunk)
 	}
 }
+
+// --verbose lines carry the time of day to the microsecond after "gorun: ",
+// as the ranks' verbose lines do, so that both read as one timeline.
+func TestVerboseLinesTimed(t *testing.T) {
+	var errs bytes.Buffer
+	o := newOutput(&bytes.Buffer{}, &errs)
+	before := time.Now()
+	o.Verbosef("started rank %d", 3)
+	line := errs.String()
+	rest, ok := strings.CutPrefix(line, "gorun: ")
+	stamp, msg, _ := strings.Cut(rest, " ")
+	if !ok || msg != "started rank 3\n" {
+		t.Fatalf("verbose line %q, want gorun: TIME started rank 3", line)
+	}
+	at, err := time.ParseInLocation(verboseTime, stamp, time.Local)
+	if err != nil || len(stamp) != len("15:04:05.000000") {
+		t.Fatalf("verbose line %q: time %q is not hh:mm:ss.micro (%v)", line, stamp, err)
+	}
+	// The call's time of day, to within a second (around midnight, a day
+	// off either way).
+	at = time.Date(before.Year(), before.Month(), before.Day(), at.Hour(), at.Minute(), at.Second(), at.Nanosecond(), before.Location())
+	for _, d := range []time.Duration{0, 24 * time.Hour, -24 * time.Hour} {
+		if off := at.Add(d).Sub(before); off > -time.Millisecond && off < time.Second {
+			return
+		}
+	}
+	t.Errorf("verbose line %q: time %s, called at %s", line, stamp, before.Format(verboseTime))
+}

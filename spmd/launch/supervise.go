@@ -97,11 +97,7 @@ func (j *job) run(ctx context.Context, seed Seed) int {
 		j.procs = append(j.procs, p)
 		s.running++
 		go func() { exits <- ended{rp.Rank, p.Wait()} }()
-	}
-	if j.cfg.Verbose {
-		for r, p := range j.procs {
-			j.logf("started rank %d (pid %d on %s)", r, p.Pid(), j.plan.Ranks[r].Host)
-		}
+		j.logf("started rank %d (pid %d on %s)", rp.Rank, p.Pid(), rp.Host)
 	}
 	if n := len(j.procs); n > 0 && n < len(j.plan.Ranks) && s.stopping && s.decided {
 		j.out.Logf("%d of %d ranks were started before the job stopped", n, len(j.plan.Ranks))
@@ -115,7 +111,9 @@ func (j *job) run(ctx context.Context, seed Seed) int {
 		done := j.waitSeed(ctx, seed)
 		defer done()
 	}
-	return s.loop(ctx, exits)
+	status := s.loop(ctx, exits)
+	j.logf("every rank has ended")
+	return status
 }
 
 // poll acts on every event that has come, without waiting.
