@@ -4,22 +4,63 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"strings"
 )
 
 // Dir is where segments live: a tmpfs, so that they are memory, not disk.
 const Dir = "/dev/shm"
 
-var (
-	jobIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
-	// segmentName matches what follows "gorun-<jobid>-" in the name of a
-	// segment, of its doorbell or of a shared area (Share).
-	segmentName = regexp.MustCompile(`^(r[0-9]+-[0-9a-f]{16}(\.new|\.bell)?|s[0-9a-f]{16})$`)
-)
+// validJobID reports whether id is 1 to 64 letters, digits, '.', '_' or
+// '-'. By hand, as isSegmentName: the two regexps they replace took 0.28
+// ms of every rank's start and gorun's, compiled as the package loaded
+// (GODEBUG=inittrace=1: 1058 allocations), the most of any package.
+func validJobID(id string) bool {
+	if len(id) < 1 || len(id) > 64 {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if !isAlnum(c) && c != '.' && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// isSegmentName reports whether name is what follows "gorun-<jobid>-" in
+// the name of a segment, of its doorbell or of a shared area (Share):
+// r<rank>-<16 hex digits>, then .new or .bell or nothing; or s<16 hex
+// digits>.
+func isSegmentName(name string) bool {
+	if hex, ok := strings.CutPrefix(name, "s"); ok {
+		return isHex16(hex)
+	}
+	rest, ok := strings.CutPrefix(name, "r")
+	if !ok {
+		return false
+	}
+	rank, rest, ok := strings.Cut(rest, "-")
+	if !ok || rank == "" || strings.Trim(rank, "0123456789") != "" {
+		return false
+	}
+	for _, suffix := range []string{".new", ".bell"} {
+		if h, ok := strings.CutSuffix(rest, suffix); ok {
+			return isHex16(h)
+		}
+	}
+	return isHex16(rest)
+}
+
+// isHex16 reports whether s is 16 lowercase hexadecimal digits.
+func isHex16(s string) bool {
+	return len(s) == 16 && strings.Trim(s, "0123456789abcdef") == ""
+}
+
+func isAlnum(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
 
 func checkJobID(jobID string) error {
-	if !jobIDPattern.MatchString(jobID) {
+	if !validJobID(jobID) {
 		return fmt.Errorf("shm: job id %q: want 1 to 64 letters, digits, '.', '_' or '-'", jobID)
 	}
 	return nil
@@ -47,7 +88,7 @@ func cleanupDir(dir, jobID string) error {
 	var errs []error
 	for _, e := range entries {
 		rest, ok := strings.CutPrefix(e.Name(), prefix)
-		if !ok || !segmentName.MatchString(rest) {
+		if !ok || !isSegmentName(rest) {
 			continue
 		}
 		if err := os.Remove(dir + "/" + e.Name()); err != nil && !errors.Is(err, os.ErrNotExist) {
