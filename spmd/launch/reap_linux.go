@@ -24,8 +24,16 @@ func Subreap() error { return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0
 // KillOrphans kills and reaps every child of this process, and the
 // children those leave behind, until none is left, and returns how many
 // it killed. Call it when the job is over and every rank has been waited
-// for: any child left then is a descendant that outlived its rank.
+// for: any child left then is a descendant that outlived its rank. It
+// first reads this process's children files (ownChildren), a few small
+// reads, and returns at once when they list none, the common end of a
+// job; only a job that left children has every process read (children):
+// 1 ms of every gorun's exit with 67 processes on the development VM, and
+// more on a login node that runs thousands.
 func KillOrphans() int {
+	if len(ownChildren()) == 0 {
+		return 0
+	}
 	self := os.Getpid()
 	killed := 0
 	for round := 0; round < 100; round++ {
@@ -71,7 +79,9 @@ func children(pid int) []int {
 // development VM, and reapOrphans runs at every SIGCHLD, one a rank at the
 // end of a job. The kernel does not promise that those files list a child
 // that comes or goes while they are read: a zombie missed here is reaped
-// at the next SIGCHLD, or by KillOrphans, which reads every process.
+// at the next SIGCHLD, or by KillOrphans. At a job's end nothing comes or
+// goes but for a daemon that outlived its rank, which the job's cgroup has
+// killed already where there is one.
 // Where the kernel has no such files it falls back to children.
 func ownChildren() []int {
 	tasks, err := os.ReadDir("/proc/self/task")
