@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gorun-hpc/gorun/net/shm"
 )
 
 // A job's cgroup holds the ranks that one starter (gorun, or a host's
@@ -216,7 +218,9 @@ func populated(dir string) bool {
 // RunGuard is gorun's hidden guard mode (gorun --cgroup-guard DIR): it
 // reads in until its end, which comes when the gorun or agent that
 // started it has ended, however it ended; then it kills what is left in
-// the job's cgroup dir, waits for it to empty and removes it. It ignores
+// the job's cgroup dir, waits for it to empty and removes it, and removes
+// what the job's ranks left in /dev/shm (shm.Cleanup), which the gorun or
+// agent does at the end of a job but not when it is killed. It ignores
 // the signals that stop a job (the job's starter decides when), and
 // refuses a directory that is not a job's cgroup. It returns the exit
 // status; log gets the reason of a failure.
@@ -237,7 +241,26 @@ func guardCgroup(dir string, in io.Reader, log io.Writer) int {
 		fmt.Fprintf(log, "gorun: cgroup %s: %v\n", dir, err)
 		return 1
 	}
+	// The ranks are gone: their segments can go. A gorun that died of a
+	// SIGPIPE (gorun ... | head) left 250 MB of a 16-rank job's there.
+	if job, ok := cgroupJob(dir); ok {
+		if err := shm.Cleanup(job); err != nil {
+			fmt.Fprintf(log, "gorun: %v\n", err)
+			return 1
+		}
+	}
 	return 0
+}
+
+// cgroupJob is the id of the job whose cgroup is dir (gorun-JOBID-PID,
+// openCgroup's name).
+func cgroupJob(dir string) (string, bool) {
+	rest, ok := strings.CutPrefix(filepath.Base(dir), guardPrefix)
+	i := strings.LastIndexByte(rest, '-')
+	if !ok || i <= 0 {
+		return "", false
+	}
+	return rest[:i], true
 }
 
 // selfCgroup is the directory of this process's cgroup v2.

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorun-hpc/gorun/net/shm"
 )
 
 func TestParseMountinfo(t *testing.T) {
@@ -152,10 +154,23 @@ func TestCgroupClose(t *testing.T) {
 }
 
 // TestGuard: the guard kills and removes the cgroup once its input ends,
-// and refuses a directory that is not a job's cgroup.
+// and the job's files in /dev/shm, and refuses a directory that is not a
+// job's cgroup.
 func TestGuard(t *testing.T) {
 	c := testCgroup(t)
 	_, daemon := startIn(t, c, "exec sleep 300")
+	job, ok := cgroupJob(c.dir)
+	if !ok {
+		t.Fatalf("no job in the name of %s", c.dir)
+	}
+	seg := filepath.Join(shm.Dir, "gorun-"+job+"-r0-0123456789abcdef")
+	other := filepath.Join(shm.Dir, "gorun-"+job+"x-r0-0123456789abcdef") // another job's
+	for _, f := range []string{seg, seg + ".bell", other} {
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Skipf("no %s to leave a segment in: %v", shm.Dir, err)
+		}
+		t.Cleanup(func() { os.Remove(f) })
+	}
 	r, w := io.Pipe()
 	done := make(chan int, 1)
 	go func() { done <- guardCgroup(c.dir, r, io.Discard) }()
@@ -173,6 +188,14 @@ func TestGuard(t *testing.T) {
 	}
 	if _, err := os.Stat(c.dir); !os.IsNotExist(err) {
 		t.Errorf("%s is still there: %v", c.dir, err)
+	}
+	for _, f := range []string{seg, seg + ".bell"} {
+		if _, err := os.Stat(f); !os.IsNotExist(err) {
+			t.Errorf("the job's %s is still there: %v", f, err)
+		}
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("another job's %s: %v", other, err)
 	}
 	if code := guardCgroup("/sys/fs/cgroup/user.slice", strings.NewReader(""), io.Discard); code != 2 {
 		t.Errorf("guarding a cgroup not a job's: %d, want 2", code)
