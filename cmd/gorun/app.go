@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -198,6 +199,11 @@ func exitCode(err error, stderr io.Writer) int {
 		return 0
 	case errors.As(err, &st):
 		return int(st)
+	case errors.Is(err, syscall.EPIPE):
+		// Its output closed (gorun --dry-run ... | head): quiet, with the
+		// status of the SIGPIPE that gorun, which catches it to stop a
+		// running job, no longer dies of.
+		return 128 + int(syscall.SIGPIPE)
 	}
 	fmt.Fprintf(stderr, "gorun: %v\n", err)
 	return launch.ExitCode(err)

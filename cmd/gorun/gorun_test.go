@@ -1094,3 +1094,41 @@ func TestBindTo(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputClosed: when the reader of gorun's output goes (gorun ... |
+// head), gorun stops the job and exits with the status of a SIGPIPE,
+// saying so on stderr; it used to die of the SIGPIPE, leaving the ranks
+// to theirs and their files in /dev/shm to nobody.
+func TestOutputClosed(t *testing.T) {
+	dir := t.TempDir()
+	pids := filepath.Join(dir, "pids")
+	cmd := gorunCmd(t, "-np", "2", "sh", "-c", `echo $$ >> `+pids+`; while :; do echo x; done`)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := out.Read(make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitPids(t, pids, 2)
+	out.Close()
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 141 {
+		t.Errorf("gorun: %v, want exit status 141\n%s", err, stderr.String())
+	}
+	if want := "gorun: gorun's output is closed (SIGPIPE): stopping"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+	}
+	for _, pid := range waitPids(t, pids, 2) {
+		if alive(pid) {
+			t.Errorf("rank pid %d outlived gorun", pid)
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}

@@ -15,7 +15,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	// The supervisor sees every signal, the second Ctrl-C included.
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	// SIGPIPE too, as the agent does: a write to a closed stdout or
+	// stderr then fails instead of killing gorun, and the supervisor stops
+	// the job.
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE)
 	// Orphans of the ranks (daemons that detached) come to gorun, and
 	// die when the job is over: no process of the job outlives gorun.
 	launch.Subreap()

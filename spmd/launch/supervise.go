@@ -47,6 +47,7 @@ type supervisor struct {
 	decided  bool // the first failure, signal, or timeout has set status
 	stopping bool // the ranks have been told to stop
 	signals  int  // stop signals received
+	piped    bool // a SIGPIPE came: gorun's output is closed
 	grace    <-chan time.Time
 	timeout  <-chan time.Time // fires at --timeout
 	ctxDone  <-chan struct{}  // the run's context; nil once acted on
@@ -207,6 +208,21 @@ func (s *supervisor) signal(sig os.Signal) {
 	case syscall.SIGUSR1, syscall.SIGUSR2:
 		s.logf("forwarding %v to %s", ss, s.ranks())
 		s.signalAll(ss)
+		return
+	case syscall.SIGPIPE:
+		// gorun's stdout or stderr is a pipe whose reader has gone (gorun
+		// ... | head). A gorun that died of it, as the default action has
+		// it, left the ranks to die of theirs, or to run on, and their
+		// files in /dev/shm; so the job stops as for a SIGTERM, with the
+		// status of a process killed by SIGPIPE. Every write to the closed
+		// pipe brings another: they stop nothing more.
+		if s.piped {
+			return
+		}
+		s.piped = true
+		s.decide(128 + int(ss))
+		s.out.Logf("gorun's output is closed (SIGPIPE): stopping %s", s.ranks())
+		s.stopWith(syscall.SIGTERM)
 		return
 	}
 	s.signals++
