@@ -401,7 +401,7 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-var agentLine = regexp.MustCompile(`gorun: host (h\d): agent pid \d+ on (h\d), started by (the launcher|agent h\d), ssh from (\S+)`)
+var agentLine = regexp.MustCompile(`gorun: (?:[0-9:.]+ )?host (h\d): agent pid \d+ on (h\d), started by (the launcher|agent h\d), ssh from (\S+)`)
 
 // testRigTree starts agents on four hosts two at a time: the launcher
 // starts h1 and h3, which start h2 and h4.

@@ -52,6 +52,10 @@ func newOutput(stdout, stderr io.Writer) *output {
 	return &output{stdout: &stream{w: stdout}, stderr: &stream{w: stderr}}
 }
 
+// closed reports whether the reader of gorun's stdout or stderr has gone
+// (closedPipe).
+func (o *output) closed() bool { return closedPipe(o.stdout.w) || closedPipe(o.stderr.w) }
+
 // Logf writes one line "gorun: ..." to stderr.
 func (o *output) Logf(format string, args ...any) {
 	msg := fmt.Sprintf("gorun: "+format, args...)

@@ -215,8 +215,9 @@ func (s *supervisor) signal(sig os.Signal) {
 		// it, left the ranks to die of theirs, or to run on, and their
 		// files in /dev/shm; so the job stops as for a SIGTERM, with the
 		// status of a process killed by SIGPIPE. Every write to the closed
-		// pipe brings another: they stop nothing more.
-		if s.piped {
+		// pipe brings another: they stop nothing more. A SIGPIPE of a
+		// write to a rank's stdin, which it did not read, stops nothing.
+		if s.piped || !s.out.closed() {
 			return
 		}
 		s.piped = true
