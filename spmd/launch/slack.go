@@ -4,6 +4,7 @@ import (
 	"debug/buildinfo"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 //
 // By default (auto) a starter gives autoTimerSlack to each rank it binds
 // to one CPU of its own (no other rank bound to it) whose program is a Go
-// binary, and leaves every other rank the slack it inherits; a program
+// binary, on a host of at most autoSlackMaxRanks ranks, and leaves every
+// other rank the slack it inherits; a program
 // started through a wrapper (env, numactl, sh -c) is the wrapper's, and
 // gets none. Why (issue #29, the 2-core development
 // VM, np 2 bound): a Go process's sysmon thread shares the rank's one CPU.
@@ -47,6 +49,24 @@ import (
 // bound to a socket therefore get no slack unless the user asks, nor does
 // a program that is not Go (no sysmon).
 const autoTimerSlack = 500 * time.Microsecond
+
+// autoSlackMaxRanks is the most ranks a host may run for auto to give its
+// bound Go ranks the slack. On the 16-core machine (issue #29), 16 bound
+// ranks with the slack (percall at np 16, two runs each, against
+// --timer-slack 0): 1 KiB all-gathers each after a message barrier took
+// 296-337 us on average (p90 1.35-1.52 ms) against 6.4-6.9; the model's
+// probe timed a barrier round at 315-404 us against 1.6-1.9 (one run of
+// four at 1.7), and a job's first all-reduce, which runs the probe, took
+// 44-116 ms against 12-20; 100-200 us of slack still made the barriers'
+// p99 1.1-1.3 ms. Only the all-reduces and all-gathers back to back were
+// better with it (p99 3.5-6.3 us against 13-15). A wake-up on the message
+// path waits out one of the runtime's short sleeps, it seems, that the
+// slack stretches; with 2 ranks, whose barrier is one round, it did not
+// show (1 KiB all-gathers after a barrier at np 2 on the VM: 0.21-0.32
+// against 0.20-0.24 us), and the small collectives ran 7-30% faster
+// (collbench np 2, 3 alternating runs, 8 B-4 KiB, session 33). Between
+// 3 and 15 ranks nothing was measured, so auto gives none there.
+const autoSlackMaxRanks = 2
 
 // maxTimerSlack bounds --timer-slack: past a millisecond or so the slack
 // delays the runtime's own timers (4 ms made a hand-off twice as slow).
@@ -89,6 +109,9 @@ func slackFor(env []string, b binding, path string) (timerSlack, error) {
 		return timerSlack{d: d}, nil
 	}
 	if len(b.cpus) != 1 || b.ranks != 1 || !isGoProgram(path) {
+		return timerSlack{}, nil
+	}
+	if v, _ := envValue(env, contract.EnvLocalSize); atoiOr(v, 0) > autoSlackMaxRanks {
 		return timerSlack{}, nil
 	}
 	return timerSlack{d: autoTimerSlack, auto: true}, nil
@@ -134,4 +157,12 @@ func goProgram(path string) (goBin, here bool) {
 	_, err = buildinfo.ReadFile(path)
 	goPrograms.Store(key, err == nil)
 	return err == nil, true
+}
+
+// atoiOr is s as an int, or def where s is not one.
+func atoiOr(s string, def int) int {
+	if n, err := strconv.Atoi(s); err == nil {
+		return n
+	}
+	return def
 }

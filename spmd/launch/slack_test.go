@@ -27,7 +27,8 @@ func TestParseTimerSlack(t *testing.T) {
 }
 
 // TestSlackFor: auto gives a Go program (this test binary) bound alone to
-// one CPU its slack and nothing to an unbound one, one bound to 2 CPUs (a
+// one CPU, on a host of at most 2 ranks, its slack and nothing to one of
+// 16 ranks, to an unbound one, one bound to 2 CPUs (a
 // core's hardware threads) or to a CPU another rank shares, or another
 // program (a shell); a chosen slack goes to every rank.
 func TestSlackFor(t *testing.T) {
@@ -46,6 +47,8 @@ func TestSlackFor(t *testing.T) {
 		want time.Duration
 	}{
 		{"auto, bound Go", nil, bound, self, autoTimerSlack},
+		{"auto, bound Go, 2 ranks on the host", []string{contract.EnvLocalSize + "=2"}, bound, self, autoTimerSlack},
+		{"auto, bound Go, 16 ranks on the host", []string{contract.EnvLocalSize + "=16"}, bound, self, 0},
 		{"auto, unbound Go", nil, unbound, self, 0},
 		{"auto, Go bound to 2 CPUs", nil, core, self, 0},
 		{"auto, Go bound to a CPU it shares", nil, shared, self, 0},
@@ -57,7 +60,8 @@ func TestSlackFor(t *testing.T) {
 		{"last wins", []string{contract.EnvTimerSlack + "=2ms", contract.EnvTimerSlack + "=auto"}, unbound, self, 0},
 	} {
 		got, err := slackFor(tc.env, tc.b, tc.path)
-		if err != nil || got.d != tc.want || got.auto != (tc.env == nil && tc.want > 0) {
+		_, chosen := envValue(tc.env, contract.EnvTimerSlack)
+		if err != nil || got.d != tc.want || got.auto != (!chosen && tc.want > 0) {
 			t.Errorf("%s: slackFor = %v, %v; want %v", tc.name, got, err, tc.want)
 		}
 	}
