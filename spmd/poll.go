@@ -12,9 +12,21 @@ import (
 
 // pollBudget is how long a goroutine waiting for a request drives a
 // transport.Poller itself before it blocks until the transport's receiver
-// wakes it: long enough to cover a hop between busy ranks, short enough
-// that a rank waiting for a slow peer soon stops taking a core.
-const pollBudget = 100 * time.Microsecond
+// wakes it, and how long WaitShared polls before it sleeps, with a core
+// per rank: long enough to cover a hop between busy ranks and the
+// hiccups of the ranks around it, short enough that a rank waiting for a
+// slow peer soon stops taking its core. It was 100 us: on 16 cores at np
+// 16 a rank that slept took about a millisecond to be woken and arrive,
+// and a barrier's every round could meet one. 1 ms against 100 us there
+// (percall, 3 runs each in turns, Open MPI beside): 1 KiB all-gathers
+// each after a barrier 3.2-4.6 us on average against 11-22, p99 23-50 us
+// against 85-1107, slowest 139-268 us against 1.3-3.9 ms; a job's second
+// to fourth all-reduces, each after a barrier, 2-210 us against up to 1.1
+// ms; 20,000 8-byte all-reduces back to back alike (p99 13 us); collbench's
+// 8 B-4 KiB all-reduces 0.37-1.01x Open MPI's against 0.55-1.31x. Polling
+// WaitShared alone for 1 ms did not do it (0.43-1.25x, the barrier's p99
+// 180-1060 us).
+const pollBudget = time.Millisecond
 
 // crowdedPollBudget is pollBudget on a host with more ranks than cores.
 // There a polling rank yields its core at every round (see idler), so a
