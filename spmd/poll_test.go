@@ -1,6 +1,7 @@
 package spmd
 
 import (
+	"runtime"
 	"testing"
 	"time"
 )
@@ -9,6 +10,7 @@ import (
 // at 1 GB/s, at most maxSizeBudget more; on a crowded host for the crowded
 // budget whatever its size.
 func TestBudgetFor(t *testing.T) {
+	defer manyWorlds.Store(manyWorlds.Swap(false)) // as in a launched rank, whatever other tests left open
 	for _, c := range []struct {
 		n       int
 		crowded bool
@@ -25,4 +27,33 @@ func TestBudgetFor(t *testing.T) {
 			t.Errorf("budgetFor(%d, crowded %v) = %v, want %v", c.n, c.crowded, got, c.want)
 		}
 	}
+}
+
+// Where a process runs more worlds than Go processors (ranks that are its
+// goroutines), a wait polls for the short budget; once they are closed
+// down to as many as the processors, for the long one again.
+func TestManyWorldsPollBriefly(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	countWorld(0) // as GOMAXPROCS now has it
+	if manyWorlds.Load() {
+		t.Skipf("%d worlds of other tests are live", liveWorlds.Load())
+	}
+	peers := []Peer{{Rank: 0}}
+	var ws []*World
+	for range 2 {
+		w, err := New(selfOnly{}, 0, peers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	if got := budgetFor(0, false); got != sharedRuntimePollBudget {
+		t.Errorf("2 worlds on 1 processor: budget %v, want %v", got, sharedRuntimePollBudget)
+	}
+	ws[1].Close()
+	ws[1].Close() // idempotent: counted once
+	if got := budgetFor(0, false); got != pollBudget {
+		t.Errorf("1 world on 1 processor: budget %v, want %v", got, pollBudget)
+	}
+	ws[0].Close()
 }

@@ -106,6 +106,9 @@ func (c *Comm) WaitShared(ctx context.Context, r int, word, sleepers *atomic.Uin
 	}
 	crowded := c.core.engine.crowded
 	budget, check := pollBudget, 255
+	if manyWorlds.Load() {
+		budget = sharedRuntimePollBudget
+	}
 	if crowded {
 		budget, check = crowdedPollBudget, 7
 	}

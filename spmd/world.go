@@ -134,6 +134,7 @@ func New(tr transport.Transport, rank int, peers []Peer, opts ...Option) (*World
 		env:   Env{Rank: rank, Size: size, LocalSize: 1, NodeCount: 1},
 	}
 	w.closers = append(w.closers, tr.Close, c.trace.Close)
+	countWorld(1)
 	return w, nil
 }
 
@@ -160,6 +161,7 @@ func (w *World) HostID() string { return w.peers[w.Rank()].HostID }
 // this rank then get ErrPeerLost. Close is idempotent.
 func (w *World) Close() error {
 	w.closeOnce.Do(func() {
+		countWorld(-1)
 		w.core.engine.close(ErrClosed)
 		var errs []error
 		for i := len(w.closers) - 1; i >= 0; i-- {
