@@ -105,12 +105,9 @@ func (c *Comm) WaitShared(ctx context.Context, r int, word, sleepers *atomic.Uin
 		return nil
 	}
 	crowded := c.core.engine.crowded
-	budget, check := pollBudget, 255
-	if manyWorlds.Load() {
-		budget = sharedRuntimePollBudget
-	}
+	budget, check := budgetFor(0, crowded), 255 // a request's budget, for no bytes
 	if crowded {
-		budget, check = crowdedPollBudget, 7
+		check = 7
 	}
 	done := ctx.Done()
 	var start time.Time

@@ -156,6 +156,7 @@ func bindUnits(cpus []cpuInfo, unit string) []bindUnit {
 type binding struct {
 	cpus   []int
 	ranks  int    // the ranks of the host bound to the same CPUs, this one included
+	host   int    // the ranks of the host (GORUN_LOCAL_SIZE), where bound
 	unit   string // what the rank is bound to: "none", "hwthread", "core" or "socket"
 	auto   bool   // the unit is auto's choice, not the user's
 	report bool
@@ -209,7 +210,7 @@ func bindingFor(env []string, hostCPUs func() ([]cpuInfo, error), host string) (
 		return b, errorf(ErrUsage, "--bind-to %v: %d ranks on %s would put %d on %s %d, which holds %d (one per core); use --bind-to %s:overload-allowed to have ranks share it, or --bind-to none",
 			p, size, host, on, p.Unit, u, units[u].cores, p.Unit)
 	}
-	b.cpus, b.ranks, b.unit = units[u].cpus, on, p.Unit
+	b.cpus, b.ranks, b.host, b.unit = units[u].cpus, on, size, p.Unit
 	b.what = fmt.Sprintf("%s %d (%s %s)", p.Unit, u, plural(len(b.cpus), "cpu"), cpuList(b.cpus))
 	return b, nil
 }

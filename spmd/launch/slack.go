@@ -4,7 +4,6 @@ import (
 	"debug/buildinfo"
 	"fmt"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -108,10 +107,7 @@ func slackFor(env []string, b binding, path string) (timerSlack, error) {
 	if d >= 0 {
 		return timerSlack{d: d}, nil
 	}
-	if len(b.cpus) != 1 || b.ranks != 1 || !isGoProgram(path) {
-		return timerSlack{}, nil
-	}
-	if v, _ := envValue(env, contract.EnvLocalSize); atoiOr(v, 0) > autoSlackMaxRanks {
+	if len(b.cpus) != 1 || b.ranks != 1 || b.host > autoSlackMaxRanks || !isGoProgram(path) {
 		return timerSlack{}, nil
 	}
 	return timerSlack{d: autoTimerSlack, auto: true}, nil
@@ -157,12 +153,4 @@ func goProgram(path string) (goBin, here bool) {
 	_, err = buildinfo.ReadFile(path)
 	goPrograms.Store(key, err == nil)
 	return err == nil, true
-}
-
-// atoiOr is s as an int, or def where s is not one.
-func atoiOr(s string, def int) int {
-	if n, err := strconv.Atoi(s); err == nil {
-		return n
-	}
-	return def
 }

@@ -47,8 +47,8 @@ func TestSlackFor(t *testing.T) {
 		want time.Duration
 	}{
 		{"auto, bound Go", nil, bound, self, autoTimerSlack},
-		{"auto, bound Go, 2 ranks on the host", []string{contract.EnvLocalSize + "=2"}, bound, self, autoTimerSlack},
-		{"auto, bound Go, 16 ranks on the host", []string{contract.EnvLocalSize + "=16"}, bound, self, 0},
+		{"auto, bound Go, 2 ranks on the host", nil, binding{cpus: []int{0}, ranks: 1, host: 2}, self, autoTimerSlack},
+		{"auto, bound Go, 16 ranks on the host", nil, binding{cpus: []int{0}, ranks: 1, host: 16}, self, 0},
 		{"auto, unbound Go", nil, unbound, self, 0},
 		{"auto, Go bound to 2 CPUs", nil, core, self, 0},
 		{"auto, Go bound to a CPU it shares", nil, shared, self, 0},
