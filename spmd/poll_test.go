@@ -1,7 +1,10 @@
 package spmd
 
 import (
+	"context"
+	"errors"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -56,4 +59,55 @@ func TestManyWorldsPollBriefly(t *testing.T) {
 		t.Errorf("1 world on 1 processor: budget %v, want %v", got, pollBudget)
 	}
 	ws[0].Close()
+}
+
+// pollCounter is a transport that delivers nothing and counts the polls of
+// the goroutines that wait on it.
+type pollCounter struct {
+	selfOnly
+	polls atomic.Int64
+}
+
+func (*pollCounter) BeginPoll()   {}
+func (p *pollCounter) Poll() bool { p.polls.Add(1); return false }
+func (*pollCounter) EndPoll()     {}
+
+// TestListenWaitsWithoutPolling: the wait for a Listen receive, which may
+// never complete, blocks at once, where an Irecv's first polls the
+// transport; closing the world ends it.
+func TestListenWaitsWithoutPolling(t *testing.T) {
+	tr := &pollCounter{}
+	w, err := New(tr, 0, []Peer{{Rank: 0}, {Rank: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	buf := make([]byte, 8)
+	r := w.Listen(1, 5, buf)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Wait(context.Background())
+		done <- err
+	}()
+	time.Sleep(2 * budgetFor(len(buf), false))
+	if n := tr.polls.Load(); n != 0 {
+		t.Errorf("a Listen's wait polled the transport %d times, want none", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), budgetFor(len(buf), false)/4)
+	defer cancel()
+	if _, err := w.Irecv(1, 6, buf).Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("an Irecv that nothing completes: %v, want the deadline", err)
+	}
+	if tr.polls.Load() == 0 {
+		t.Error("an Irecv's wait did not poll the counting transport: the test sees nothing")
+	}
+	w.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("a Listen's wait when the world closed: %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Listen's wait did not end when the world closed")
+	}
 }

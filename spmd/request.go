@@ -41,6 +41,9 @@ type Request struct {
 	stage reqStage
 
 	complete bool // the owner has taken the token
+	// quiet says that Wait blocks at once, without driving the transport:
+	// a receive of Comm.Listen, which may never complete.
+	quiet bool
 
 	tr *traced // set when the request is traced (profiling on)
 }
@@ -174,7 +177,7 @@ func (r *Request) Wait(ctx context.Context) (int, error) {
 		if r.tr != nil {
 			waited = r.tr.rec.Now()
 		}
-		if p := r.e.poller; p == nil || !r.poll(ctx, p) {
+		if p := r.e.poller; p == nil || r.quiet || !r.poll(ctx, p) {
 			r.block(ctx)
 		}
 	}
