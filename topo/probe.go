@@ -176,7 +176,7 @@ func pingPong(ctx context.Context, cc *spmd.Comm, pair []int) (Link, bool, error
 			return Link{}, false, err
 		}
 		if me == b {
-			err = echo(ctx, cc, a, mem[:top], mem[top:])
+			err = echo(ctx, cc, a, [2][]byte{mem[:top], mem[top:]})
 		} else {
 			k, err = timeLink(ctx, cc, b, mem[:top], mem[top:])
 		}
@@ -262,7 +262,7 @@ func roundTrip(ctx context.Context, cc *spmd.Comm, peer int, send, recv []byte) 
 // to peer. It takes the messages into the two buffers in turn, and posts
 // the receive of a bandwidth message before the echo of the one before it
 // leaves, since peer sends it as soon as that echo is in.
-func echo(ctx context.Context, cc *spmd.Comm, peer int, bufs ...[]byte) error {
+func echo(ctx context.Context, cc *spmd.Comm, peer int, bufs [2][]byte) error {
 	var sizes []int
 	for _, s := range probeSizes {
 		for range s.warm + s.rounds {
