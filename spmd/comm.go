@@ -279,7 +279,7 @@ func (c *Comm) post(src, tag int, buf []byte, watch bool) (*Request, int) {
 // goroutine of its own, and their polls, a millisecond each, took the
 // core of a rank bound to one from the collectives that followed (a
 // 2-rank job's first 10,000 8-byte all-reduces on the 2-core VM met a
-// stall of 0.7-0.8 ms: perf found prims' listeners in Poll on the rank's
+// stall of 0.3-1.1 ms: perf found prims' listeners in Poll on the rank's
 // other thread).
 func (c *Comm) Listen(src, tag int, buf []byte) *Request {
 	r, _ := c.post(src, tag, buf, false)
