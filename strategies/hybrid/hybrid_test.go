@@ -2,7 +2,6 @@ package hybrid_test
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -12,7 +11,6 @@ import (
 	"github.com/gorun-hpc/gorun/prims"
 
 	"github.com/gorun-hpc/gorun/spmd"
-	"github.com/gorun-hpc/gorun/spmd/spmdtest"
 	"github.com/gorun-hpc/gorun/strategies/hybrid"
 	"github.com/gorun-hpc/gorun/strategies/nn"
 )
@@ -89,38 +87,11 @@ func reference(t *testing.T) run {
 	return refRun
 }
 
-// train runs the configuration on n ranks and returns rank 0's view.
+// train runs the configuration's testSteps steps on n ranks and returns
+// rank 0's view: trainFrom with no checkpoint.
 func train(t *testing.T, n int, cfg hybrid.Config) run {
 	t.Helper()
-	var mu sync.Mutex
-	var out run
-	spmdtest.Run(t, n, func(ctx context.Context, w *spmd.World) error {
-		e, err := hybrid.New(ctx, w.Comm, cfg)
-		if err != nil {
-			return err
-		}
-		defer e.Close()
-		var losses []float32
-		for step := range testSteps {
-			b := replica(batch(step, testModel.Context), e.Mesh().D, e.Mesh().DP)
-			loss, err := e.Step(ctx, b)
-			if err != nil {
-				return fmt.Errorf("step %d: %w", step, err)
-			}
-			losses = append(losses, loss)
-		}
-		params, err := e.Params(ctx)
-		if err != nil {
-			return err
-		}
-		if w.Rank() == 0 {
-			mu.Lock()
-			out = run{losses: losses, params: params}
-			mu.Unlock()
-		}
-		return nil
-	})
-	return out
+	return trainFrom(t, n, cfg, "", 0, testSteps, false)
 }
 
 // exactCodec compresses nothing: a plain sum all-reduce through the
