@@ -6,7 +6,14 @@
 // runnable but waiting for a CPU (/proc/self/task/*/schedstat). Where
 // collbench gives one mean per size, this shows whether a slow mean is
 // every call or a few stalls, and whether the stalls are sleeps or waits
-// for a core.
+// for a core. A second line per rank splits its threads' runs (schedstat's
+// timeslices, each an interval on a CPU) over the timed calls: the
+// busiest thread's (the calls' goroutine's, while it keeps to one thread),
+// Go's sysmon's (the thread asleep in nanosleep: it shares a bound rank's
+// core and wakes every 20 us to 10 ms while a goroutine runs), and the
+// others' (the runtime's other threads: an idle processor's, woken by
+// wakep, which may take the calls' goroutine over; GC workers; the
+// transport's receiver).
 //
 //	gorun -np 16 bench/percall --op allreduce --bytes 8 --calls 20000
 //	GORUN_ALGO=recdbl gorun -np 16 bench/percall --op allreduce --bytes 8 --calls 2000
@@ -31,6 +38,8 @@ import (
 	"os"
 	"runtime/trace"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -95,6 +104,8 @@ func run(op, size string, calls, warm int, barrier, first bool, traceTo string) 
 	var ru0, ru1 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	_, wait0 := schedstat()
+	th0 := threadStats()
+	began := time.Now()
 	ds := make([]float64, calls)
 	faults := make([]int64, calls) // page faults per call, with first
 	var busy time.Duration
@@ -132,6 +143,8 @@ func run(op, size string, calls, warm int, barrier, first bool, traceTo string) 
 	}
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	threads, wait1 := schedstat()
+	th1 := threadStats()
+	wall := time.Since(began)
 	trace.Stop() // a no-op where no trace runs
 	if first {
 		fmt.Printf("r%d %s %d B, the first %d calls (us):", w.Rank(), op, 4*len(out), calls)
@@ -157,7 +170,98 @@ func run(op, size string, calls, warm int, barrier, first bool, traceTo string) 
 	fmt.Printf("r%d %s %d B: mean %.3f us  p10 %.2f p50 %.2f p90 %.2f p99 %.2f max %.1f  tail %.0f%%  vol %d invol %d  threads %d runnable-wait %.2f ms\n",
 		w.Rank(), op, 4*len(out), busy.Seconds()*1e6/float64(calls), ds[calls/10], med, ds[calls*9/10], ds[calls*99/100], ds[calls-1],
 		100*tail/sum, ru1.Nvcsw-ru0.Nvcsw, ru1.Nivcsw-ru0.Nivcsw, threads, float64(wait1-wait0)/1e6)
+	fmt.Printf("r%d threads over %.0f ms: %s\n", w.Rank(), wall.Seconds()*1e3, splitThreads(th0, th1))
 	return nil
+}
+
+// thread is what the kernel counts of one thread of this process.
+type thread struct {
+	run, runs   int64 // ns on a CPU, and the intervals it ran (schedstat)
+	vol, invol  int64 // context switches: asleep, or switched out while runnable
+	inNanosleep bool  // blocked in nanosleep when read: Go's sysmon
+}
+
+// threadStats reads every thread of this process, by thread id.
+func threadStats() map[int]thread {
+	ts := map[int]thread{}
+	ents, _ := os.ReadDir("/proc/self/task")
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		dir := "/proc/self/task/" + e.Name()
+		var t thread
+		if b, err := os.ReadFile(dir + "/schedstat"); err == nil {
+			var wait int64
+			fmt.Sscan(string(b), &t.run, &wait, &t.runs)
+		}
+		if b, err := os.ReadFile(dir + "/status"); err == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				k, v, _ := strings.Cut(l, ":")
+				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				switch k {
+				case "voluntary_ctxt_switches":
+					t.vol = n
+				case "nonvoluntary_ctxt_switches":
+					t.invol = n
+				}
+			}
+		}
+		if b, err := os.ReadFile(dir + "/syscall"); err == nil {
+			nr, _, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+			t.inNanosleep = nr == strconv.Itoa(syscall.SYS_NANOSLEEP)
+		}
+		ts[tid] = t
+	}
+	return ts
+}
+
+// splitThreads says what the threads did between two readings: the
+// one that ran longest (the calls' goroutine's, while it kept to one
+// thread), sysmon, and the rest, each with its runs (intervals on a
+// CPU), the time it ran and how often it was switched out while
+// runnable (invol). sysmon is the thread in nanosleep at the end (the
+// others that sleep wait on futexes).
+func splitThreads(t0, t1 map[int]thread) string {
+	busiest, sysmon := 0, 0
+	for tid, t := range t1 {
+		if t.inNanosleep && (sysmon == 0 || tid < sysmon) {
+			sysmon = tid
+		}
+	}
+	for tid, t := range t1 {
+		if tid != sysmon && (busiest == 0 || diff(t0[tid], t).run > diff(t0[busiest], t1[busiest]).run) {
+			busiest = tid
+		}
+	}
+	var other thread
+	others := 0
+	for tid, t := range t1 {
+		if tid == busiest || tid == sysmon {
+			continue
+		}
+		d := diff(t0[tid], t)
+		if d.runs > 0 {
+			others++
+		}
+		other.runs += d.runs
+		other.run += d.run
+		other.invol += d.invol
+	}
+	b, s := diff(t0[busiest], t1[busiest]), diff(t0[sysmon], t1[sysmon])
+	sys := "no sysmon seen (no thread in nanosleep)"
+	if sysmon != 0 {
+		sys = fmt.Sprintf("sysmon runs %d, %.1f us each", s.runs, float64(s.run)/1e3/float64(max(1, s.runs)))
+	}
+	return fmt.Sprintf("busiest runs %d, %.2f ms (invol %d)  %s  %d others runs %d, %.2f ms (invol %d)",
+		b.runs, float64(b.run)/1e6, b.invol, sys, others, other.runs, float64(other.run)/1e6, other.invol)
+}
+
+// diff is what a thread did from a to b (a is zero for a thread that
+// started between them).
+func diff(a, b thread) thread {
+	return thread{run: b.run - a.run, runs: b.runs - a.runs, vol: b.vol - a.vol, invol: b.invol - a.invol}
 }
 
 // schedstat returns the threads of this process and the nanoseconds they
