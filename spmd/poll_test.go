@@ -111,3 +111,72 @@ func TestListenWaitsWithoutPolling(t *testing.T) {
 		t.Fatal("a Listen's wait did not end when the world closed")
 	}
 }
+
+// A rank alone in its process, with a core of its own, yields its Go
+// processor while it waits for a peer's word only once per sharedYield
+// of waiting (each yield wakes an idle processor's thread, which takes a
+// bound rank's CPU); ranks that are goroutines of one process yield every
+// 1024 rounds, for the rank they wait for may need the processor. The
+// word is published from the first yield after publishAfter, so that no
+// other goroutine need be scheduled meanwhile.
+func TestWaitSharedYieldsRarely(t *testing.T) {
+	const publishAfter = 6 * sharedYield
+	budget := budgetFor(0, false)
+	if budget < 2*publishAfter {
+		t.Skipf("a poll budget of %v (other tests' worlds are live): the wait would sleep before it yields", budget)
+	}
+	w, err := New(selfOnly{}, 0, []Peer{{Rank: 0}, {Rank: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var word, sleepers atomic.Uint32
+	var begin time.Time
+	var yields []time.Duration // since begin
+	defer swapVar(&gosched, func() {
+		y := time.Since(begin)
+		yields = append(yields, y)
+		if y >= publishAfter {
+			PublishShared(&word, &sleepers, word.Load()+1)
+		}
+	})()
+	count := map[bool]int{}
+	for _, alone := range []bool{true, false} {
+		restore := swapVar(&aloneInProcess, func() bool { return alone })
+		yields = yields[:0]
+		begin = time.Now()
+		want := word.Load() + 1
+		// Should the wait sleep first (a stall past its budget), this ends it.
+		late := time.AfterFunc(10*time.Second, func() { PublishShared(&word, &sleepers, want) })
+		err := w.WaitShared(context.Background(), 1, &word, &sleepers, want)
+		late.Stop()
+		restore()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(yields) == 0 || yields[len(yields)-1] < publishAfter {
+			t.Fatalf("alone %v: the wait did not end at a yield %v or more into it (yields %v)", alone, publishAfter, yields)
+		}
+		count[alone] = len(yields)
+		if !alone {
+			continue
+		}
+		for i, y := range yields {
+			if y < time.Duration(i+1)*sharedYield {
+				t.Errorf("alone: yield %d at %v into the wait, want none before %v: %v", i+1, y, time.Duration(i+1)*sharedYield, yields)
+				break
+			}
+		}
+	}
+	// Under the race detector a round takes a microsecond or more.
+	if !raceEnabled && count[false] <= 2*count[true] {
+		t.Errorf("goroutine ranks yielded %d times in a wait of %v, a rank alone %d: want many more", count[false], publishAfter, count[true])
+	}
+}
+
+// swapVar sets *p to v and returns what restores it.
+func swapVar[T any](p *T, v T) (restore func()) {
+	old := *p
+	*p = v
+	return func() { *p = old }
+}

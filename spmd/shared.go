@@ -105,12 +105,14 @@ func (c *Comm) WaitShared(ctx context.Context, r int, word, sleepers *atomic.Uin
 		return nil
 	}
 	crowded := c.core.engine.crowded
+	alone := aloneInProcess()
 	budget, check := budgetFor(0, crowded), 255 // a request's budget, for no bytes
 	if crowded {
 		check = 7
 	}
 	done := ctx.Done()
 	var start time.Time
+	yield := sharedYield
 	for i := 1; ; i++ {
 		if reached(word, want) {
 			return nil
@@ -120,8 +122,8 @@ func (c *Comm) WaitShared(ctx context.Context, r int, word, sleepers *atomic.Uin
 			if i%64 == 0 {
 				runtime.Gosched()
 			}
-		} else if i%1024 == 0 {
-			runtime.Gosched()
+		} else if !alone && i%1024 == 0 {
+			gosched()
 		}
 		if i&check != 0 {
 			continue
@@ -131,8 +133,15 @@ func (c *Comm) WaitShared(ctx context.Context, r int, word, sleepers *atomic.Uin
 		}
 		if start.IsZero() {
 			start = time.Now()
-		} else if time.Since(start) > budget {
+			continue
+		}
+		waited := time.Since(start)
+		if waited > budget {
 			break
+		}
+		if alone && !crowded && waited >= yield {
+			gosched()
+			yield = waited + sharedYield
 		}
 	}
 	var w futexWaiter
@@ -153,6 +162,43 @@ func (c *Comm) WaitShared(ctx context.Context, r int, word, sleepers *atomic.Uin
 		}
 	}
 }
+
+// sharedYield is how long WaitShared polls between the times it yields
+// the Go processor (runtime.Gosched, so that a goroutine made runnable on
+// this processor runs while the others are busy), in a rank alone in its
+// process with a core per rank. Each yield wakes an idle processor's
+// thread (the runtime's wakep), which, in a rank bound to one CPU with
+// GOMAXPROCS 2, takes the CPU from the waiting thread at once, looks for
+// work, often takes the waiting goroutine itself and sends the first
+// thread to sleep: two context switches, microseconds, during which the
+// rank is late for its peers. WaitShared yielded every 1024 rounds (a few
+// microseconds of waiting), so whenever a peer was late by as much: 2
+// ranks on the VM's 2 cores, 2,000,000 8-byte all-reduces (bench/percall,
+// 4 runs each in turns), 3,000-6,000 yields per rank, 200-250 of which
+// woke the other thread and were preempted by it; yielding after 50 us
+// of waiting and every 50 us after, 1-56 yields (the waits that outlasted
+// a stall of the peer), 40% fewer context switches (vol
+// 123-142 and invol 138-155 against 201-232 and 251-282) and a third of
+// the time its threads spent runnable, waiting for the CPU (90-109
+// against 311-355 ms). The mean call did not move there (0.126-0.129
+// against 0.127-0.132 us); examples/zero at np 2 ran 9.8-11.1k samples/s
+// against 9.3-10.6k (5 runs each in turns), examples/ddp alike. With 16
+// ranks on 16 cores a late rank makes 15 wait, each of which then
+// yielded and was late in turn: the suspected cause of the all-reduce's
+// p99 there, 12-15 us against a median of 1.5 (not yet measured there).
+// Ranks that are goroutines of one process (spmdtest, New over net/mem)
+// still yield every 1024 rounds: the ranks they wait for may need this
+// processor (with 50 us, strategies/zero's tests took 6.3-7.6 s against
+// 2.2-3.6).
+const sharedYield = 50 * time.Microsecond
+
+// aloneInProcess says whether this process runs one world only, whose
+// peers are other processes, not goroutines that need its processors
+// (a variable for a test).
+var aloneInProcess = func() bool { return liveWorlds.Load() <= 1 }
+
+// gosched yields the Go processor from WaitShared (a variable for a test).
+var gosched = runtime.Gosched
 
 // reached reports whether the count in word has reached want.
 func reached(word *atomic.Uint32, want uint32) bool {
