@@ -37,16 +37,22 @@ const pollBudget = time.Millisecond
 const sharedRuntimePollBudget = 100 * time.Microsecond
 
 // liveWorlds counts the worlds of this process that New made and Close has
-// not closed; manyWorlds says whether they outnumber the Go processors.
+// not closed; manyWorlds says whether they outnumber the Go processors;
+// spareProcs, that there is one world and more than one processor: the
+// ranks a goroutine waits for are other processes, and a yield of its
+// processor wakes an idle one's thread (see sharedYield).
 var (
 	liveWorlds atomic.Int32
 	manyWorlds atomic.Bool
+	spareProcs atomic.Bool
 )
 
 // countWorld adds d to the live worlds and says again whether they
-// outnumber GOMAXPROCS.
+// outnumber GOMAXPROCS, and whether processors are to spare.
 func countWorld(d int32) {
-	manyWorlds.Store(int(liveWorlds.Add(d)) > runtime.GOMAXPROCS(0))
+	n, procs := int(liveWorlds.Add(d)), runtime.GOMAXPROCS(0)
+	manyWorlds.Store(n > procs)
+	spareProcs.Store(n <= 1 && procs > 1)
 }
 
 // crowdedPollBudget is pollBudget on a host with more ranks than cores.

@@ -112,13 +112,14 @@ func TestListenWaitsWithoutPolling(t *testing.T) {
 	}
 }
 
-// A rank alone in its process, with a core of its own, yields its Go
+// A rank alone in its process, with processors to spare, yields its Go
 // processor while it waits for a peer's word only once per sharedYield
 // of waiting (each yield wakes an idle processor's thread, which takes a
-// bound rank's CPU); ranks that are goroutines of one process yield every
-// 1024 rounds, for the rank they wait for may need the processor. The
-// word is published from the first yield after publishAfter, so that no
-// other goroutine need be scheduled meanwhile.
+// bound rank's CPU); ranks that are goroutines of one process, or a rank
+// with one processor, yield every 1024 rounds, for a goroutine they wait
+// for may need the processor. The word is published from the first yield
+// after publishAfter, so that no other goroutine need be scheduled
+// meanwhile.
 func TestWaitSharedYieldsRarely(t *testing.T) {
 	const publishAfter = 6 * sharedYield
 	budget := budgetFor(0, false)
@@ -141,8 +142,8 @@ func TestWaitSharedYieldsRarely(t *testing.T) {
 		}
 	})()
 	count := map[bool]int{}
-	for _, alone := range []bool{true, false} {
-		restore := swapVar(&aloneInProcess, func() bool { return alone })
+	for _, rare := range []bool{true, false} {
+		restore := swapVar(&yieldRarely, func() bool { return rare })
 		yields = yields[:0]
 		begin = time.Now()
 		want := word.Load() + 1
@@ -155,15 +156,15 @@ func TestWaitSharedYieldsRarely(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(yields) == 0 || yields[len(yields)-1] < publishAfter {
-			t.Fatalf("alone %v: the wait did not end at a yield %v or more into it (yields %v)", alone, publishAfter, yields)
+			t.Fatalf("rarely %v: the wait did not end at a yield %v or more into it (yields %v)", rare, publishAfter, yields)
 		}
-		count[alone] = len(yields)
-		if !alone {
+		count[rare] = len(yields)
+		if !rare {
 			continue
 		}
 		for i, y := range yields {
 			if y < time.Duration(i+1)*sharedYield {
-				t.Errorf("alone: yield %d at %v into the wait, want none before %v: %v", i+1, y, time.Duration(i+1)*sharedYield, yields)
+				t.Errorf("a rank alone: yield %d at %v into the wait, want none before %v: %v", i+1, y, time.Duration(i+1)*sharedYield, yields)
 				break
 			}
 		}
@@ -171,6 +172,26 @@ func TestWaitSharedYieldsRarely(t *testing.T) {
 	// Under the race detector a round takes a microsecond or more.
 	if !raceEnabled && count[false] <= 2*count[true] {
 		t.Errorf("goroutine ranks yielded %d times in a wait of %v, a rank alone %d: want many more", count[false], publishAfter, count[true])
+	}
+}
+
+// Processors are to spare (WaitShared yields rarely) where the process
+// runs one world on more than one Go processor only.
+func TestSpareProcs(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	base := liveWorlds.Load()
+	defer func() { liveWorlds.Store(base); countWorld(0) }()
+	for _, c := range []struct {
+		worlds int32
+		procs  int
+		want   bool
+	}{{1, 2, true}, {1, 16, true}, {1, 1, false}, {2, 2, false}, {5, 2, false}} {
+		runtime.GOMAXPROCS(c.procs)
+		liveWorlds.Store(c.worlds)
+		countWorld(0)
+		if got := spareProcs.Load(); got != c.want {
+			t.Errorf("%d worlds on %d processors: spare %v, want %v", c.worlds, c.procs, got, c.want)
+		}
 	}
 }
 
