@@ -47,12 +47,6 @@ func (t *tuned) lookup(coll topo.Collective, bytes int) (a topo.Algo, ok bool) {
 	return s[max(i-1, 0)].algo, true
 }
 
-// covers reports whether the table decides coll.
-func (t *tuned) covers(coll topo.Collective) bool {
-	_, ok := t.lookup(coll, 0)
-	return ok
-}
-
 // tunedFrom parses a validated table.
 func tunedFrom(tab *TuneTable, source string) *tuned {
 	t := &tuned{source: source}

@@ -173,7 +173,7 @@ func measure[T elem](ctx context.Context, c *spmd.Comm, cfg config, mem *arena[T
 	results := make([]result, k)
 	calls := make([]func(context.Context) error, k)
 	for i, name := range cfg.algos {
-		algo := topo.Algo(name)
+		var algo topo.Algo
 		if name == "" {
 			algo, err = prims.Choose(ctx, c, coll, count*esize)
 		} else {

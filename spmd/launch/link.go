@@ -142,9 +142,6 @@ func joinReason(a, b string) string {
 // send queues f for the agent; it never blocks.
 func (l *link) send(f frame) { l.out.put(appendFrame(nil, f)) }
 
-// sendRaw queues an encoded frame.
-func (l *link) sendRaw(b []byte) { l.out.put(b) }
-
 // close ends the agent's input once what was queued is written: the agent
 // then stops its ranks and exits.
 func (l *link) close() { l.out.close() }

@@ -89,10 +89,3 @@ func eventsOf(f *trace.File, k trace.Kind) []view {
 	}
 	return vs
 }
-
-// knownBug skips a test that shows a bug reported to the package's
-// author and not fixed yet: the skip goes with the fix.
-func knownBug(t testing.TB, what string) {
-	t.Helper()
-	t.Skip("known bug, reported: " + what)
-}

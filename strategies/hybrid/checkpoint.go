@@ -210,7 +210,7 @@ func (e *Engine) pieces(ctx context.Context) ([]shardckpt.Piece, map[string]stri
 			}
 		}
 		for _, s := range opt.State() {
-			if s.I64 != nil && len(s.I64) == 1 {
+			if len(s.I64) == 1 {
 				counts["optim."+s.Name] = strconv.FormatInt(s.I64[0], 10)
 			}
 		}

@@ -125,7 +125,7 @@ func (z *Zero) counters() map[string]int64 {
 			continue
 		}
 		for _, s := range u.opt.State() {
-			if s.I64 != nil && len(s.I64) == 1 {
+			if len(s.I64) == 1 {
 				out["optim."+s.Name] = s.I64[0]
 			}
 		}

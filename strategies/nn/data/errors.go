@@ -26,32 +26,16 @@ var ErrNoGoroot = errors.New("Go source tree not found")
 // kindError is an error with a message written for people and a sentinel
 // for errors.Is, so that the message need not repeat the sentinel's text.
 type kindError struct {
-	msg   string
-	kind  error
-	cause error // may be nil
+	msg  string
+	kind error
 }
 
-func (e *kindError) Error() string {
-	if e.cause != nil {
-		return e.msg + ": " + e.cause.Error()
-	}
-	return e.msg
-}
+func (e *kindError) Error() string { return e.msg }
 
-// Unwrap returns the sentinel and, if there is one, the underlying cause.
-func (e *kindError) Unwrap() []error {
-	if e.cause != nil {
-		return []error{e.kind, e.cause}
-	}
-	return []error{e.kind}
-}
+// Unwrap returns the sentinel.
+func (e *kindError) Unwrap() error { return e.kind }
 
 // errorf returns an error that reads as the formatted message and wraps kind.
 func errorf(kind error, format string, a ...any) error {
 	return &kindError{msg: fmt.Sprintf(format, a...), kind: kind}
-}
-
-// wrapf is errorf with an underlying cause appended to the message.
-func wrapf(kind, cause error, format string, a ...any) error {
-	return &kindError{msg: fmt.Sprintf(format, a...), kind: kind, cause: cause}
 }
