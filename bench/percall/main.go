@@ -36,6 +36,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/trace"
 	"slices"
 	"strconv"
@@ -93,6 +94,17 @@ func run(op, size string, calls, warm int, barrier, first bool, traceTo string) 
 		in := make([]float32, len(out)/w.Size())
 		call = func() error { return prims.AllGather(ctx, w.Comm, in, out) }
 	}
+	ds := make([]float64, calls)
+	faults := make([]int64, calls) // page faults per call, with first
+	if !first {
+		// These buffers set off a garbage collection that ran into the
+		// timed calls (2,000,000 calls: 32 MB): its stop-the-world and
+		// mark workers took a millisecond of the rank's core. Collected
+		// here, before the warm-up, which then also takes the 50 polls,
+		// 20 us apart, that sysmon makes after every stop-the-world
+		// (about 1 ms; 4 on the VM: raise --warmup there).
+		runtime.GC()
+	}
 	for range warm {
 		if err := call(); err != nil {
 			return err
@@ -106,8 +118,6 @@ func run(op, size string, calls, warm int, barrier, first bool, traceTo string) 
 	_, wait0 := schedstat()
 	th0 := threadStats()
 	began := time.Now()
-	ds := make([]float64, calls)
-	faults := make([]int64, calls) // page faults per call, with first
 	var busy time.Duration
 	if traceTo != "" && w.Rank() == 0 {
 		f, err := os.Create(traceTo)
