@@ -163,39 +163,36 @@ func (c *Comm) WaitShared(ctx context.Context, r int, word, sleepers *atomic.Uin
 	}
 }
 
-// sharedYield is how long WaitShared polls between the times it yields
-// the Go processor (runtime.Gosched, so that a goroutine made runnable on
-// this processor runs while the others are busy), in a rank alone in its
-// process with a core per rank and processors to spare (spareProcs). Each
-// yield wakes an idle processor's
-// thread (the runtime's wakep), which, in a rank bound to one CPU with
-// GOMAXPROCS 2, takes the CPU from the waiting thread at once, looks for
-// work, often takes the waiting goroutine itself and sends the first
-// thread to sleep: two context switches, microseconds, during which the
-// rank is late for its peers. WaitShared yielded every 1024 rounds (a few
-// microseconds of waiting), so whenever a peer was late by as much: 2
-// ranks on the VM's 2 cores, 2,000,000 8-byte all-reduces (bench/percall,
-// 4 runs each in turns), 3,000-6,000 yields per rank, 200-250 of which
-// woke the other thread and were preempted by it; yielding after 50 us
-// of waiting and every 50 us after, 1-56 yields (the waits that outlasted
-// a stall of the peer), 40% fewer context switches (vol
-// 123-142 and invol 138-155 against 201-232 and 251-282) and a third of
-// the time its threads spent runnable, waiting for the CPU (90-109
-// against 311-355 ms). The mean call did not move there (0.126-0.129
-// against 0.127-0.132 us; in the VM's slow spells 0.394-0.408 against
-// 0.387-0.397, p50 alike); examples/zero and examples/ddp at np 2 moved
-// by less than their noise (zero 9.8-11.1k samples/s against 9.3-10.6k
-// in one series, 7.1-7.5k against 7.3-7.5k in a slow spell; ddp 3% faster
-// there). With 16
-// ranks on 16 cores a late rank makes 15 wait, each of which then
-// yielded and was late in turn: the suspected cause of the all-reduce's
-// p99 there, 12-15 us against a median of 1.5 (not yet measured there).
-// Ranks that are goroutines of one process (spmdtest, New over net/mem)
-// still yield every 1024 rounds: the ranks they wait for may need this
-// processor (with 50 us, strategies/zero's tests took 6.3-7.6 s against
-// 2.2-3.6). So does a rank with GOMAXPROCS 1, whose yields wake no thread
-// (there is no idle processor) and whose other goroutines have no other
-// processor to run on.
+// sharedYield is how long WaitShared polls between the times it yields the
+// Go processor (runtime.Gosched, so that a goroutine made runnable on this
+// processor runs while the others are busy), in a rank alone in its process
+// with a core per rank and processors to spare (spareProcs). Each yield
+// wakes an idle processor's thread (the runtime's wakep), which, in a rank
+// bound to one CPU with GOMAXPROCS 2, takes the CPU from the waiting thread
+// at once, looks for work, often takes the waiting goroutine itself and
+// sends the first thread to sleep: two context switches, microseconds,
+// during which the rank is late for its peers. WaitShared yielded every
+// 1024 rounds (a few microseconds of waiting), so whenever a peer was late
+// by as much: 2 ranks on the VM's 2 cores, 2,000,000 8-byte all-reduces
+// (bench/percall, 4 runs each in turns), 3,000-6,000 yields per rank,
+// 200-250 of which woke the other thread and were preempted by it; yielding
+// after 50 us of waiting and every 50 us after, 1-56 yields (the waits that
+// outlasted a stall of the peer), 40% fewer context switches (vol 123-142
+// and invol 138-155 against 201-232 and 251-282) and a third of the time
+// its threads spent runnable, waiting for the CPU (90-109 against 311-355
+// ms). The mean call did not move there (0.126-0.129 against 0.127-0.132
+// us; in the VM's slow spells 0.394-0.408 against 0.387-0.397, p50 alike);
+// examples/zero and examples/ddp at np 2 moved by less than their noise
+// (zero 9.8-11.1k samples/s against 9.3-10.6k in one series, 7.1-7.5k
+// against 7.3-7.5k in a slow spell; ddp 3% faster there). With 16 ranks on
+// 16 cores a late rank makes 15 wait, each of which then yielded and was
+// late in turn: the suspected cause of the all-reduce's p99 there, 12-15 us
+// against a median of 1.5 (not yet measured there). Ranks that are
+// goroutines of one process (spmdtest, New over net/mem) still yield every
+// 1024 rounds: the ranks they wait for may need this processor (with 50 us,
+// strategies/zero's tests took 6.3-7.6 s against 2.2-3.6). So does a rank
+// with GOMAXPROCS 1, whose yields wake no thread (there is no idle
+// processor) and whose other goroutines have no other processor to run on.
 const sharedYield = 50 * time.Microsecond
 
 // yieldRarely says whether WaitShared yields once per sharedYield (a
