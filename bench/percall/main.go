@@ -115,8 +115,8 @@ func run(op, size string, calls, warm int, barrier, first bool, traceTo string) 
 	}
 	var ru0, ru1 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
-	_, wait0 := schedstat()
 	th0 := threadStats()
+	_, wait0 := schedstat(th0)
 	began := time.Now()
 	var busy time.Duration
 	if traceTo != "" && w.Rank() == 0 {
@@ -152,8 +152,8 @@ func run(op, size string, calls, warm int, barrier, first bool, traceTo string) 
 		}
 	}
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-	threads, wait1 := schedstat()
 	th1 := threadStats()
+	threads, wait1 := schedstat(th1)
 	wall := time.Since(began)
 	trace.Stop() // a no-op where no trace runs
 	if first {
@@ -186,7 +186,9 @@ func run(op, size string, calls, warm int, barrier, first bool, traceTo string) 
 
 // thread is what the kernel counts of one thread of this process.
 type thread struct {
+	sched       bool  // the kernel has schedstat
 	run, runs   int64 // ns on a CPU, and the intervals it ran (schedstat)
+	wait        int64 // ns runnable, waiting for a CPU (schedstat)
 	vol, invol  int64 // context switches: asleep, or switched out while runnable
 	inNanosleep bool  // blocked in nanosleep when read: Go's sysmon
 }
@@ -203,8 +205,8 @@ func threadStats() map[int]thread {
 		dir := "/proc/self/task/" + e.Name()
 		var t thread
 		if b, err := os.ReadFile(dir + "/schedstat"); err == nil {
-			var wait int64
-			fmt.Sscan(string(b), &t.run, &wait, &t.runs)
+			_, err := fmt.Sscan(string(b), &t.run, &t.wait, &t.runs)
+			t.sched = err == nil
 		}
 		if b, err := os.ReadFile(dir + "/status"); err == nil {
 			for _, l := range strings.Split(string(b), "\n") {
@@ -274,20 +276,14 @@ func diff(a, b thread) thread {
 	return thread{run: b.run - a.run, runs: b.runs - a.runs, vol: b.vol - a.vol, invol: b.invol - a.invol}
 }
 
-// schedstat returns the threads of this process and the nanoseconds they
-// have spent runnable and waiting for a CPU, summed over
-// /proc/self/task/*/schedstat (0 where the kernel has none).
-func schedstat() (threads int, wait int64) {
-	ents, _ := os.ReadDir("/proc/self/task")
-	for _, e := range ents {
-		b, err := os.ReadFile("/proc/self/task/" + e.Name() + "/schedstat")
-		if err != nil {
-			continue
-		}
-		var run, w int64
-		if _, err := fmt.Sscan(string(b), &run, &w); err == nil {
+// schedstat returns the threads of ts that the kernel keeps schedstat
+// for and the nanoseconds they have spent runnable and waiting for a CPU
+// (0 where the kernel has none).
+func schedstat(ts map[int]thread) (threads int, wait int64) {
+	for _, t := range ts {
+		if t.sched {
 			threads++
-			wait += w
+			wait += t.wait
 		}
 	}
 	return threads, wait
