@@ -59,3 +59,41 @@ func echo(ctx context.Context, w *spmd.World, n, size int) error {
 	}
 	return nil
 }
+
+// BenchmarkEarlyStream measures 8-byte messages that all arrive before
+// their receives are posted: rank 0 sends b.N of them, then rank 1
+// receives them, in order, from its queue of early messages. The time per
+// message must not grow with b.N (it did, when the queue was a slice
+// popped by copying: 140 us a receive behind 1,000,000 messages).
+func BenchmarkEarlyStream(b *testing.B) {
+	for _, kind := range []spmdtest.Kind{spmdtest.Mem, spmdtest.SHM} {
+		b.Run(string(kind), func(b *testing.B) {
+			j := spmdtest.NewJob(b, kind, 2)
+			defer j.Close()
+			ctx := context.Background()
+			buf := make([]byte, 8)
+			pingPongOnce(ctx, b, j) // connect outside the timing
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if err := j.Worlds[0].Send(ctx, 1, 0, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for range b.N {
+				if _, err := j.Worlds[1].Recv(ctx, 0, 0, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func pingPongOnce(ctx context.Context, b *testing.B, j *spmdtest.Job) {
+	done := make(chan error, 1)
+	go func() { done <- echo(ctx, j.Worlds[1], 1, 8) }()
+	pingPong(ctx, b, j.Worlds[0], make([]byte, 8))
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+}

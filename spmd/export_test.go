@@ -28,7 +28,7 @@ func Queued(c *Comm) int {
 	n := 0
 	for k, q := range e.queues {
 		if k.comm == base || k.comm == base+1 {
-			n += len(q.posted) + len(q.unexp)
+			n += q.posted.len() + q.unexp.len()
 		}
 	}
 	return n

@@ -89,8 +89,8 @@ func (e *engine) free(base uint32, err error) bool {
 		if k.comm != base && k.comm != base+1 {
 			continue
 		}
-		fail = append(fail, q.posted...)
-		for _, in := range q.unexp {
+		fail = append(fail, q.posted.items()...)
+		for _, in := range q.unexp.items() {
 			switch {
 			case in.offer != nil:
 				in.offer.Release()
@@ -99,9 +99,8 @@ func (e *engine) free(base uint32, err error) bool {
 				in.recycle()
 			} // one still arriving is dropped by Deliver
 		}
-		clear(q.posted)
-		clear(q.unexp)
-		q.posted, q.unexp = q.posted[:0], q.unexp[:0]
+		q.posted.reset()
+		q.unexp.reset()
 		delete(e.queues, k)
 		if e.last == q {
 			e.last = nil
@@ -112,16 +111,13 @@ func (e *engine) free(base uint32, err error) bool {
 	}
 	for i := range e.senders {
 		s := &e.senders[i]
-		kept := s.q[:0]
-		for _, r := range s.q {
+		s.q.keep(func(r *Request) bool {
 			if r.key.comm == base || r.key.comm == base+1 {
 				fail = append(fail, r)
-			} else {
-				kept = append(kept, r)
+				return false
 			}
-		}
-		clear(s.q[len(kept):])
-		s.q = kept
+			return true
+		})
 	}
 	for _, r := range fail {
 		r.stage = reqDone

@@ -16,8 +16,8 @@ type matchKey struct {
 }
 
 type queue struct {
-	posted []*Request // receives in posting order
-	unexp  []*inbox   // messages in arrival order
+	posted fifo[*Request] // receives in posting order
+	unexp  fifo[*inbox]   // messages in arrival order
 }
 
 // engine matches incoming messages with posted receives for one rank and
@@ -110,7 +110,7 @@ const keptQueues = 1024
 
 // tidy drops an emptied queue if the map holds more than keptQueues.
 func (e *engine) tidy(k matchKey, q *queue) {
-	if len(e.queues) > keptQueues && len(q.posted) == 0 && len(q.unexp) == 0 {
+	if len(e.queues) > keptQueues && q.posted.len() == 0 && q.unexp.len() == 0 {
 		delete(e.queues, k)
 		if e.last == q {
 			e.last = nil
@@ -121,24 +121,13 @@ func (e *engine) tidy(k matchKey, q *queue) {
 	}
 }
 
-// popFront removes and returns the first element, keeping the slice's
-// start so that its capacity is reused.
-func popFront[T any](s *[]T) T {
-	v := (*s)[0]
-	n := copy(*s, (*s)[1:])
-	var zero T
-	(*s)[n] = zero
-	*s = (*s)[:n]
-	return v
-}
-
 // Buffer implements transport.Handler.
 func (e *engine) Buffer(peer int, h transport.Header) []byte {
 	k := matchKey{h.Comm, peer, h.Tag}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if q := e.find(k); q != nil && len(q.posted) > 0 {
-		r := popFront(&q.posted)
+	if q := e.find(k); q != nil && q.posted.len() > 0 {
+		r := q.posted.pop()
 		e.tidy(k, q)
 		r.stage = reqClaimed
 		if h.Len <= len(r.buf) {
@@ -157,7 +146,7 @@ func (e *engine) Buffer(peer int, h transport.Header) []byte {
 		return in.buf
 	}
 	q := e.queue(k)
-	q.unexp = append(q.unexp, in)
+	q.unexp.push(in)
 	e.inflight[peer] = in
 	return in.buf
 }
@@ -198,8 +187,8 @@ func (e *engine) Deliver(peer int, h transport.Header, payload []byte) {
 func (e *engine) Offer(peer int, h transport.Header, o transport.Offer) {
 	k := matchKey{h.Comm, peer, h.Tag}
 	e.mu.Lock()
-	if q := e.find(k); q != nil && len(q.posted) > 0 {
-		r := popFront(&q.posted)
+	if q := e.find(k); q != nil && q.posted.len() > 0 {
+		r := q.posted.pop()
 		e.tidy(k, q)
 		r.stage = reqClaimed
 		e.mu.Unlock()
@@ -216,7 +205,7 @@ func (e *engine) Offer(peer int, h transport.Header, o transport.Offer) {
 		return
 	}
 	q := e.queue(k)
-	q.unexp = append(q.unexp, newOfferBox(o, h.Len))
+	q.unexp.push(newOfferBox(o, h.Len))
 	e.mu.Unlock()
 }
 
@@ -256,25 +245,21 @@ func (e *engine) Lost(peer int, err error) {
 		if k.src != peer {
 			continue
 		}
-		fail = append(fail, q.posted...)
-		q.posted = nil
-		kept := q.unexp[:0]
-		for _, in := range q.unexp {
-			switch {
-			case in.offer != nil: // it cannot be taken from a lost peer
+		fail = append(fail, q.posted.items()...)
+		q.posted.reset()
+		q.unexp.keep(func(in *inbox) bool {
+			if in.offer != nil { // it cannot be taken from a lost peer
 				in.offer.Release()
 				in.recycle()
-			case in.complete:
-				kept = append(kept, in)
+				return false
 			}
-		}
-		clear(q.unexp[len(kept):])
-		q.unexp = kept
+			return in.complete
+		})
 		e.tidy(k, q)
 	}
 	s := &e.senders[peer]
-	fail = append(fail, s.q...)
-	s.q = nil
+	fail = append(fail, s.q.items()...)
+	s.q.reset()
 	for _, r := range fail {
 		r.stage = reqDone
 	}
@@ -291,8 +276,8 @@ func (e *engine) irecvWatch(comm uint32, src int, tag int32, buf []byte, watch b
 	r := newRequest(e, recvReq, buf)
 	r.key = matchKey{comm, src, tag}
 	e.mu.Lock()
-	if q := e.find(r.key); q != nil && len(q.unexp) > 0 {
-		in := popFront(&q.unexp)
+	if q := e.find(r.key); q != nil && q.unexp.len() > 0 {
+		in := q.unexp.pop()
 		e.tidy(r.key, q)
 		if in.offer != nil {
 			r.stage = reqDone
@@ -324,7 +309,7 @@ func (e *engine) irecvWatch(comm uint32, src int, tag int32, buf []byte, watch b
 		return r
 	}
 	q := e.queue(r.key)
-	q.posted = append(q.posted, r)
+	q.posted.push(r)
 	watch = watch && !e.watched[src] && src != e.self
 	if watch {
 		e.watched[src] = true
@@ -359,28 +344,17 @@ func (e *engine) cancel(r *Request, cause error) bool {
 	}
 	if r.kind == recvReq {
 		if q := e.find(r.key); q != nil {
-			q.posted = remove(q.posted, r)
+			q.posted.keep(func(x *Request) bool { return x != r })
 			e.tidy(r.key, q)
 		}
 	} else {
 		s := &e.senders[r.key.src]
-		s.q = remove(s.q, r)
+		s.q.keep(func(x *Request) bool { return x != r })
 	}
 	r.stage = reqDone
 	e.mu.Unlock()
 	r.finish(0, cause)
 	return true
-}
-
-func remove(rs []*Request, r *Request) []*Request {
-	for i, x := range rs {
-		if x == r {
-			copy(rs[i:], rs[i+1:])
-			rs[len(rs)-1] = nil
-			return rs[:len(rs)-1]
-		}
-	}
-	return rs
 }
 
 // close fails every posted receive and queued send with err.
@@ -393,19 +367,19 @@ func (e *engine) close(err error) {
 	}
 	e.closed = err
 	for k, q := range e.queues {
-		for _, r := range q.posted {
+		for _, r := range q.posted.items() {
 			r.stage = reqDone
 			fail = append(fail, r)
 		}
-		q.posted = nil
+		q.posted.reset()
 		e.tidy(k, q)
 	}
 	for i := range e.senders {
-		for _, r := range e.senders[i].q {
+		for _, r := range e.senders[i].q.items() {
 			r.stage = reqDone
 			fail = append(fail, r)
 		}
-		e.senders[i].q = nil
+		e.senders[i].q.reset()
 	}
 	e.mu.Unlock()
 	for _, r := range fail {

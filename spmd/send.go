@@ -12,7 +12,7 @@ import (
 // the others wait their turn in q.
 type sender struct {
 	busy bool
-	q    []*Request
+	q    fifo[*Request]
 }
 
 // isend sends buf to world rank dst. With wait, the caller's goroutine moves
@@ -36,7 +36,7 @@ func (e *engine) isend(r *Request, dst int, wait bool) {
 	}
 	s := &e.senders[dst]
 	if s.busy {
-		s.q = append(s.q, r)
+		s.q.push(r)
 		e.mu.Unlock()
 		return
 	}
@@ -107,11 +107,11 @@ func (e *engine) next(dst int) *Request {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := &e.senders[dst]
-	if len(s.q) == 0 {
+	if s.q.len() == 0 {
 		s.busy = false
 		return nil
 	}
-	r := popFront(&s.q)
+	r := s.q.pop()
 	r.stage = reqClaimed
 	return r
 }
