@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gorun-hpc/gorun/spmd/release"
 )
 
 // PublishShared stores v in *word, a word of shared memory (Shared) that
@@ -28,7 +30,7 @@ import (
 // membarrier, the stores stay sequentially consistent.
 func PublishShared(word, sleepers *atomic.Uint32, v uint32) {
 	if asymmetric() {
-		storeRelease(word, v)
+		release.Store32(word, v)
 	} else {
 		word.Store(v)
 	}

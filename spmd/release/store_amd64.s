@@ -1,0 +1,17 @@
+//go:build !race
+
+#include "textflag.h"
+
+// func Store32(word *atomic.Uint32, v uint32)
+TEXT ·Store32(SB), NOSPLIT, $0-12
+	MOVQ word+0(FP), AX
+	MOVL v+8(FP), BX
+	MOVL BX, (AX)
+	RET
+
+// func Store64(word *atomic.Uint64, v uint64)
+TEXT ·Store64(SB), NOSPLIT, $0-16
+	MOVQ word+0(FP), AX
+	MOVQ v+8(FP), BX
+	MOVQ BX, (AX)
+	RET
