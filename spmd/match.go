@@ -295,7 +295,7 @@ func (e *engine) irecvWatch(comm uint32, src int, tag int32, buf []byte, watch b
 		e.mu.Unlock()
 		n, err := fill(buf, in.buf)
 		in.recycle()
-		r.finish(n, err)
+		r.settle(n, err)
 		return r
 	}
 	err := e.gone[comm]

