@@ -2,7 +2,15 @@
 // ranks 0 and 1, printed like osu_latency: message size, half the round
 // trip, and the bandwidth that implies.
 //
+// With -stream it measures a one-way stream instead: rank 0 sends the
+// messages of each size back to back with blocking sends, rank 1 receives
+// them and answers the last with an empty message, and it prints the time
+// per message (the inverse of the message rate, as osu_mbw_mr with one
+// pair and blocking calls) and the bandwidth. bench/mpi/stream.c is the
+// same for MPI.
+//
 //	gorun -np 2 ./examples/pingpong -max 64MiB
+//	gorun -np 2 ./examples/pingpong -stream -max 4KiB -iters 1000000
 package main
 
 import (
@@ -23,13 +31,14 @@ func main() {
 	maxSize := flag.String("max", "64MiB", "largest message size (bytes, or with KiB/MiB/GiB)")
 	iters := flag.Int("iters", 1000, "round trips per size for small messages (fewer for large ones)")
 	warmup := flag.Int("warmup", 100, "round trips before timing, for small messages")
+	stream := flag.Bool("stream", false, "time a one-way stream of -iters messages per size instead of round trips")
 	flag.Parse()
 	max, err := spmd.ParseSize(*maxSize)
 	if err != nil {
 		err = fmt.Errorf("-max %w", err)
 	}
 	if err == nil {
-		err = run(ctx, max, *iters, *warmup)
+		err = run(ctx, max, *iters, *warmup, *stream)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pingpong:", err)
@@ -37,7 +46,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, max, iters, warmup int) error {
+func run(ctx context.Context, max, iters, warmup int, stream bool) error {
 	w, err := spmd.Init(ctx)
 	if err != nil {
 		return err
@@ -48,7 +57,11 @@ func run(ctx context.Context, max, iters, warmup int) error {
 	}
 	if w.Rank() == 0 {
 		fmt.Printf("# gorun pingpong between rank 0 (%s) and rank 1 (%s)\n", w.Peers()[0].Hostname, w.Peers()[1].Hostname)
-		fmt.Printf("%-12s %14s %12s\n", "# size(B)", "latency(us)", "GB/s")
+		if stream {
+			fmt.Printf("%-12s %14s %12s\n", "# size(B)", "message(us)", "GB/s")
+		} else {
+			fmt.Printf("%-12s %14s %12s\n", "# size(B)", "latency(us)", "GB/s")
+		}
 	}
 	buf := make([]byte, max)
 	for _, size := range sizes(max) {
@@ -56,15 +69,22 @@ func run(ctx context.Context, max, iters, warmup int) error {
 		if w.Rank() > 1 {
 			continue
 		}
-		if _, err := rounds(ctx, w, buf[:size], wu); err != nil {
+		measure := rounds
+		if stream {
+			measure = streams
+		}
+		if _, err := measure(ctx, w, buf[:size], wu); err != nil {
 			return err
 		}
-		d, err := rounds(ctx, w, buf[:size], n)
+		d, err := measure(ctx, w, buf[:size], n)
 		if err != nil {
 			return err
 		}
 		if w.Rank() == 0 {
 			half := d.Seconds() / float64(2*n)
+			if stream {
+				half = d.Seconds() / float64(n)
+			}
 			gbps := 0.0
 			if size > 0 {
 				gbps = float64(size) / half / 1e9
@@ -97,6 +117,30 @@ func rounds(ctx context.Context, w *spmd.World, msg []byte, n int) (time.Duratio
 		}
 	}
 	return time.Since(start), nil
+}
+
+// streams times n messages msg from rank 0 to rank 1, until rank 0 has
+// rank 1's empty answer to the last.
+func streams(ctx context.Context, w *spmd.World, msg []byte, n int) (time.Duration, error) {
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		var err error
+		if w.Rank() == 0 {
+			err = w.Send(ctx, 1, 0, msg)
+		} else {
+			_, err = w.Recv(ctx, 0, 0, msg)
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	var err error
+	if w.Rank() == 0 {
+		_, err = w.Recv(ctx, 1, 1, nil)
+	} else {
+		err = w.Send(ctx, 0, 1, nil)
+	}
+	return time.Since(start), err
 }
 
 // sizes returns 0, then powers of two from 1 to max.
