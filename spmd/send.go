@@ -47,18 +47,20 @@ func (e *engine) isend(r *Request, dst int, wait bool) {
 	case wait:
 		e.sendOwn(dst, r)
 		return
-	case !e.trySend(dst, r) && !e.tryStart(dst, r):
-		go r.drain()
+	case e.trySend(dst, r):
+		return
+	case !e.tryStart(dst, r):
+		r.goDrain()
 		return
 	}
 	if next := e.next(dst); next != nil {
-		go next.drain()
+		next.goDrain()
 	}
 }
 
 // sendOwn moves a blocking Send's bytes on its caller's goroutine, which
-// owns r and has claimed dst's turn, and hands the turn on. It is not
-// started: a started send completes when its receive takes it, and a
+// owns r and has claimed dst's turn, and hands the turn on (done). It is
+// not started: a started send completes when its receive takes it, and a
 // blocking Send completes whether or not that is posted yet.
 //
 // Nothing else reaches r once it is claimed (cancel, Lost and close
@@ -70,7 +72,13 @@ func (e *engine) isend(r *Request, dst int, wait bool) {
 // sent, finish and next, 108-150 without (5 runs each in turns).
 func (e *engine) sendOwn(dst int, r *Request) {
 	h := transport.Header{Comm: r.key.comm, Tag: r.key.tag, Len: len(r.buf)}
-	err := e.tr.Send(r.ctx, dst, h, r.buf)
+	e.done(dst, r, e.tr.Send(r.ctx, dst, h, r.buf))
+}
+
+// done settles r, a send that its caller's goroutine moved while it held
+// dst's turn and that nobody else can reach, with err, and hands the turn
+// on.
+func (e *engine) done(dst int, r *Request, err error) {
 	e.mu.Lock()
 	r.stage = reqDone
 	next := e.popNext(dst)
@@ -81,12 +89,13 @@ func (e *engine) sendOwn(dst int, r *Request) {
 	}
 	r.settle(n, err)
 	if next != nil {
-		go next.drain()
+		next.goDrain()
 	}
 }
 
-// trySend completes r at once if the transport can send it without
-// blocking, and reports whether it did.
+// trySend completes r at once, and hands dst's turn on, if the transport
+// can send it without blocking, and reports whether it did. r is an
+// Isend's, not returned to its caller yet, so it is settled (done).
 func (e *engine) trySend(dst int, r *Request) bool {
 	ts, ok := e.tr.(transport.TrySender)
 	if !ok {
@@ -97,7 +106,7 @@ func (e *engine) trySend(dst int, r *Request) bool {
 	if !sent {
 		return false
 	}
-	e.sent(r, err)
+	e.done(dst, r, err)
 	return true
 }
 
