@@ -102,9 +102,7 @@ func (e *engine) free(base uint32, err error) bool {
 		q.posted.reset()
 		q.unexp.reset()
 		delete(e.queues, k)
-		if e.last == q {
-			e.last = nil
-		}
+		e.forget(k, q)
 		if len(e.spare) < 64 {
 			e.spare = append(e.spare, q)
 		}
