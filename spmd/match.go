@@ -204,6 +204,33 @@ func (e *engine) Deliver(peer int, h transport.Header, payload []byte) {
 	}
 }
 
+// Arrive implements transport.Arriver: a message whose payload is a and
+// then b goes into the receive that matches it, or into an early
+// message's inbox, under one hold of the lock where Buffer and Deliver
+// take it twice. Transports give it only small messages: an early one is
+// copied while the lock is held.
+func (e *engine) Arrive(peer int, h transport.Header, a, b []byte) {
+	k := matchKey{h.Comm, peer, h.Tag}
+	e.mu.Lock()
+	if q := e.find(k); q != nil && q.posted.len() > 0 {
+		r := q.posted.pop()
+		e.tidy(k, q)
+		r.stage = reqDone
+		e.mu.Unlock()
+		r.finish(fill2(r.buf, a, b))
+		return
+	}
+	if e.gone[h.Comm] != nil { // a communicator freed here: dropped
+		e.mu.Unlock()
+		return
+	}
+	in := newInbox(h.Len)
+	copy(in.buf[copy(in.buf, a):], b)
+	in.complete = true
+	e.queue(k).unexp.push(in)
+	e.mu.Unlock()
+}
+
 // Offer implements transport.Offerer: a message left in its sender's
 // memory is taken at once into the receive that matches it, or kept, in
 // order with the peer's other messages, until one is posted. Either way
@@ -239,6 +266,16 @@ func fill(dst, msg []byte) (int, error) {
 	n := copy(dst, msg)
 	if len(msg) > len(dst) {
 		return n, fmt.Errorf("%w: %d bytes arrived for a %d-byte buffer", ErrTruncated, len(msg), len(dst))
+	}
+	return n, nil
+}
+
+// fill2 is fill for a message that is a followed by b.
+func fill2(dst, a, b []byte) (int, error) {
+	n := copy(dst, a)
+	n += copy(dst[n:], b)
+	if m := len(a) + len(b); m > len(dst) {
+		return n, fmt.Errorf("%w: %d bytes arrived for a %d-byte buffer", ErrTruncated, m, len(dst))
 	}
 	return n, nil
 }

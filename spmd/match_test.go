@@ -2,6 +2,7 @@ package spmd
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"testing"
 
@@ -59,5 +60,46 @@ func TestRecentQueuesFollowTheMap(t *testing.T) {
 			}
 			reqs = reqs[:0]
 		}
+	}
+}
+
+// TestArrive: a whole message goes into its posted receive (a followed by
+// b), fails one too short for it, waits as an early message for a later
+// receive, and is dropped for a communicator freed here.
+func TestArrive(t *testing.T) {
+	g := &gate{entered: make(chan byte, 1), release: make(chan error, 1)}
+	e := newEngine(0, 2, g)
+	ctx := context.Background()
+	h := transport.Header{Comm: 2, Tag: 5, Len: 4}
+	check := func(what string, r *Request, wantN int, want string, wantErr error) {
+		t.Helper()
+		if !r.finished() {
+			t.Fatalf("%s: the receive did not complete", what)
+		}
+		n, err := r.Wait(ctx)
+		if n != wantN || string(r.buf[:n]) != want || !errors.Is(err, wantErr) {
+			t.Errorf("%s: %d bytes %q, %v; want %d %q, %v", what, n, r.buf[:n], err, wantN, want, wantErr)
+		}
+	}
+	r := e.irecvWatch(2, 1, 5, make([]byte, 4), false)
+	e.Arrive(1, h, []byte("ab"), []byte("cd"))
+	check("posted", r, 4, "abcd", nil)
+
+	r = e.irecvWatch(2, 1, 5, make([]byte, 2), false)
+	e.Arrive(1, h, []byte("abc"), []byte("d"))
+	check("too short", r, 2, "ab", ErrTruncated)
+
+	e.Arrive(1, h, []byte("wxyz"), nil)
+	r = e.irecvWatch(2, 1, 5, make([]byte, 4), false)
+	check("early", r, 4, "wxyz", nil)
+
+	e.free(2, errors.New("freed"))
+	e.Arrive(1, h, []byte("lost"), nil)
+	e.mu.Lock()
+	n := len(e.queues)
+	q := e.find(matchKey{2, 1, 5})
+	e.mu.Unlock()
+	if q != nil && q.unexp.len() > 0 {
+		t.Errorf("a message for a freed communicator was kept (%d queues)", n)
 	}
 }

@@ -100,6 +100,18 @@ func (s served) Offer(peer int, h transport.Header, o transport.Offer) {
 	}
 }
 
+// Arrive passes a whole message on, to a handler that takes it whole
+// (the engine does), or else as Buffer and Deliver would.
+func (s served) Arrive(peer int, h transport.Header, a, b []byte) {
+	if ah, ok := s.Handler.(transport.Arriver); ok {
+		ah.Arrive(peer, h, a, b)
+		return
+	}
+	buf := s.Handler.Buffer(peer, h)
+	copy(buf[copy(buf, a):], b)
+	s.Handler.Deliver(peer, h, buf)
+}
+
 func (s served) Lost(peer int, err error) {
 	if s.local[peer] == s.near {
 		s.Handler.Lost(peer, err)

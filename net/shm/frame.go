@@ -119,6 +119,10 @@ type consumer struct {
 	// are all there, and the tail need not be read.
 	whole bool
 
+	// arriver, if set, takes small messages written whole in one call
+	// (transport.Arriver), in place of Buffer and Deliver.
+	arriver transport.Arriver
+
 	// copier pulls single-copy payloads out of the producer's memory,
 	// once it has met one (see singlecopy.go); taken, if set, is called
 	// after each such payload is taken, to tell the producer.
@@ -142,11 +146,11 @@ func (c *consumer) poll(h transport.Handler) (int, error) {
 			if m == 0 {
 				break
 			}
-			single, err := c.begin(h, m)
+			handled, err := c.begin(h, m)
 			if err != nil {
 				return 0, err
 			}
-			if single {
+			if handled {
 				continue
 			}
 		}
@@ -178,10 +182,15 @@ func (c *consumer) poll(h transport.Handler) (int, error) {
 	return int(c.head - start), nil
 }
 
+// arriveMax is the largest message a consumer hands to an Arriver: it is
+// copied while the engine holds its lock when it comes early.
+const arriveMax = 4 << 10
+
 // begin reads the header of the frame whose marker word m is at the head,
-// and asks h where its payload goes. A single-copy frame is handled whole,
-// and reported.
-func (c *consumer) begin(h transport.Handler, m uint64) (single bool, err error) {
+// and asks h where its payload goes. A single-copy frame, and a small one
+// written whole where the consumer has an arriver, are handled whole, and
+// reported.
+func (c *consumer) begin(h transport.Handler, m uint64) (handled bool, err error) {
 	binary.LittleEndian.PutUint64(c.hb[:markerSize], m)
 	c.r.read(c.head+markerSize, c.hb[markerSize:frameHeaderSize])
 	hdr, flags, err := parseHeader(c.hb[:frameHeaderSize])
@@ -201,6 +210,13 @@ func (c *consumer) begin(h transport.Handler, m uint64) (single bool, err error)
 			return false, fmt.Errorf("%w: a single-copy frame not written whole", errCorrupt)
 		}
 		return true, c.pull(h, hdr)
+	}
+	if whole && c.arriver != nil && hdr.Len <= arriveMax {
+		i := (c.head + frameHeaderSize) & c.r.mask
+		a := c.r.data[i:min(i+uint64(hdr.Len), c.r.size())]
+		c.arriver.Arrive(c.peer, hdr, a, c.r.data[:hdr.Len-len(a)])
+		c.publish(c.head + size)
+		return true, nil
 	}
 	c.end = c.head + size
 	c.head += frameHeaderSize // published with the first payload bytes

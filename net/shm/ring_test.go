@@ -45,6 +45,18 @@ func (c *collector) Deliver(peer int, h transport.Header, p []byte) {
 
 func (c *collector) Lost(int, error) {}
 
+// arrivals is a collector that takes whole messages too
+// (transport.Arriver), copying them out of the ring as the engine does.
+type arrivals struct {
+	*collector
+	n int
+}
+
+func (a *arrivals) Arrive(peer int, h transport.Header, x, y []byte) {
+	a.n++
+	a.msgs = append(a.msgs, msg{peer, h, append(append([]byte{}, x...), y...)})
+}
+
 // content is the payload of message i of n bytes.
 func content(i, n int) []byte {
 	b := make([]byte, n)
@@ -56,12 +68,17 @@ func content(i, n int) []byte {
 
 // pump sends messages of the given sizes through a ring of ringSize bytes,
 // interleaving producer steps and consumer polls as the schedule bytes say,
-// and checks that they arrive intact and in order.
-func pump(t *testing.T, ringSize int, sizes []int, schedule []byte) {
+// and checks that they arrive intact and in order, through Buffer and
+// Deliver and, with arrive, through an Arriver for those written whole.
+func pump(t *testing.T, ringSize int, sizes []int, schedule []byte, arrive bool) {
 	r := testRing(ringSize)
 	p := producer{r: r}
 	c := consumer{r: r, peer: 3}
 	var got collector
+	ar := &arrivals{collector: &got}
+	if arrive {
+		c.arriver = ar
+	}
 	sent := 0
 	produce := func() bool {
 		if sent == len(sizes) {
@@ -102,6 +119,9 @@ func pump(t *testing.T, ringSize int, sizes []int, schedule []byte) {
 			t.Fatalf("message %d: got peer %d %+v (%d bytes), want %+v", i, m.peer, m.h, len(m.data), want)
 		}
 	}
+	if !arrive && ar.n > 0 || ar.n+got.buffers != len(sizes) {
+		t.Fatalf("%d messages arrived whole and %d through Buffer, of %d (arriver %v)", ar.n, got.buffers, len(sizes), arrive)
+	}
 }
 
 func TestRingFraming(t *testing.T) {
@@ -117,8 +137,10 @@ func TestRingFraming(t *testing.T) {
 		{"large ring, mixed", 4096, []int{1, 100 << 10, 8, 4096, 0, 5000}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			pump(t, c.ring, c.sizes, []byte{0, 1, 1, 0, 0, 1})
-			pump(t, c.ring, c.sizes, nil)
+			for _, arrive := range []bool{false, true} {
+				pump(t, c.ring, c.sizes, []byte{0, 1, 1, 0, 0, 1}, arrive)
+				pump(t, c.ring, c.sizes, nil, arrive)
+			}
 		})
 	}
 }
@@ -134,12 +156,13 @@ func FuzzRing(f *testing.F) {
 		for i := 0; i+1 < len(sizeBytes) && len(sizes) < 64; i += 2 {
 			sizes = append(sizes, int(binary.LittleEndian.Uint16(sizeBytes[i:]))%(3*ringSize+1))
 		}
-		pump(t, ringSize, sizes, schedule)
+		pump(t, ringSize, sizes, schedule, shift&4 != 0)
 	})
 }
 
 // FuzzRingCorrupt fills a ring with arbitrary bytes and positions: the
-// consumer must report corruption or deliver, never panic or overrun.
+// consumer must report corruption or deliver, never panic or overrun,
+// through Buffer and Deliver and (for raw of odd length) an Arriver.
 func FuzzRingCorrupt(f *testing.F) {
 	good := make([]byte, 64)
 	putHeader(good, transport.Header{Tag: 1, Len: 8}, 0)
@@ -151,12 +174,18 @@ func FuzzRingCorrupt(f *testing.F) {
 	bad := bytes.Clone(good)
 	bad[20] = 0xff // a length far above MaxPayload
 	f.Add(bad, uint64(30), uint64(0))
+	whole := make([]byte, 65) // an odd length: taken by an Arriver
+	putHeader(whole, transport.Header{Tag: 1, Len: 30}, flagWhole)
+	f.Add(whole, uint64(0), uint64(0))
 	f.Fuzz(func(t *testing.T, raw []byte, tail, head uint64) {
 		r := testRing(64)
 		copy(r.data, raw)
 		r.c.tail.Store(tail)
 		c := consumer{r: r, head: head}
 		var got collector
+		if len(raw)%2 == 1 {
+			c.arriver = &arrivals{collector: &got}
+		}
 		for range 4 {
 			if _, err := c.poll(&got); err != nil {
 				return

@@ -225,6 +225,10 @@ func (t *Transport) Start(h transport.Handler) error {
 		return errors.New("shm: Start called twice")
 	}
 	t.handler = h
+	arriver, _ := h.(transport.Arriver)
+	for _, p := range t.order {
+		p.in.arriver = arriver
+	}
 	if len(t.order) > 0 {
 		t.wg.Add(2)
 		go func() { defer t.wg.Done(); t.attachAll() }()

@@ -73,6 +73,19 @@ type Offerer interface {
 	Offer(peer int, h Header, o Offer)
 }
 
+// Arriver is implemented by a Handler that takes a small message whole,
+// in one call where Buffer and Deliver are two (each takes the engine's
+// lock). A Transport that has a message's payload complete in its own
+// memory, as a shared-memory ring has a frame written whole, may give it
+// to Arrive in place of Buffer and Deliver when its Handler implements
+// Arriver, in arrival order with the peer's other messages. The payload
+// is a followed by b (b is empty unless it wraps around a ring's end);
+// Arrive has copied them when it returns.
+type Arriver interface {
+	Handler
+	Arrive(peer int, h Header, a, b []byte)
+}
+
 // Puller is implemented by a transport whose receivers copy large
 // messages straight out of the sender's memory (shared memory's single
 // copy), so that a sender's messages to several peers are copied by them
