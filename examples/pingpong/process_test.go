@@ -1,12 +1,10 @@
 package main
 
 import (
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gorun-hpc/gorun/examples/internal/proctest"
 )
@@ -18,17 +16,13 @@ func TestProcesses(t *testing.T) {
 	gorunBin, bin := bins[0], bins[1]
 	for _, mode := range [][]string{nil, {"-stream"}} {
 		t.Run(strings.Join(append([]string{"mode"}, mode...), " "), func(t *testing.T) {
-			args := append([]string{"-np", "2", "--timeout", "2m", bin, "-max", "1KiB", "-iters", "50", "-warmup", "5"}, mode...)
-			cmd := exec.Command(gorunBin, args...)
-			cmd.WaitDelay = 10 * time.Second
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
+			args := append([]string{"-max", "1KiB", "-iters", "50", "-warmup", "5"}, mode...)
+			out, stderr, err := proctest.Run(gorunBin, bin, 2, args...)
 			if err != nil {
-				t.Fatalf("gorun %v: %v\n%s%s", args, err, out, stderr.String())
+				t.Fatalf("gorun -np 2 pingpong %v: %v\n%s%s", args, err, out, stderr)
 			}
 			var sizes []int
-			for _, l := range strings.Split(string(out), "\n") {
+			for _, l := range strings.Split(out, "\n") {
 				f := strings.Fields(l)
 				if len(f) != 3 || strings.HasPrefix(l, "#") {
 					continue
