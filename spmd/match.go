@@ -81,16 +81,18 @@ type recentQueue struct {
 	q   *queue
 }
 
-// recentSlots is the number of slots in engine.recent, a power of two.
-const recentSlots = 64
+// recentSlots is the number of slots in engine.recent.
+const (
+	recentBits  = 6
+	recentSlots = 1 << recentBits
+)
 
-// recentSlot returns the slot of engine.recent that k may be kept in.
+// recentSlot returns the slot of engine.recent that k may be kept in: the
+// top bits of a multiplicative hash.
 func recentSlot(k matchKey) int {
 	h := uint32(k.tag)*0x9E3779B1 + uint32(k.src)*0x85EBCA6B + k.comm*0xC2B2AE35
-	return int(h >> (32 - 6))
+	return int(h >> (32 - recentBits))
 }
-
-var _ [recentSlots - 1<<6]struct{} // recentSlot makes 6 bits
 
 // find returns k's queue, or nil.
 func (e *engine) find(k matchKey) *queue {
@@ -146,14 +148,24 @@ func (e *engine) tidy(k matchKey, q *queue) {
 	}
 }
 
+// popPosted takes the first receive posted for k off its queue, or
+// returns nil. e.mu is held.
+func (e *engine) popPosted(k matchKey) *Request {
+	q := e.find(k)
+	if q == nil || q.posted.len() == 0 {
+		return nil
+	}
+	r := q.posted.pop()
+	e.tidy(k, q)
+	return r
+}
+
 // Buffer implements transport.Handler.
 func (e *engine) Buffer(peer int, h transport.Header) []byte {
 	k := matchKey{h.Comm, peer, h.Tag}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if q := e.find(k); q != nil && q.posted.len() > 0 {
-		r := q.posted.pop()
-		e.tidy(k, q)
+	if r := e.popPosted(k); r != nil {
 		r.stage = reqClaimed
 		if h.Len <= len(r.buf) {
 			e.inflight[peer] = r
@@ -198,7 +210,7 @@ func (e *engine) Deliver(peer int, h transport.Header, payload []byte) {
 	e.mu.Unlock()
 	if w != nil {
 		in := x.(*inbox)
-		n, err := fill(w.buf, in.buf)
+		n, err := fill(w.buf, in.buf, nil)
 		in.recycle()
 		w.finish(n, err)
 	}
@@ -212,12 +224,10 @@ func (e *engine) Deliver(peer int, h transport.Header, payload []byte) {
 func (e *engine) Arrive(peer int, h transport.Header, a, b []byte) {
 	k := matchKey{h.Comm, peer, h.Tag}
 	e.mu.Lock()
-	if q := e.find(k); q != nil && q.posted.len() > 0 {
-		r := q.posted.pop()
-		e.tidy(k, q)
+	if r := e.popPosted(k); r != nil {
 		r.stage = reqDone
 		e.mu.Unlock()
-		r.finish(fill2(r.buf, a, b))
+		r.finish(fill(r.buf, a, b))
 		return
 	}
 	if e.gone[h.Comm] != nil { // a communicator freed here: dropped
@@ -239,9 +249,7 @@ func (e *engine) Arrive(peer int, h transport.Header, a, b []byte) {
 func (e *engine) Offer(peer int, h transport.Header, o transport.Offer) {
 	k := matchKey{h.Comm, peer, h.Tag}
 	e.mu.Lock()
-	if q := e.find(k); q != nil && q.posted.len() > 0 {
-		r := q.posted.pop()
-		e.tidy(k, q)
+	if r := e.popPosted(k); r != nil {
 		r.stage = reqClaimed
 		e.mu.Unlock()
 		n, err := takeOffer(o, h.Len, r.buf)
@@ -261,17 +269,9 @@ func (e *engine) Offer(peer int, h transport.Header, o transport.Offer) {
 	e.mu.Unlock()
 }
 
-// fill copies a message into a receive buffer and reports the result.
-func fill(dst, msg []byte) (int, error) {
-	n := copy(dst, msg)
-	if len(msg) > len(dst) {
-		return n, fmt.Errorf("%w: %d bytes arrived for a %d-byte buffer", ErrTruncated, len(msg), len(dst))
-	}
-	return n, nil
-}
-
-// fill2 is fill for a message that is a followed by b.
-func fill2(dst, a, b []byte) (int, error) {
+// fill copies a message, a followed by b (nil but where it wraps around a
+// ring's end), into a receive buffer and reports the result.
+func fill(dst, a, b []byte) (int, error) {
 	n := copy(dst, a)
 	n += copy(dst[n:], b)
 	if m := len(a) + len(b); m > len(dst) {
@@ -355,7 +355,7 @@ func (e *engine) irecvWatch(comm uint32, src int, tag int32, buf []byte, watch b
 		}
 		r.stage = reqDone
 		e.mu.Unlock()
-		n, err := fill(buf, in.buf)
+		n, err := fill(buf, in.buf, nil)
 		in.recycle()
 		r.settle(n, err)
 		return r
