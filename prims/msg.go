@@ -111,9 +111,13 @@ func (p *pending) wait(ctx context.Context, i int) error {
 }
 
 // waitAll waits for every request; on the first failure it cancels the
-// rest, so that none still touches its buffer when it returns.
+// rest, so that none still touches its buffer when it returns. It waits
+// from the last to the first, for the reason abort cancels in that order:
+// a wait whose ctx ends cancels, or takes back, the request it waits for,
+// and waiting from the first took back a started send while the ones after
+// it to the same peer could still be taken.
 func (p *pending) waitAll(ctx context.Context) error {
-	for i := range p.reqs {
+	for i := len(p.reqs) - 1; i >= 0; i-- {
 		if err := p.wait(ctx, i); err != nil {
 			p.abort()
 			return err

@@ -193,7 +193,11 @@ func checkTag(op string, tag int) error {
 }
 
 // Isend starts sending buf to rank dst with tag and returns at once. buf must
-// not be modified until the request completes. ctx bounds the send. A large
+// not be modified until the request completes. ctx bounds the send: one
+// whose ctx has ended when its turn to go comes fails with ctx's error, so
+// that of sends to dst that share a ctx those that arrive are the first
+// ones, never some with a gap before them (WaitAll cancels from the last
+// for the same reason). A large
 // message to a rank of the same host stays in buf until dst's matching
 // receive copies it out (shared memory's single copy), so its request
 // completes only once that receive is posted; Send does not wait for the

@@ -3,6 +3,7 @@ package spmd
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -233,16 +234,21 @@ func (r *Request) Test() bool {
 	return false
 }
 
-// WaitAll waits for every request and returns the errors joined.
+// WaitAll waits for every request and returns the errors joined, in the
+// requests' order. It waits from the last to the first: if ctx ends, the
+// requests still waiting are cancelled (or taken back) from the last, so
+// that of the sends made in order to one peer, those that still reach it
+// are the first ones, never some with a gap before them.
 func WaitAll(ctx context.Context, reqs ...*Request) error {
 	var errs []error
-	for _, r := range reqs {
-		if r == nil {
+	for i := len(reqs) - 1; i >= 0; i-- {
+		if reqs[i] == nil {
 			continue
 		}
-		if _, err := r.Wait(ctx); err != nil {
+		if _, err := reqs[i].Wait(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	slices.Reverse(errs)
 	return errors.Join(errs...)
 }

@@ -17,6 +17,16 @@ type sender struct {
 
 // isend sends buf to world rank dst. With wait, the caller's goroutine moves
 // the bytes when it is dst's turn; otherwise a goroutine does.
+//
+// A send whose context has ended when its turn comes fails with the
+// context's error, whichever path it would take (TrySend and StartSend
+// take no context): so the sends of one context that reach a peer are a
+// prefix of those made, never a stream with a hole. A collective's
+// segments share its context, and one that its context's end failed
+// while a later one went out gave the receiver that one in its place: a
+// ring all-reduce at 6 ranks, a rank lost, failed a receive with
+// ErrTruncated (a block one element longer) where it should have seen
+// the loss.
 func (e *engine) isend(r *Request, dst int, wait bool) {
 	e.mu.Lock()
 	err := e.gone[r.key.comm]
@@ -43,6 +53,12 @@ func (e *engine) isend(r *Request, dst int, wait bool) {
 	s.busy = true
 	r.stage = reqClaimed
 	e.mu.Unlock()
+	// Looked at once the turn is ours: a send before this one that failed
+	// by the context's end has handed the turn on by now.
+	if err := r.ctx.Err(); err != nil {
+		e.done(dst, r, err)
+		return
+	}
 	switch {
 	case wait:
 		e.sendOwn(dst, r)
@@ -129,10 +145,13 @@ func (e *engine) tryStart(dst int, r *Request) bool {
 	return ok
 }
 
-// drain sends r and then every request queued for dst, in order.
+// drain sends r and then every request queued for dst, in order; one
+// whose context has ended fails (see isend).
 func (e *engine) drain(dst int, r *Request) {
 	for r != nil {
-		if !e.tryStart(dst, r) {
+		if err := r.ctx.Err(); err != nil {
+			e.sent(r, err)
+		} else if !e.tryStart(dst, r) {
 			e.transmit(dst, r)
 		}
 		r = e.next(dst)

@@ -118,6 +118,9 @@ func (t *Transport) Send(ctx context.Context, peer int, h transport.Header, payl
 	if peer < 0 || peer >= len(t.nw.ranks) || peer == t.rank {
 		return fmt.Errorf("mem: send from rank %d to rank %d of %d", t.rank, peer, len(t.nw.ranks))
 	}
+	if err := ctx.Err(); err != nil {
+		return err // as the real transports do; the select below picks at random
+	}
 	dst := t.nw.ranks[peer]
 	select {
 	case <-dst.started:
