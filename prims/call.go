@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/topo"
@@ -183,11 +184,32 @@ func (k *call) chooseFailed(err error) error {
 	return err
 }
 
+// noticeWait bounds how long a call whose receive was withdrawn waits for
+// the notice of the rank that withdrew it. The notice is sent right after
+// the withdrawal; a sender that died in between is seen lost instead.
+const noticeWait = 250 * time.Millisecond
+
+// awaitNotice waits until ctx, a call's context, ends, or for noticeWait.
+func awaitNotice(ctx context.Context) {
+	t := time.NewTimer(noticeWait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
 // end finishes the call and wraps *err, if set, with the call's identity.
 // A call that failed breaks the communicator and tells the other ranks.
 // The call becomes its state's spare: k is not to be used after.
 func (k *call) end(err *error) {
 	if *err != nil {
+		// A message its sender withdrew means that the sender gave up
+		// (its context ended); its notice, which says why and names it,
+		// follows at once.
+		if errors.Is(*err, spmd.ErrWithdrawn) && k.ctx.Err() == nil {
+			awaitNotice(k.ctx)
+		}
 		// Once the call's context is done (the caller's ended, or a notice
 		// broke the communicator), its cause says why the call failed
 		// better than a cancelled wait or a stream cut short does.

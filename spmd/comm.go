@@ -204,8 +204,10 @@ func checkTag(op string, tag int) error {
 // receive. A Wait whose context ends before the receive has begun to copy
 // takes such a send back: a receive that already matched it fails with
 // ErrWithdrawn, one not yet posted never sees it, and the link to dst
-// stays up. (A send streamed through the ring and cancelled half-way
-// drops the link.) A receiver that frees its communicator drops the
+// stays up. (Over TCP a send cancelled half-way through its frame is
+// finished from a copy of the rest, and completes; one streamed through
+// the shared-memory ring and cancelled half-way, where the kernel refuses
+// single copy, drops the link.) A receiver that frees its communicator drops the
 // messages waiting for it, and their sends complete.
 func (c *Comm) Isend(ctx context.Context, dst, tag int, buf []byte) *Request {
 	return c.send(ctx, dst, tag, buf, false, true)

@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -365,8 +366,9 @@ var aLongTimeAgo = time.Unix(1, 0)
 // withdraw takes the queued frame o (or the one whose Done is done) off
 // the queue with cause, unless it is written already, and reports whether
 // it did. A frame partly written cannot be taken back without leaving the
-// stream unframed: the link is then dropped and the peer reported lost
-// with an error that wraps cause.
+// stream unframed; it is finished instead from a copy of what is left of
+// it (finishFromCopy), its send completes as sent, and withdraw reports
+// false.
 func (p *peer) withdraw(match func(*outgoing) bool, cause error) bool {
 	p.sendMu.Lock()
 	p.out.mu.Lock()
@@ -384,10 +386,25 @@ func (p *peer) withdraw(match func(*outgoing) bool, cause error) bool {
 		o.complete(cause)
 		return true
 	}
+	p.out.q[i] = o.finishFromCopy()
 	p.out.mu.Unlock()
-	p.fail(transport.Lost(p.rank, p.addr, fmt.Errorf(
-		"send cancelled after %d of %d bytes, which leaves the stream unframed: %w", o.written, o.total, cause)))
-	p.failQueue() // closes the connection: the frame at its head is torn
 	p.unlockSend()
-	return true
+	o.complete(nil)
+	return false
+}
+
+// finishFromCopy returns an outgoing that writes the rest of o's frame
+// from a copy of it and tells nobody when it is done, so that o's send can
+// complete now. A send whose context ended half-way through its frame used
+// to drop the link, and with it every later message between two healthy
+// ranks: a collective aborted on one rank (its context cancelled) cut the
+// links of the others' sends it had cancelled, which then named each other
+// lost. p.sendMu is held, so nobody is writing o.
+func (o *outgoing) finishFromCopy() *outgoing {
+	c := outgoings.Get().(*outgoing)
+	c.hdr = o.hdr
+	c.iov[0] = c.hdr[headerSize-len(o.iov[0]):]
+	c.iov[1] = bytes.Clone(o.iov[1])
+	c.total, c.written = o.total, o.written
+	return c
 }

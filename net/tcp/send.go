@@ -43,9 +43,9 @@ func (s *sender) writevOn(fd uintptr) {
 // Send writes one message to peer and returns once payload may be reused.
 // h.Len must equal len(payload). Sends to one peer are serialised and
 // arrive in order, after the messages started before. Cancelling ctx takes
-// back a message not yet begun; one whose frame is partly written drops
-// the link, and the peer is reported lost, since the stream can no longer
-// be framed.
+// back a message not yet begun; one whose frame is partly written is
+// finished from a copy of the rest, and Send returns nil: the message
+// arrives, and the link stays up.
 func (t *Transport) Send(ctx context.Context, peer int, h transport.Header, payload []byte) error {
 	p, err := t.check(peer, h, payload)
 	if err != nil {
@@ -109,8 +109,9 @@ func (t *Transport) StartSend(peer int, h transport.Header, payload []byte, done
 }
 
 // Withdraw implements transport.Withdrawer: a started send still queued
-// whole is taken back and the link stays; one partly written drops the
-// link (see Send). It reports false once the frame is written.
+// whole is taken back and the link stays; one partly written is finished
+// from a copy and completes as sent (see Send), and Withdraw reports false,
+// as it does once the frame is written.
 func (t *Transport) Withdraw(peer int, done transport.Done, cause error) bool {
 	p, err := t.peer(peer)
 	if err != nil {

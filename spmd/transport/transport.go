@@ -178,8 +178,9 @@ type Withdrawer interface {
 	// unless its payload is being or has been taken, and reports whether
 	// it did; done.SendDone is then called with an error wrapping cause.
 	// The message's receiver may already have matched it: that receive
-	// fails with ErrWithdrawn, and the link stays up (a send cancelled
-	// half-way through a frame still drops it).
+	// fails with ErrWithdrawn, and the link stays up. A send half-way
+	// through its frame is either finished from a copy of the rest and
+	// completed as sent (Withdraw reports false), or it drops the link.
 	Withdraw(peer int, done Done, cause error) bool
 }
 
