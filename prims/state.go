@@ -282,9 +282,14 @@ func (st *state) giveUp(cc *spmd.Comm, err error) {
 		return // alone, or already broken: the others have been told
 	}
 	st.breaks(err)
+	// A peer named with ErrClosed was not lost: this rank's own world was
+	// closed under the call (a Close from another goroutine, or its
+	// transport's), and the others are told that this rank gave up. Told
+	// that the peer was lost, a rank of a host apart named a healthy rank
+	// of this host lost (TestCancelMidLoop, mixed).
 	lost := int32(-1)
 	var pe *spmd.PeerError
-	if errors.As(err, &pe) {
+	if errors.As(err, &pe) && !errors.Is(err, spmd.ErrClosed) {
 		lost = int32(pe.Rank)
 	}
 	msg := binary.LittleEndian.AppendUint32(nil, uint32(lost))
