@@ -98,7 +98,7 @@ func peerLostIn(t *testing.T, kind spmdtest.Kind, name string, run loop) {
 		lost := errors.Is(err, spmd.ErrPeerLost) && errors.As(err, &pe) && pe.Rank == victim
 		gaveUp := kind != spmdtest.Mem && errors.Is(err, prims.ErrAborted) && strings.Contains(err.Error(), fmt.Sprintf("rank %d: ", victim))
 		if !lost && !gaveUp {
-			t.Errorf("rank %d: got %v, want an error wrapping ErrPeerLost naming rank %d", i, err, victim)
+			t.Errorf("rank %d: got %v, want an error wrapping ErrPeerLost naming rank %d (rank %d: %v)", i, err, victim, victim, errs[victim])
 		}
 	}
 }

@@ -275,6 +275,13 @@ func listen(cc *spmd.Comm, st *state) {
 // its error's text, cut to fit noticeLen bytes in all.
 const noticeLen = 256
 
+// ownClose reports whether err says that this rank's own world closed: a
+// peer that closed its world is lost (ErrPeerLost), however its loss is
+// told.
+func ownClose(err error) bool {
+	return errors.Is(err, spmd.ErrClosed) && !errors.Is(err, spmd.ErrPeerLost)
+}
+
 // giveUp marks the communicator broken after this rank's collective failed
 // with err, and tells every other member, so that none waits for this rank.
 func (st *state) giveUp(cc *spmd.Comm, err error) {
@@ -289,7 +296,7 @@ func (st *state) giveUp(cc *spmd.Comm, err error) {
 	// of this host lost (TestCancelMidLoop, mixed).
 	lost := int32(-1)
 	var pe *spmd.PeerError
-	if errors.As(err, &pe) && !errors.Is(err, spmd.ErrClosed) {
+	if errors.As(err, &pe) && !ownClose(err) {
 		lost = int32(pe.Rank)
 	}
 	msg := binary.LittleEndian.AppendUint32(nil, uint32(lost))

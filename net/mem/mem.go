@@ -172,7 +172,13 @@ func (t *Transport) die(cause error) {
 		}
 		select {
 		case <-t.started:
-			t.h.Lost(o.rank, transport.Lost(o.rank, "mem", cause))
+			// As the other transports do, a Close reports the peers
+			// with ErrClosed alone: they were not lost.
+			var err error = &transport.PeerError{Rank: o.rank, Addr: "mem", Err: cause}
+			if cause != transport.ErrClosed {
+				err = transport.Lost(o.rank, "mem", cause)
+			}
+			t.h.Lost(o.rank, err)
 		default:
 		}
 	}

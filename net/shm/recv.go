@@ -280,8 +280,13 @@ func (t *Transport) lossOf(p *peer, liveness bool) error {
 	return nil
 }
 
-// report tells the handler, once, that p is lost.
+// report tells the handler, once, that p is lost; while this transport
+// closes, that it is closed (ErrClosed alone): the peers may see our close
+// and react before we are done, and a peer so seen was not lost.
 func (t *Transport) report(p *peer, err error) {
+	if t.closing.Load() {
+		err = p.closedErr
+	}
 	err = p.setFault(err)
 	p.gone = true
 	p.failOffers(err)

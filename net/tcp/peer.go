@@ -232,6 +232,9 @@ func (p *peer) giveUp(err error) {
 }
 
 func (p *peer) lose(err error, onlyDialing bool) error {
+	if p.t.closed.Load() {
+		err = p.closedErr // we are leaving: the peer was not lost
+	}
 	p.mu.Lock()
 	if p.state == lost || onlyDialing && p.state != dialing {
 		e := p.err
