@@ -293,7 +293,7 @@ func (st *state) giveUp(cc *spmd.Comm, err error) {
 	// closed under the call (a Close from another goroutine, or its
 	// transport's), and the others are told that this rank gave up. Told
 	// that the peer was lost, a rank of a host apart named a healthy rank
-	// of this host lost (TestCancelMidLoop, mixed).
+	// of this host lost (TestPeerLost, mixed).
 	lost := int32(-1)
 	var pe *spmd.PeerError
 	if errors.As(err, &pe) && !ownClose(err) {

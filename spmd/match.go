@@ -239,7 +239,7 @@ func (e *engine) Arrive(peer int, h transport.Header, a, b []byte) {
 		return
 	}
 	in := newInbox(h.Len)
-	copy(in.buf[copy(in.buf, a):], b)
+	fill(in.buf, a, b) // h.Len bytes: it fits
 	in.complete = true
 	e.queue(k).unexp.push(in)
 	e.mu.Unlock()

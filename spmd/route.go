@@ -108,7 +108,7 @@ func (s served) Arrive(peer int, h transport.Header, a, b []byte) {
 		return
 	}
 	buf := s.Handler.Buffer(peer, h)
-	copy(buf[copy(buf, a):], b)
+	fill(buf, a, b)
 	s.Handler.Deliver(peer, h, buf)
 }
 
