@@ -1,11 +1,10 @@
 package main
 
 import (
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/spmdtest/proctest"
 )
 
 // TestRun runs a few exchanges as a single rank (no launcher: there is no
@@ -36,26 +35,13 @@ func TestRun(t *testing.T) {
 // TestProcesses runs the exchanges under gorun on 3 ranks, where each
 // rank's window goes to two others.
 func TestProcesses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: skipping the job of real processes")
-	}
-	dir := t.TempDir()
-	bins := []string{filepath.Join(dir, "gorun"), filepath.Join(dir, "window")}
-	for i, pkg := range []string{"../../cmd/gorun", "."} {
-		if out, err := exec.Command("go", "build", "-o", bins[i], pkg).CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", pkg, err, out)
-		}
-	}
-	args := []string{"-np", "3", "--timeout", "2m", bins[1], "--window", "8", "--bytes", "1KiB", "--exchanges", "20", "--warmup", "2"}
-	cmd := exec.Command(bins[0], args...)
-	cmd.WaitDelay = 10 * time.Second
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	bins := proctest.Build(t, "../../cmd/gorun", ".")
+	args := []string{"--window", "8", "--bytes", "1KiB", "--exchanges", "20", "--warmup", "2"}
+	out, stderr, err := proctest.Run(bins[0], bins[1], 3, args...)
 	if err != nil {
-		t.Fatalf("gorun %v: %v\n%s%s", args, err, out, stderr.String())
+		t.Fatalf("gorun -np 3 window %v: %v\n%s%s", args, err, out, stderr)
 	}
-	if !strings.HasPrefix(string(out), "np 3 window 8 x 1024 B: ") || !strings.HasSuffix(string(out), " us an exchange\n") {
+	if !strings.HasPrefix(out, "np 3 window 8 x 1024 B: ") || !strings.HasSuffix(out, " us an exchange\n") {
 		t.Errorf("output %q", out)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorun-hpc/gorun/examples/internal/proctest"
+	"github.com/gorun-hpc/gorun/spmd/spmdtest/proctest"
 )
 
 // TestProcesses runs collbench under gorun on 2, 3 and 4 ranks of this

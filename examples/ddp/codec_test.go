@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorun-hpc/gorun/examples/internal/proctest"
+	"github.com/gorun-hpc/gorun/spmd/spmdtest/proctest"
 	"github.com/gorun-hpc/gorun/strategies/nn/safetensors"
 )
 

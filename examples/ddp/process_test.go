@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gorun-hpc/gorun/examples/internal/proctest"
+	"github.com/gorun-hpc/gorun/spmd/spmdtest/proctest"
 )
 
 // small is a model and set that train in a fraction of a second.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gorun-hpc/gorun/examples/internal/proctest"
+	"github.com/gorun-hpc/gorun/spmd/spmdtest/proctest"
 )
 
 // small is a model that trains in a fraction of a second, on a little of

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/gorun-hpc/gorun/examples/internal/delayline"
-	"github.com/gorun-hpc/gorun/examples/internal/proctest"
+	"github.com/gorun-hpc/gorun/spmd/spmdtest/proctest"
 
 	"golang.org/x/sys/unix"
 

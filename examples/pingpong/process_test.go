@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gorun-hpc/gorun/examples/internal/proctest"
+	"github.com/gorun-hpc/gorun/spmd/spmdtest/proctest"
 )
 
 // TestProcesses runs pingpong under gorun on 2 ranks, in both modes, and

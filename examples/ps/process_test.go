@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorun-hpc/gorun/examples/internal/proctest"
+	"github.com/gorun-hpc/gorun/spmd/spmdtest/proctest"
 )
 
 var small = []string{"--hidden", "32,24", "--examples", "480", "--batch", "24", "--lr", "0.1", "--steps", "15"}

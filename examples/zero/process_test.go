@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gorun-hpc/gorun/examples/internal/proctest"
+	"github.com/gorun-hpc/gorun/spmd/spmdtest/proctest"
 
 	"github.com/gorun-hpc/gorun/strategies/nn/shardckpt"
 )

@@ -10,7 +10,7 @@ import (
 )
 
 // Build compiles each package, a path relative to the test's directory
-// ("." for the example itself, "../../cmd/gorun" for the launcher), into
+// ("." for the program itself, "../../cmd/gorun" for the launcher), into
 // a temporary directory and returns the programs' paths in the same
 // order, each named after its directory. With -short it skips tb: these
 // are the slow tests of real processes.
