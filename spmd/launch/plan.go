@@ -46,6 +46,9 @@ type rankPlan struct {
 	// ShareProcs says that the user chose no GOMAXPROCS for the rank, so
 	// that its starter gives it its share of the host's CPUs (procs.go).
 	ShareProcs bool
+	// SetsOMP says that gorun, not the user, set the rank's
+	// OMP_NUM_THREADS (ompShared).
+	SetsOMP bool
 	// Start says, for --dry-run, how the rank's starter binds it
 	// ("binding: core 0 (cpu 0)"), or that its host's agent decides; "":
 	// unsaid.
@@ -145,8 +148,9 @@ func newPlan(cfg *Config, job jobInfo, hosts []string) (*jobPlan, error) {
 		if cfg.runID != "" {
 			env[contract.EnvTorchRunID] = cfg.runID
 		}
-		if ompShared(localSize[h], jobExports, getenv) {
+		if ompShared(localSize[h], getenv, jobExports, appExports[rp.App]) {
 			env[contract.EnvOMPThreads] = "1"
+			rp.SetsOMP = true
 		}
 		setIf(env, contract.EnvSeeds, strings.Join(job.Seeds, ","))
 		setIf(env, contract.EnvRendezvous, job.Rendezvous)
@@ -195,19 +199,21 @@ func newPlan(cfg *Config, job jobInfo, hosts []string) (*jobPlan, error) {
 // the user has set no value, in gorun's environment or with -x, so that
 // each rank's OpenMP (PyTorch's intra-op threads, OpenBLAS) does not start
 // a thread per core.
-func ompShared(local int, exports map[string]string, getenv func(string) string) bool {
-	_, exported := exports[contract.EnvOMPThreads]
-	return local > 1 && !exported && getenv(contract.EnvOMPThreads) == ""
+func ompShared(local int, getenv func(string) string, exports ...map[string]string) bool {
+	for _, x := range exports {
+		if _, ok := x[contract.EnvOMPThreads]; ok {
+			return false
+		}
+	}
+	return local > 1 && getenv(contract.EnvOMPThreads) == ""
 }
 
 // SetsOMP says whether the plan sets OMP_NUM_THREADS for some rank, for
 // the launcher's one line about it.
 func (p *jobPlan) SetsOMP() bool {
 	for _, r := range p.Ranks {
-		for _, kv := range r.Env {
-			if strings.HasPrefix(kv, contract.EnvOMPThreads+"=") {
-				return true
-			}
+		if r.SetsOMP {
+			return true
 		}
 	}
 	return false

@@ -132,8 +132,52 @@ func TestOMPShared(t *testing.T) {
 		{"in the environment", 2, nil, set, false},
 		{"exported", 2, map[string]string{"OMP_NUM_THREADS": "2"}, none, false},
 	} {
-		if got := ompShared(tc.local, tc.exports, tc.getenv); got != tc.want {
+		if got := ompShared(tc.local, tc.getenv, nil, tc.exports); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// TestPlanSetsOMP: the launcher's line about OMP_NUM_THREADS follows what
+// gorun set, not what the user exported with -x (job-wide or for one
+// program of an MPMD job), which the ranks get as given.
+func TestPlanSetsOMP(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		export  []string
+		apps    []App
+		want    bool
+		wantEnv []string // per rank
+	}{
+		{"unset", nil, nil, true, []string{"1", "1"}},
+		{"-x", []string{"OMP_NUM_THREADS=3"}, nil, false, []string{"3", "3"}},
+		{"-x of one program", nil, []App{{NP: 1, Program: "a", Export: []string{"OMP_NUM_THREADS=4"}}, {NP: 1, Program: "b"}}, true, []string{"4", "1"}},
+		{"-x of every program", nil, []App{{NP: 1, Program: "a", Export: []string{"OMP_NUM_THREADS=4"}}, {NP: 1, Program: "b", Export: []string{"OMP_NUM_THREADS=2"}}}, false, []string{"4", "2"}},
+	} {
+		cfg := Config{NP: 2, Program: "a", Export: tc.export}
+		cfg.apps = tc.apps
+		job := testJob()
+		job.Getenv = func(string) string { return "" }
+		p, err := newPlan(&cfg, job, sameHost(2, "h"))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := p.SetsOMP(); got != tc.want {
+			t.Errorf("%s: SetsOMP %v, want %v", tc.name, got, tc.want)
+		}
+		for r, want := range tc.wantEnv {
+			if got := envOf(p.Ranks[r].Env, "OMP_NUM_THREADS"); got != want {
+				t.Errorf("%s: rank %d OMP_NUM_THREADS=%q, want %q", tc.name, r, got, want)
+			}
+		}
+	}
+}
+
+func envOf(env []string, name string) string {
+	for _, kv := range env {
+		if k, v, _ := strings.Cut(kv, "="); k == name {
+			return v
+		}
+	}
+	return ""
 }
