@@ -101,9 +101,16 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 			return err
 		}
 		args = append([]string{prog}, progArgs...)
+		// gorun's own ranks run no OpenMP: the line that gorun set
+		// OMP_NUM_THREADS, with its advice to pass -x, would be about
+		// nothing the user runs.
+		cfg.Export = append([]string{"OMP_NUM_THREADS=1"}, cfg.Export...)
 	}
 	if len(args) == 0 {
 		return usageError{fmt.Errorf("no program to run: usage is %s (see gorun --help)", cliCtx.App.UsageText)}
+	}
+	if args[0] == ":" {
+		return usageError{fmt.Errorf("program 1 of the MPMD job: no program before the first \":\": write gorun -np N PROG : -np M PROG2")}
 	}
 	cfg.Program, cfg.Args = args[0], args[1:]
 	if !self {

@@ -819,6 +819,8 @@ func TestMPMD(t *testing.T) {
 		{[]string{"true", ":", "-np", "2", "true"}, "program 1 of the MPMD job: how many ranks of true? give -np N before it, as in gorun -np 1 true : -np 4 true"},
 		{[]string{"-np", "1", "true", ":", "-np", "1", "-np", "2", "true"}, "-np 1 and -np 2: give a program's -np once"},
 		{[]string{"-np", "1", "true", ":", "---np", "1", "true"}, "---np is not taken per program"},
+		// Said ":: not found on PATH", status 127.
+		{[]string{"-np", "1", ":", "-np", "1", "true"}, `program 1 of the MPMD job: no program before the first ":"`},
 	} {
 		if r := gorun(t, "", tc.args...); r.code != 2 || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("gorun %q: want status 2 and %q\n%v", tc.args, tc.want, r)

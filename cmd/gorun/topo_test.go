@@ -22,6 +22,11 @@ func TestTopo(t *testing.T) {
 	if n := strings.Count(r.stdout, "# model"); n != 1 {
 		t.Errorf("report printed %d times, want once (by rank 0):\n%s", n, r)
 	}
+	// gorun's own ranks run no OpenMP: no line about OMP_NUM_THREADS,
+	// whose advice (pass -x) would be about nothing the user runs.
+	if strings.Contains(r.stderr, "OMP_NUM_THREADS") {
+		t.Errorf("gorun --topo speaks of OMP_NUM_THREADS:\n%s", r)
+	}
 }
 
 // TestTopoBound: ranks bound to a CPU each still count the host's CPUs
