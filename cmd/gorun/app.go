@@ -121,7 +121,7 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 		cfg.Args, cfg.Apps = first, apps
 	}
 	// An MPMD job without the first -np is countApps's to say.
-	if cfg.NP == 0 && !cliCtx.IsSet(flagNP) && len(cfg.Apps) == 0 && cfg.Hosts == "" && cfg.Hostfile == "" && !inSlurm() {
+	if cfg.NP == 0 && !cliCtx.IsSet(flagNP) && cfg.NPerNode == 0 && len(cfg.Apps) == 0 && cfg.Hosts == "" && cfg.Hostfile == "" && !inSlurm() {
 		example := "gorun -np 4 " + cfg.Program
 		switch {
 		case cliCtx.Bool(flagTopo): // cfg.Program is gorun itself
@@ -221,11 +221,23 @@ func exitCode(err error, stderr io.Writer) int {
 var needValue = []string{flagHosts, flagHostfile, flagStdin, flagIface, flagNet, flagPorts,
 	flagOutputDir, flagWdir, flagMapBy, flagBindTo, flagTimerSlack, flagConfig, flagLaunchAgent, flagProfile, flagTuneSizes, flagTuneJSON}
 
-// emptyValues refuses a flag of needValue given as "".
+// emptyValues refuses a flag of needValue given as "", or given another
+// of gorun's flags as its value: gorun -H -np 2 ./prog took -np for the
+// host list and 2 for the program.
 func emptyValues(cliCtx *cli.Context) error {
 	for _, name := range needValue {
-		if cliCtx.IsSet(name) && cliCtx.String(name) == "" {
+		if !cliCtx.IsSet(name) {
+			continue
+		}
+		v := cliCtx.String(name)
+		if v == "" {
 			return usageError{fmt.Errorf("%s \"\": give a value, or leave the flag out (see gorun --help)", dashed(name))}
+		}
+		if f, ok := strings.CutPrefix(v, "-"); ok {
+			f, _, _ = strings.Cut(strings.TrimPrefix(f, "-"), "=")
+			if lookupFlag(f, cliCtx.App.Flags) != nil {
+				return usageError{fmt.Errorf("%s %s: a flag where %s wants its value (see gorun --help)", dashed(name), v, dashed(name))}
+			}
 		}
 	}
 	return nil

@@ -482,6 +482,13 @@ func TestBadInput(t *testing.T) {
 		{"mpirun output-filename", []string{"--output-filename", "out", "-np", "2", "true"}, 2, `unknown flag --output-filename: --output-dir DIR writes`},
 		{"torchrun standalone", []string{"--standalone", "-np", "2", "true"}, 2, `unknown flag --standalone: gorun runs its own rendezvous`},
 		{"-v", []string{"-v"}, 2, `unknown flag -v: did you mean --version or --verbose\?`},
+		// Said "did you mean -n?", which changes the number of ranks.
+		{"mpirun -N", []string{"-N", "2", "-np", "1", "true"}, 2, `unknown flag -N: Open MPI's -N is ranks per host: give --npernode N`},
+		{"mpich -f", []string{"-f", "hosts", "true"}, 2, `unknown flag -f: MPICH's -f is the hostfile: give --hostfile FILE`},
+		{"glued -np", []string{"-np2", "true"}, 2, `unknown flag -np2: write -np 2, with a space`},
+		// Took -np for the host list and 2 for the program (status 127).
+		{"flag for a value", []string{"-H", "-np", "2", "true"}, 2, `--host -np: a flag where --host wants its value`},
+		{"flag for a dir", []string{"--output-dir", "--np=2", "true"}, 2, `--output-dir --np=2: a flag where --output-dir wants its value`},
 		{"bool with a value", []string{"--verbose=2", "-np", "1", "true"}, 2, `--verbose "2": want true or false \(see gorun --help\)`},
 		{"mpirun map-by", []string{"-np", "2", "--map-by", "core", "true"}, 2, `--map-by "core": want slot or node \(gorun places ranks on hosts only; --bind-to core`},
 		{"bad bind", []string{"-np", "2", "--bind-to", "numa", "true"}, 2, `--bind-to "numa": want auto, none, hwthread, core or socket`},
@@ -789,6 +796,16 @@ func TestMaxRestarts(t *testing.T) {
 	}
 	if r := gorun(t, "", "-np", "1", "--max-restarts", "-1", "true"); r.code != 2 || !strings.Contains(r.stderr, "--max-restarts -1") {
 		t.Errorf("--max-restarts -1: want a usage error\n%v", r)
+	}
+}
+
+// TestNPerNodeAlone: without a host list and without -np, --npernode N
+// runs N ranks on this machine, as mpirun --npernode N does (it asked
+// for -np).
+func TestNPerNodeAlone(t *testing.T) {
+	r := gorun(t, "", "-q", "--npernode", "2", "sh", "-c", "echo $GORUN_SIZE")
+	if r.code != 0 || r.stdout != "2\n2\n" {
+		t.Fatalf("gorun --npernode 2: want two ranks of a job of 2\n%v", r)
 	}
 }
 

@@ -25,6 +25,9 @@ func flagMistake(err error, fs []cli.Flag) error {
 		if hint, ok := foreignFlags[name]; ok {
 			return fmt.Errorf("unknown flag %s: %s", dashed(name), hint)
 		}
+		if m := glued.FindStringSubmatch(name); m != nil {
+			return fmt.Errorf("unknown flag -%s: write -%s %s, with a space (see gorun --help)", name, m[1], m[2])
+		}
 		if s := closest(name, fs); s != "" {
 			return fmt.Errorf("unknown flag %s: did you mean %s? (see gorun --help)", dashed(name), dashed(s))
 		}
@@ -68,6 +71,9 @@ func example(f cli.Flag) string {
 // value "2" for -verbose: ...".
 var invalidValue = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-([\w-]+): `)
 
+// glued is -np4 for -np 4.
+var glued = regexp.MustCompile(`^(np|n)([0-9]+)$`)
+
 // foreignFlags are flags of mpirun and torchrun that gorun does without,
 // with what to do instead.
 var foreignFlags = map[string]string{
@@ -85,6 +91,11 @@ var foreignFlags = map[string]string{
 	"output-filename":        "--output-dir DIR writes each rank's output to DIR/rank.N.out and DIR/rank.N.err",
 	"merge-stderr-to-stdout": "gorun keeps each rank's standard error on its own; run gorun ... 2>&1 to merge them",
 	"v":                      "did you mean --version or --verbose? (see gorun --help)",
+	"N":                      "Open MPI's -N is ranks per host: give --npernode N with -H or --hostfile",
+	"ppn":                    "MPICH's -ppn is ranks per host: give --npernode N with -H or --hostfile",
+	"c":                      "give -np N for the number of ranks",
+	"f":                      "MPICH's -f is the hostfile: give --hostfile FILE",
+	"hosts":                  "give the hosts as -H host1,host2 (or --host)",
 	"V":                      "did you mean --version? (see gorun --help)",
 }
 

@@ -95,6 +95,9 @@ func resolveHosts(cfg *Config, getenv func(string) string) (*hostList, error) {
 
 // localHosts places every rank on this machine, as without a host list.
 func localHosts(cfg *Config, hl *hostList) (*hostList, error) {
+	if cfg.NP == 0 && cfg.NPerNode > 0 { // mpirun --npernode N: N ranks on the one host
+		cfg.NP = cfg.NPerNode
+	}
 	if cfg.NP < 1 {
 		return nil, errorf(ErrUsage, "-np %d: want at least 1 rank, as in gorun -np 4 %s (or give a host list)", cfg.NP, cfg.Program)
 	}

@@ -3,14 +3,16 @@
 package suggest
 
 // Closest returns the name of names nearest to name, if one is within two
-// edits (one for names of up to four letters), else "".
+// edits (one for names of up to four letters) that keep a letter of name,
+// else "". (A one-letter name is one edit from every other one-letter name:
+// -N is not a misspelt -n.)
 func Closest(name string, names []string) string {
 	best, bestD := "", 3
 	if len(name) <= 4 {
 		bestD = 2
 	}
 	for _, n := range names {
-		if d := Distance(name, n); d < bestD {
+		if d := Distance(name, n); d < bestD && d < max(len(name), len(n)) {
 			best, bestD = n, d
 		}
 	}
