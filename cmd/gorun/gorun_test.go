@@ -541,6 +541,11 @@ func TestBadInput(t *testing.T) {
 // bind).
 func TestStartFailureStatus(t *testing.T) {
 	np := fmt.Sprint(2 * runtime.NumCPU())
+	// A directory where rank 0's output file goes.
+	blocked := t.TempDir()
+	if err := os.Mkdir(filepath.Join(blocked, "rank.0.out"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -548,7 +553,11 @@ func TestStartFailureStatus(t *testing.T) {
 		want string
 	}{
 		{"bind overload", []string{"-np", np, "--bind-to", "core", "true"}, 2, "--bind-to core: " + np + " ranks on"},
-		{"output file", []string{"-np", "1", "--output-dir", "/proc/1", "true"}, 1, "/proc/1/rank.0.out"},
+		{"output file", []string{"-np", "1", "--output-dir", blocked, "true"}, 1, filepath.Join(blocked, "rank.0.out")},
+		// Found only when rank 0's file could not be created (status 1),
+		// after a Go program's build.
+		{"output dir", []string{"-np", "1", "--output-dir", "/proc/1", "true"}, 2, "--output-dir /proc/1: cannot write in it"},
+		{"profile dir", []string{"-np", "1", "--profile", "/proc/1/x", "true"}, 2, "--profile /proc/1/x: cannot create /proc/1/x"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := gorun(t, "", tc.args...)

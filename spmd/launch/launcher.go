@@ -134,6 +134,10 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 		}
 		return 0, plan.Format(l.Stdout)
 	}
+	// A bad --output-dir or --profile is the user's to fix, before a build.
+	if err := prepareDirs(&cfg); err != nil {
+		return 0, err
+	}
 	for i, prog := range progs {
 		if prog.Package != "" {
 			logf("building %s", prog.Package)
@@ -150,9 +154,6 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 		cfg.apps[i].Program = prog.Path
 	}
 	cfg.Program = cfg.apps[0].Program
-	if err := prepareDirs(&cfg); err != nil {
-		return 0, err
-	}
 	// More ranks than cores: a --bind-to without :overload-allowed refuses
 	// the job instead (checkBindings), and this line would say otherwise.
 	bind, _ := parseBindPolicy(cfg.BindTo)
@@ -398,20 +399,47 @@ func prepareDirs(cfg *Config) error {
 			return errorf(ErrUsage, "--wdir %s: not a directory", cfg.Wdir)
 		}
 	}
-	for _, d := range []*string{&cfg.OutputDir, &cfg.ProfileDir} {
-		if *d == "" {
+	for _, d := range []struct {
+		flag string
+		dir  *string
+	}{{"--output-dir", &cfg.OutputDir}, {"--profile", &cfg.ProfileDir}} {
+		if *d.dir == "" {
 			continue
 		}
-		abs, err := filepath.Abs(*d)
+		abs, err := filepath.Abs(*d.dir)
 		if err != nil {
 			return err
 		}
-		if err := os.MkdirAll(abs, 0o755); err != nil {
-			return fmt.Errorf("create %s: %w", abs, err)
+		if err := writableDir(abs); err != nil {
+			return errorf(ErrUsage, "%s %s: %v; give a directory gorun can create and write", d.flag, *d.dir, err)
 		}
-		*d = abs
+		*d.dir = abs
 	}
 	return nil
+}
+
+// writableDir creates dir where it is missing and checks that a file can be
+// created in it, so that a job does not start (or build) only to fail at
+// its first output file or, for --profile, leave its ranks unable to
+// write their traces at the end.
+func writableDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("cannot create %s: %v", pe.Path, pe.Err)
+		}
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".gorun-probe-*")
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("cannot write in it: %v", err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 // ExitCode is the status gorun exits with for an error from Run: 2 for
