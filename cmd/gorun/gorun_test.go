@@ -1160,3 +1160,18 @@ func TestOutputClosed(t *testing.T) {
 		}
 	}
 }
+
+// TestLeftEarly: rank 0 closes its world and exits 0 while the others wait
+// on it; they fail for it, and the line that names the first of them says
+// that rank 0 left early (it named rank 1 or 2 alone, as if at fault).
+func TestLeftEarly(t *testing.T) {
+	prog := filepath.Join(t.TempDir(), "errclose")
+	if out, err := exec.Command("go", "build", "-o", prog, "./testdata/errclose").CombinedOutput(); err != nil {
+		t.Fatalf("building testdata/errclose: %v\n%s", err, out)
+	}
+	r := gorun(t, "", "-np", "3", prog, "-exit0")
+	want := `gorun: rank [12] \(pid \d+ on \S+\) exited with status 1, after losing rank 0 \(pid \d+ on \S+\), which had exited with status 0 while the others still used it`
+	if r.code != 1 || !regexpMatch(want, r.stderr) {
+		t.Fatalf("want status 1 and %q\n%v", want, r)
+	}
+}

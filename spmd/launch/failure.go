@@ -6,7 +6,10 @@ package launch
 // reported lost (GORUN_STATUS_FD) that failed too: the likelier causes,
 // whose peers fail after them and may be reaped first.
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // holdFailure is how long a rank's exit with a failing status waits for
 // a rank killed by a signal (SIGKILL, SIGSEGV, the OOM killer) to be
@@ -43,7 +46,7 @@ func (s *supervisor) ended(e ended) {
 		s.logf("rank %d failed first (%v), but rank %d was killed: naming rank %d", s.held.rank, s.held.status, e.rank, e.rank)
 		s.held, s.hold = nil, nil
 	}
-	s.fail(e)
+	s.fail(e, "")
 }
 
 // holdOver ends the hold of a failure, unless the held rank reported
@@ -88,11 +91,26 @@ next:
 	if cause.rank != e.rank {
 		s.logf("rank %d failed after losing rank %d, which failed too: naming rank %d", e.rank, cause.rank, cause.rank)
 	}
-	s.fail(cause)
+	s.fail(cause, s.leftEarly(cause))
 }
 
-// fail decides the job by rank e's failure and stops the others.
-func (s *supervisor) fail(e ended) {
+// leftEarly says which rank that e reported lost had exited with status
+// 0, for the line that names e: a rank that returns (or calls os.Exit(0))
+// while its peers still wait on it fails them, and is the likelier cause,
+// as Open MPI's "exiting improperly" says.
+func (s *supervisor) leftEarly(e ended) string {
+	for _, x := range e.status.LostPeers {
+		if st, ok := s.ends[x]; ok && st.Success() {
+			return fmt.Sprintf(", after losing rank %d (pid %d on %s), which had exited with status 0 while the others still used it",
+				x, s.procs[x].Pid(), s.plan.Ranks[x].Host)
+		}
+	}
+	return ""
+}
+
+// fail decides the job by rank e's failure and stops the others; note
+// follows what it says of the rank.
+func (s *supervisor) fail(e ended, note string) {
 	rp := s.plan.Ranks[e.rank]
 	s.decide(e.status.ExitCode())
 	s.failed = true
@@ -105,6 +123,6 @@ func (s *supervisor) fail(e ended) {
 	if s.running > 0 {
 		msg = "; stopping the other ranks"
 	}
-	s.out.Logf("rank %d (pid %d on %s) %v%s", e.rank, s.procs[e.rank].Pid(), rp.Host, e.status, msg)
+	s.out.Logf("rank %d (pid %d on %s) %v%s%s", e.rank, s.procs[e.rank].Pid(), rp.Host, e.status, note, msg)
 	s.stop()
 }

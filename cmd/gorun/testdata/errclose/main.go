@@ -1,10 +1,13 @@
 // Command errclose is a job whose rank 0 fails on its own: it closes its
 // world, as a deferred Close would, and takes a moment to exit, while the
 // other ranks, waiting for a message from it, lose it and exit at once.
+// With -exit0 rank 0 closes its world and exits 0 at once instead: it
+// leaves early, and the others fail for it.
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"time"
@@ -13,6 +16,8 @@ import (
 )
 
 func main() {
+	exit0 := flag.Bool("exit0", false, "rank 0 exits 0 at once")
+	flag.Parse()
 	ctx := context.Background()
 	w, err := spmd.Init(ctx)
 	if err != nil {
@@ -22,6 +27,10 @@ func main() {
 	if err := w.Barrier(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "errclose:", err)
 		os.Exit(1)
+	}
+	if w.Rank() == 0 && *exit0 {
+		w.Close()
+		os.Exit(0)
 	}
 	if w.Rank() == 0 {
 		w.Close()
