@@ -66,7 +66,7 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 	var peers []Peer
 	var closeGossip func() error
 	if env.Rendezvous != "" {
-		peers, closeGossip, err = register(ictx, env, secret, self, cfg)
+		peers, closeGossip, err = register(ictx, ctx, env, secret, self, cfg)
 	} else {
 		peers, closeGossip, err = gossipJoin(ictx, env, self, cfg)
 	}
@@ -136,18 +136,21 @@ func join(ctx context.Context, env Env, secret []byte, o options) (*World, error
 // gossip would only cost the ranks' CPU (256 ranks of 2 cores never
 // converged) and their leave at the end.
 //
-// A rank waits rendezvousGrace past its Init deadline, so that when a
-// rank is missing the launcher, told each rank's deadline, stops the job
-// with one message before every rank prints its own.
-func register(ctx context.Context, env Env, secret []byte, self gossip.Member, cfg gossip.Config) ([]Peer, func() error, error) {
+// A rank waits rendezvousGrace past its Init deadline (ctx's), so that
+// when a rank is missing the launcher, told each rank's deadline, stops the
+// job with one message before every rank prints its own. A cancel of
+// outer, the context Init was given (the launcher's SIGTERM, in a program
+// that stops on it), ends the wait, also during the grace: watching ctx,
+// a cancel that came just after its deadline was missed, and the rank
+// waited out the grace after the job had been stopped.
+func register(ctx, outer context.Context, env Env, secret []byte, self gossip.Member, cfg gossip.Config) ([]Peer, func() error, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		// The Init deadline does not end the wait, a cancel still does.
-		parent := ctx
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(context.WithoutCancel(parent), dl.Add(rendezvousGrace))
+		ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), dl.Add(rendezvousGrace))
 		defer cancel()
-		stop := context.AfterFunc(parent, func() {
-			if parent.Err() == context.Canceled {
+		stop := context.AfterFunc(outer, func() {
+			if outer.Err() == context.Canceled {
 				cancel()
 			}
 		})

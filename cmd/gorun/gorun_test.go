@@ -1175,3 +1175,16 @@ func TestLeftEarly(t *testing.T) {
 		t.Fatalf("want status 1 and %q\n%v", want, r)
 	}
 }
+
+// TestExitedBeforeInit: a program of an MPMD job that exits without
+// calling spmd.Init leaves the others waiting there; gorun's line says the
+// rank exited, not only that it never reached spmd.Init, and the rank
+// that waited (examples/hello stops on SIGTERM) says it was stopped, not
+// that it timed out.
+func TestExitedBeforeInit(t *testing.T) {
+	r := gorun(t, "", "-q", "--init-timeout", "1s", "-np", "1", helloBin(t), ":", "-np", "1", "true")
+	want := `gorun: rank 1 of 2 never reached spmd.Init while the others waited there \(GORUN_INIT_TIMEOUT\); rank 1 exited with status 0 without calling it; stopping the job`
+	if r.code != 1 || !regexpMatch(want, r.stderr) || !strings.Contains(r.stderr, "stopped after") {
+		t.Fatalf("want status 1, %q and the waiting rank stopped\n%v", want, r)
+	}
+}

@@ -14,8 +14,9 @@ import (
 // Register registers rec with the job's rendezvous at addr and returns
 // every rank's record, by rank, once all size ranks have registered. It
 // dials until the server answers (with backoff), within ctx. When ctx
-// ends first, the error is a *MissingError (errors.Is ErrTimeout) naming
-// the ranks the server has not heard from; a refusal wraps ErrRefused.
+// ends first, the error is a *MissingError naming the ranks the server has
+// not heard from (errors.Is ErrTimeout where ctx's deadline ended the wait,
+// context.Canceled where a cancel did); a refusal wraps ErrRefused.
 //
 // The rank tells the server how long it waits (ctx's deadline less
 // grace), so that the launcher behind the server can give up on the
@@ -99,9 +100,18 @@ func Register(ctx context.Context, addr, jobID string, secret []byte, rec Record
 	// Ask which ranks the server still waits for, so that every rank
 	// names the same ones.
 	e := &MissingError{Size: size, Waited: waited(ctx, start), Err: ctx.Err()}
-	c.SetDeadline(time.Now().Add(2 * time.Second))
+	// A stopped job's launcher may no longer answer: a cancelled wait
+	// asks briefly.
+	ask := 2 * time.Second
+	if e.stopped() {
+		ask = 100 * time.Millisecond
+	}
+	c.SetDeadline(time.Now().Add(ask))
+	// Where the job stopped, an unanswered ask is no news.
 	if _, err := c.Write([]byte{askMissing}); err != nil {
-		e.Reach = fmt.Errorf("asking the rendezvous at %s which ranks are missing: %v", addr, err)
+		if !e.stopped() {
+			e.Reach = fmt.Errorf("asking the rendezvous at %s which ranks are missing: %v", addr, err)
+		}
 		return nil, e
 	}
 	select {
@@ -115,7 +125,9 @@ func Register(ctx context.Context, addr, jobID string, secret []byte, rec Record
 		if res.err == nil {
 			return res.recs, nil
 		}
-		e.Reach = res.err
+		if !e.stopped() {
+			e.Reach = res.err
+		}
 	}
 	return nil, e
 }
@@ -150,10 +162,11 @@ func reachErr(err, last error) error {
 	return err
 }
 
-// waited is how long a rank waited: up to its deadline, rounded.
+// waited is how long a rank waited: up to its deadline where that ended
+// the wait, else until now (a cancel), rounded.
 func waited(ctx context.Context, start time.Time) time.Duration {
 	w := time.Since(start)
-	if dl, ok := ctx.Deadline(); ok && dl.After(start) {
+	if dl, ok := ctx.Deadline(); ok && dl.After(start) && ctx.Err() == context.DeadlineExceeded {
 		w = dl.Sub(start)
 	}
 	if w >= 500*time.Millisecond {

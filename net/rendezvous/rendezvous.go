@@ -2,6 +2,7 @@ package rendezvous
 
 import (
 	"bufio"
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -30,7 +31,8 @@ type Record struct {
 
 var (
 	// ErrTimeout is matched (errors.Is) by the *MissingError of a Register
-	// whose ctx ended before every rank registered.
+	// whose ctx's deadline passed before every rank registered (one whose
+	// ctx was cancelled wraps context.Canceled instead).
 	ErrTimeout = errors.New("rendezvous: timed out waiting for ranks")
 	// ErrRefused is wrapped when the server refused the rank: another job,
 	// a wrong secret, a different size, or a rank registered twice.
@@ -53,6 +55,10 @@ type MissingError struct {
 func (e *MissingError) Error() string {
 	var b strings.Builder
 	switch {
+	case e.stopped() && e.Missing != nil:
+		fmt.Fprintf(&b, "stopped after %v while waiting for %s of %d", e.Waited, contract.RankList(e.Missing), e.Size)
+	case e.stopped():
+		fmt.Fprintf(&b, "stopped after %v while waiting for the other ranks of %d", e.Waited, e.Size)
 	case e.Missing != nil:
 		b.WriteString(contract.RankList(e.Missing))
 		fmt.Fprintf(&b, " of %d never arrived within %v", e.Size, e.Waited)
@@ -65,8 +71,13 @@ func (e *MissingError) Error() string {
 	return b.String()
 }
 
-// Is makes errors.Is(err, ErrTimeout) hold.
-func (e *MissingError) Is(target error) bool { return target == ErrTimeout }
+// stopped says that the wait was cancelled (the job stopped: a signal, a
+// peer's failure) before its deadline.
+func (e *MissingError) stopped() bool { return errors.Is(e.Err, context.Canceled) }
+
+// Is makes errors.Is(err, ErrTimeout) hold for a wait that ran to its
+// deadline, not for one cancelled before it.
+func (e *MissingError) Is(target error) bool { return target == ErrTimeout && !e.stopped() }
 
 // Unwrap returns the context's error and the reaching error.
 func (e *MissingError) Unwrap() []error { return []error{e.Err, e.Reach} }

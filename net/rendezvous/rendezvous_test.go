@@ -133,6 +133,24 @@ func TestMissingRankNamed(t *testing.T) {
 	}
 }
 
+// A wait cancelled before its deadline (the job stopped) is no timeout:
+// it says how long the rank really waited, not its whole deadline (it
+// said "never arrived within 1m2s" 0.1 s into a stopped job).
+func TestCancelledWait(t *testing.T) {
+	s := serve(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	time.AfterFunc(100*time.Millisecond, cancel)
+	_, err := Register(ctx, s.Addr(), "job1", secret, record(0), 2, 0)
+	var me *MissingError
+	if !errors.As(err, &me) || errors.Is(err, ErrTimeout) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("%v, want a *MissingError wrapping context.Canceled, not ErrTimeout", err)
+	}
+	if me.Waited >= time.Minute || !strings.HasPrefix(err.Error(), "stopped after ") || !strings.Contains(err.Error(), "while waiting for rank 1 of 2") {
+		t.Fatalf("%v (waited %v), want how long it waited and for whom", err, me.Waited)
+	}
+}
+
 // Nothing listens: the error says the rendezvous did not answer.
 func TestUnreachable(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

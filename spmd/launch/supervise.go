@@ -399,7 +399,19 @@ func (s *supervisor) stalledStart(missing []int) {
 		return
 	}
 	s.decide(1)
-	s.out.Logf("%s of %d never reached spmd.Init while the others waited there (GORUN_INIT_TIMEOUT); stopping the job", contract.RankList(missing), len(s.plan.Ranks))
+	// A rank that exited (a program that never calls spmd.Init, in an MPMD
+	// job of ones that do) is named as such.
+	var exited []string
+	for _, r := range missing {
+		if st, ok := s.ends[r]; ok {
+			exited = append(exited, fmt.Sprintf("rank %d %v", r, st))
+		}
+	}
+	why := ""
+	if len(exited) > 0 {
+		why = "; " + strings.Join(exited, ", ") + " without calling it"
+	}
+	s.out.Logf("%s of %d never reached spmd.Init while the others waited there (GORUN_INIT_TIMEOUT)%s; stopping the job", contract.RankList(missing), len(s.plan.Ranks), why)
 	s.stop()
 }
 
