@@ -27,6 +27,9 @@ type output struct {
 	Timestamp bool             // prefix the time the line was complete
 	MaxLine   int              // 0: defaultMaxLine
 	Now       func() time.Time // nil: time.Now
+	// PartialAfter is how long a partial line waits for its newline;
+	// 0: partialAfter.
+	PartialAfter time.Duration
 
 	// One lock per stream, so that a reader of gorun's stdout that stops
 	// reading holds up the lines bound there, not gorun's messages on
@@ -103,13 +106,24 @@ func (o *output) lineWriter(rank int, dst io.Writer) *lineWriter {
 	if max <= 0 {
 		max = defaultMaxLine
 	}
-	return &lineWriter{out: o, dst: dst, rank: rank, max: max}
+	pause := o.PartialAfter
+	if pause <= 0 {
+		pause = partialAfter
+	}
+	return &lineWriter{out: o, dst: dst, rank: rank, max: max, pause: pause}
 }
 
 // emit writes one line (without its newline) with its prefix.
 func (o *output) emit(dst io.Writer, rank int, line []byte) {
+	o.write(dst, rank, line, true, true)
+}
+
+// write writes p to dst in one write: after the line's prefix where
+// prefix is set (the line's first piece), and with a newline where end is
+// (its last).
+func (o *output) write(dst io.Writer, rank int, p []byte, prefix, end bool) {
 	var b bytes.Buffer
-	if o.Timestamp {
+	if prefix && o.Timestamp {
 		now := time.Now
 		if o.Now != nil {
 			now = o.Now
@@ -117,27 +131,47 @@ func (o *output) emit(dst io.Writer, rank int, line []byte) {
 		b.WriteString(now().Format(timestampLayout))
 		b.WriteByte(' ')
 	}
-	if o.Tag {
+	if prefix && o.Tag {
 		b.WriteByte('[')
 		b.WriteString(strconv.Itoa(rank))
 		b.WriteString("] ")
 	}
-	b.Write(line)
-	b.WriteByte('\n')
-	dst.Write(b.Bytes()) // a stream: one whole line under its lock
+	b.Write(p)
+	if end {
+		b.WriteByte('\n')
+	}
+	dst.Write(b.Bytes()) // a stream: one piece under its lock
 }
 
-// lineWriter holds back a partial line until its newline arrives, or until
-// it is max bytes long. Not safe for concurrent use.
+// partialAfter is how long a partial line waits for its newline before
+// lineWriter forwards what it has: a prompt ("Enter a value: "), a
+// progress bar redrawn with \r, a Python REPL's ">>> " show after this
+// pause, as mpirun shows them at once. Output that keeps coming is still
+// forwarded a whole line at a time.
+const partialAfter = 100 * time.Millisecond
+
+// lineWriter holds back a partial line until its newline arrives, until it
+// is max bytes long, or until it has waited partialAfter (then the line's
+// first piece carries its prefix and the rest follows it as it comes).
+// Write is for one goroutine; the pause's timer runs beside it.
 type lineWriter struct {
-	out  *output
-	dst  io.Writer
-	rank int
-	max  int
-	buf  []byte // the partial line, shorter than max
+	out   *output
+	dst   io.Writer
+	rank  int
+	max   int
+	pause time.Duration // partialAfter
+
+	mu      sync.Mutex
+	buf     []byte      // the partial line held back, shorter than max
+	started bool        // a piece of the current line went out, with its prefix
+	timer   *time.Timer // forwards buf after partialAfter; nil: none armed
+	armed   int         // counts the timers armed, so that a stale one does nothing
+	closed  bool
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	n := len(p)
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
@@ -145,7 +179,7 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 			room := w.max - len(w.buf)
 			if len(p) < room {
 				w.buf = append(w.buf, p...)
-				return n, nil
+				break
 			}
 			w.emit(p[:room])
 			p = p[room:]
@@ -160,21 +194,57 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 		w.emit(p[:i])
 		p = p[i+1:]
 	}
+	if len(w.buf) > 0 && w.timer == nil && !w.closed {
+		w.armed++
+		armed := w.armed
+		w.timer = time.AfterFunc(w.pause, func() { w.flushPartial(armed) })
+	}
 	return n, nil
 }
 
-// emit forwards the held-back bytes followed by p as one line.
+// emit forwards the held-back bytes followed by p as the end of a line.
 func (w *lineWriter) emit(p []byte) {
 	if len(w.buf) > 0 {
 		p = append(w.buf, p...)
 	}
-	w.out.emit(w.dst, w.rank, p)
+	w.out.write(w.dst, w.rank, p, !w.started, true)
 	w.buf = w.buf[:0]
+	w.started = false
+	w.disarm()
+}
+
+// disarm stops the pause's timer: the line it waited on has ended.
+func (w *lineWriter) disarm() {
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+}
+
+// flushPartial forwards the partial line that waited partialAfter since
+// timer number armed was set.
+func (w *lineWriter) flushPartial(armed int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if armed != w.armed || w.timer == nil {
+		return // a stale timer: its line ended, another may be waiting
+	}
+	w.timer = nil
+	if len(w.buf) == 0 || w.closed {
+		return
+	}
+	w.out.write(w.dst, w.rank, w.buf, !w.started, false)
+	w.buf = w.buf[:0]
+	w.started = true
 }
 
 // Close forwards a last partial line, ending it with a newline.
 func (w *lineWriter) Close() error {
-	if len(w.buf) > 0 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.disarm()
+	w.closed = true
+	if len(w.buf) > 0 || w.started {
 		w.emit(nil)
 	}
 	return nil

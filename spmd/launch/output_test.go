@@ -56,6 +56,9 @@ func TestOutputNoInterleaving(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	o := newOutput(&stdout, &stderr)
 	o.Tag = true
+	// A writer descheduled mid-line for the pause (under -race on 2
+	// cores) would have its partial line forwarded (TestOutputPrompt).
+	o.PartialAfter = time.Hour
 	const ranks, lines = 8, 200
 	var wg sync.WaitGroup
 	for r := 0; r < ranks; r++ {
@@ -92,6 +95,36 @@ func TestOutputNoInterleaving(t *testing.T) {
 			t.Fatalf("line %q out of place (want rank %d line %d)", l, r, next[r])
 		}
 		next[r]++
+	}
+}
+
+// TestOutputPrompt: a partial line (a prompt) is forwarded, with its
+// prefix, once it has waited the pause for its newline, and the rest of the
+// line follows it without another prefix; it was held until its newline,
+// so that an interactive rank 0 seemed to hang.
+func TestOutputPrompt(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	o := newOutput(&stdout, &stderr)
+	o.Tag = true
+	o.PartialAfter = 10 * time.Millisecond
+	read := func() string {
+		o.stdout.mu.Lock()
+		defer o.stdout.mu.Unlock()
+		return stdout.String()
+	}
+	w, _, _ := o.RankWriters(3, "")
+	w.Write([]byte("done\nEnter a value: "))
+	deadline := time.Now().Add(10 * time.Second)
+	for read() != "[3] done\n[3] Enter a value: " {
+		if time.Now().After(deadline) {
+			t.Fatalf("the prompt was not forwarded: %q", read())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	w.Write([]byte("42\nnext"))
+	w.Close()
+	if got, want := read(), "[3] done\n[3] Enter a value: 42\n[3] next\n"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
 	}
 }
 
