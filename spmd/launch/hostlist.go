@@ -69,6 +69,9 @@ func resolveHosts(cfg *Config, getenv func(string) string) (*hostList, error) {
 		}
 		hl.mode, hl.source = ModeSrun, "the Slurm allocation"
 	}
+	if hl.mode == modeSSH {
+		hl.hosts = mergeLocal(hl.hosts)
+	}
 	policy, _ := hosts.ParsePolicy(cfg.MapBy)
 	if cfg.MapBy == "" {
 		policy = hosts.BySlot
@@ -157,6 +160,34 @@ func (hl *hostList) targets() []target {
 }
 
 // isLocalName reports whether a host list entry names this machine.
+// mergeLocal makes the entries of list that name this machine (localhost,
+// its hostname, 127.0.0.1) one host, under the first of their names, with
+// their slots added, as Open MPI does: as two hosts they were planned and
+// bound as two machines, two ranks to a core, on one.
+func mergeLocal(list []hosts.Host) []hosts.Host {
+	out := list[:0:0]
+	first := -1
+	for _, h := range list {
+		if !isLocalName(h.Name) || h.User != "" || h.Addr != "" {
+			out = append(out, h)
+			continue
+		}
+		if first < 0 {
+			first = len(out)
+			out = append(out, h)
+			continue
+		}
+		m := &out[first]
+		m.Slots += h.Slots
+		if m.MaxSlots > 0 && h.MaxSlots > 0 {
+			m.MaxSlots += h.MaxSlots
+		} else {
+			m.MaxSlots = 0
+		}
+	}
+	return out
+}
+
 func isLocalName(name string) bool {
 	switch name {
 	case "localhost", "127.0.0.1", "::1":

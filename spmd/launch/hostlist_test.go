@@ -48,6 +48,9 @@ func TestHostListDryRun(t *testing.T) {
 			[]string{"host x (ssh): ranks 0\n"}},
 		{"localhost is local", func(c *Config) { c.Hosts, c.NP = "localhost:2,b:1", 3 }, nil,
 			[]string{"host localhost (local): ranks 0-1\nhost b (ssh): ranks 2\n"}},
+		// Were two hosts: each bound its ranks to the same cores.
+		{"this machine's names are one host", func(c *Config) { c.Hosts = "localhost:2,b:1,127.0.0.1:2" }, nil,
+			[]string{"host localhost (local): ranks 0-3\nhost b (ssh): ranks 4\n", "GORUN_LOCAL_SIZE=4", "GORUN_NODE_COUNT=2"}},
 		{"ports", func(c *Config) { c.Hosts, c.Ports = "a:1", "40000-40010" }, nil,
 			[]string{"GORUN_PORTS=40000-40010"}},
 	} {
