@@ -488,6 +488,8 @@ func TestBadInput(t *testing.T) {
 		{"glued -np", []string{"-np2", "true"}, 2, `unknown flag -np2: write -np 2, with a space`},
 		// Took -np for the host list and 2 for the program (status 127).
 		{"flag for a value", []string{"-H", "-np", "2", "true"}, 2, `--host -np: a flag where --host wants its value`},
+		// Was status 255, "host h: cannot start its agent".
+		{"launch agent missing", []string{"-H", "h.invalid:1", "--net", "127.0.0.0/8", "--launch-agent", "/no/such/agent", "true"}, 2, `--launch-agent "/no/such/agent": /no/such/agent: no such program, or not executable`},
 		{"flag for a dir", []string{"--output-dir", "--np=2", "true"}, 2, `--output-dir --np=2: a flag where --output-dir wants its value`},
 		{"bool with a value", []string{"--verbose=2", "-np", "1", "true"}, 2, `--verbose "2": want true or false \(see gorun --help\)`},
 		{"mpirun map-by", []string{"-np", "2", "--map-by", "core", "true"}, 2, `--map-by "core": want slot or node \(gorun places ranks on hosts only; --bind-to core`},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -18,6 +20,9 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 		return 0, false, fmt.Errorf("finding gorun's own path for the agents: %w", err)
 	}
 	remote, err := newRemote(hl.mode, cfg.SSHArgs, cfg.LaunchAgent, time.Duration(cfg.ConnectTimeout), gorun)
+	if err == nil && hl.mode != ModeSrun {
+		err = agentCommand(remote.Argv[0], cfg.LaunchAgent)
+	}
 	if err != nil {
 		return 0, false, errorf(ErrUsage, "%v", err)
 	}
@@ -131,4 +136,21 @@ func launcherAddr(cfg *Config, remote remote, targets []target) (string, error) 
 		}
 	}
 	return "", firstErr
+}
+
+// agentCommand checks that the command that starts the agents (ssh, or
+// --launch-agent's) is there: one that is not is the user's to fix, said
+// once before any host is tried, not a lost host (status 255).
+func agentCommand(name, launchAgent string) error {
+	if _, err := exec.LookPath(name); err == nil {
+		return nil
+	}
+	why := "not found on PATH"
+	if strings.Contains(name, "/") {
+		why = "no such program, or not executable"
+	}
+	if launchAgent != "" {
+		return fmt.Errorf("--launch-agent %q: %s: %s; give a command that runs a command on a host, as ssh does", launchAgent, name, why)
+	}
+	return fmt.Errorf("%s: %s; gorun starts its agent on each other host with ssh: install an OpenSSH client, or give --launch-agent", name, why)
 }
