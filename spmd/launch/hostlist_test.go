@@ -53,6 +53,10 @@ func TestHostListDryRun(t *testing.T) {
 			[]string{"host localhost (local): ranks 0-3\nhost b (ssh): ranks 4\n", "GORUN_LOCAL_SIZE=4", "GORUN_NODE_COUNT=2"}},
 		{"ports", func(c *Config) { c.Hosts, c.Ports = "a:1", "40000-40010" }, nil,
 			[]string{"GORUN_PORTS=40000-40010"}},
+		// The environment the ranks get: it lacked GORUN_STATUS_FD, and
+		// showed a MASTER_PORT that the launch then chose anew.
+		{"what the start sets", func(c *Config) { c.NP = 1 }, nil,
+			[]string{"GORUN_STATUS_FD=4\n", "MASTER_PORT=<a free port, chosen at launch>\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultConfig()

@@ -235,9 +235,11 @@ func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, agents ma
 	job := jobInfo{
 		ID:         jobID,
 		MasterAddr: "127.0.0.1",
-		MasterPort: freePort(bind, pr),
 		Getenv:     l.Getenv,
 		Ports:      cfg.Ports,
+	}
+	if !cfg.DryRun {
+		job.MasterPort = freePort(bind, pr)
 	}
 	if hl.mode == modeLocal {
 		job.HostIDs = map[string]string{hl.rankHost[0]: contract.LocalHostID()}

@@ -158,8 +158,14 @@ func newPlan(cfg *Config, job jobInfo, hosts []string) (*jobPlan, error) {
 		setIf(env, contract.EnvMasterAddr, job.MasterAddr)
 		setIf(env, contract.EnvBindAddr, job.BindAddrs[h])
 		setIf(env, contract.EnvPorts, job.Ports)
-		if job.MasterPort > 0 {
+		switch {
+		case job.MasterPort > 0:
 			env[contract.EnvMasterPort] = strconv.Itoa(job.MasterPort)
+		case cfg.DryRun:
+			env[contract.EnvMasterPort] = "<a free port, chosen at launch>"
+		}
+		if cfg.DryRun { // the starter sets it beside the descriptor it opens
+			env[contract.EnvStatusFD] = strconv.Itoa(statusFD)
 		}
 		if cfg.InitTimeout > 0 {
 			env[contract.EnvInitTimeout] = time.Duration(cfg.InitTimeout).String()
