@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 
@@ -123,6 +124,9 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 	// An MPMD job without the first -np is countApps's to say.
 	if cfg.NP == 0 && !cliCtx.IsSet(flagNP) && cfg.NPerNode == 0 && len(cfg.Apps) == 0 && cfg.Hosts == "" && cfg.Hostfile == "" && !inSlurm() {
 		example := "gorun -np 4 " + cfg.Program
+		if _, err := exec.LookPath("help"); cfg.Program == "help" && err != nil {
+			return usageError{fmt.Errorf("gorun has no help command: gorun --help lists the flags, and man gorun (man ./man/gorun.1 in the source) documents them")}
+		}
 		switch {
 		case cliCtx.Bool(flagTopo): // cfg.Program is gorun itself
 			example = "gorun --topo -np 4"

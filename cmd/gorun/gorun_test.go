@@ -490,6 +490,8 @@ func TestBadInput(t *testing.T) {
 		{"flag for a value", []string{"-H", "-np", "2", "true"}, 2, `--host -np: a flag where --host wants its value`},
 		// Was status 255, "host h: cannot start its agent".
 		{"launch agent missing", []string{"-H", "h.invalid:1", "--net", "127.0.0.0/8", "--launch-agent", "/no/such/agent", "true"}, 2, `--launch-agent "/no/such/agent": /no/such/agent: no such program, or not executable`},
+		// Said "how many ranks? give -np N, as in gorun -np 4 help".
+		{"help command", []string{"help", "hostfile"}, 2, `gorun has no help command: gorun --help lists the flags`},
 		{"flag for a dir", []string{"--output-dir", "--np=2", "true"}, 2, `--output-dir --np=2: a flag where --output-dir wants its value`},
 		{"bool with a value", []string{"--verbose=2", "-np", "1", "true"}, 2, `--verbose "2": want true or false \(see gorun --help\)`},
 		{"mpirun map-by", []string{"-np", "2", "--map-by", "core", "true"}, 2, `--map-by "core": want slot or node \(gorun places ranks on hosts only; --bind-to core`},
@@ -842,7 +844,8 @@ func TestMPMD(t *testing.T) {
 		{[]string{"-np", "1", "true", ":", "-np", "x", "true"}, `-np "x"`},
 		{[]string{"-np", "1", "true", ":", "-np", "1", "-H", "a", "true"}, "-H is not taken per program"},
 		{[]string{"-np", "1", "true", ":", "-np", "1", "-x"}, "-x needs a value"},
-		{[]string{"-H", "localhost:2", "true", ":", "-np", "1", "true"}, "every program of an MPMD job"},
+		// Said "-np 0 before true", where no -np was given.
+		{[]string{"-H", "localhost:2", "true", ":", "-np", "1", "true"}, "program 1 of the MPMD job: no -np before true: every program of an MPMD job"},
 		// Said "how many ranks? give -np N, as in gorun -np 4 true".
 		{[]string{"true", ":", "-np", "2", "true"}, "program 1 of the MPMD job: how many ranks of true? give -np N before it, as in gorun -np 1 true : -np 4 true"},
 		{[]string{"-np", "1", "true", ":", "-np", "1", "-np", "2", "true"}, "-np 1 and -np 2: give a program's -np once"},

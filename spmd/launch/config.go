@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -187,7 +188,11 @@ func (c *Config) DecodeTOML(name string, b []byte) error {
 	if errors.As(err, &strict) && len(strict.Errors) > 0 {
 		e := &strict.Errors[0]
 		line, _ := e.Position()
-		return errorf(ErrUsage, "%s:%d: unknown key %q: see FILES in gorun(1) for the keys a config may set", name, line, strings.Join(e.Key(), "."))
+		key := strings.Join(e.Key(), ".")
+		if k := strings.ReplaceAll(key, "-", "_"); k != key && configKind(k) != "" {
+			return errorf(ErrUsage, "%s:%d: unknown key %q: did you mean %s? (a config's keys are the flags' names with _ for -)", name, line, key, k)
+		}
+		return errorf(ErrUsage, "%s:%d: unknown key %q: see FILES in gorun(1) for the keys a config may set", name, line, key)
 	}
 	var derr *toml.DecodeError
 	if errors.As(err, &derr) {
@@ -196,9 +201,39 @@ func (c *Config) DecodeTOML(name string, b []byte) error {
 		if i := strings.Index(what, "into struct field"); i >= 0 {
 			what = what[:i] + "into " + strings.Join(derr.Key(), ".")
 		}
+		if want := configKind(strings.Join(derr.Key(), ".")); want != "" && strings.HasPrefix(what, "cannot decode") {
+			what += ", which wants " + want
+		}
 		return errorf(ErrUsage, "%s:%d: %s: fix the file or pass another with --config", name, line, what)
 	}
 	return errorf(ErrUsage, "%s: %v: fix the file or pass another with --config", name, err)
+}
+
+// configKind says what the config key key takes, for its errors: "a
+// string in quotes", "a whole number", "true or false", "a list of
+// strings"; "" for no key of Config.
+func configKind(key string) string {
+	t := reflect.TypeOf(Config{})
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if tag, _, _ := strings.Cut(f.Tag.Get("toml"), ","); tag != key || tag == "-" {
+			continue
+		}
+		switch {
+		case f.Type == reflect.TypeOf(Duration(0)):
+			return `a duration in quotes, such as "30s"`
+		case f.Type.Kind() == reflect.String:
+			return "a string in quotes"
+		case f.Type.Kind() == reflect.Int:
+			return "a whole number"
+		case f.Type.Kind() == reflect.Bool:
+			return "true or false"
+		case f.Type.Kind() == reflect.Slice:
+			return `a list of strings, such as ["A=1", "B"]`
+		}
+		return "a value"
+	}
+	return ""
 }
 
 // App is one program context of an MPMD job after the first.
@@ -227,6 +262,8 @@ func (c *Config) countApps() error {
 	switch {
 	case c.NP == 0 && c.Hosts == "" && c.Hostfile == "":
 		return errorf(ErrUsage, "program 1 of the MPMD job: how many ranks of %s? give -np N before it, as in gorun -np 1 %s : -np 4 %s", c.Program, c.Program, c.Apps[0].Program)
+	case c.NP == 0:
+		return errorf(ErrUsage, "program 1 of the MPMD job: no -np before %s: every program of an MPMD job (PROG : -np N PROG2) needs its -np", c.Program)
 	case c.NP < 1:
 		return errorf(ErrUsage, "-np %d before %s: every program of an MPMD job (PROG : -np N PROG2) needs its -np", c.NP, c.Program)
 	}
@@ -296,7 +333,7 @@ var valueChecks = []struct {
 		if prog == "" {
 			prog = "./prog"
 		}
-		return fmt.Errorf("%d: want at least 1 rank, as in gorun -np 4 %s", c.NP, prog)
+		return fmt.Errorf("%d: want at least 1 rank, as in gorun -np 4 %s (or give a host list)", c.NP, prog)
 	}},
 	{"-x", "export", func(c *Config) error {
 		for _, x := range c.Export {

@@ -29,7 +29,9 @@ func TestDecodeTOMLErrors(t *testing.T) {
 		name, doc, want string
 	}{
 		{"unknown key", "np = 2\nbogus = 1\n", `c.toml:2: unknown key "bogus"`},
-		{"wrong type", "np = 2\n\ntag_output = \"yes\"\n", "c.toml:3: cannot decode TOML string into tag_output"},
+		{"wrong type", "np = 2\n\ntag_output = \"yes\"\n", "c.toml:3: cannot decode TOML string into tag_output, which wants true or false"},
+		{"number for a string", "stdin = 0\n", "c.toml:1: cannot decode TOML integer into stdin, which wants a string in quotes"},
+		{"flag's spelling", "tag-output = true\n", `c.toml:1: unknown key "tag-output": did you mean tag_output?`},
 		{"bad duration", "timeout = \"3x\"\n", `c.toml:1: "3x" is not a duration`},
 		{"syntax", "np = 2\n[[x\n", "c.toml:2: "},
 		// A TOML integer would be nanoseconds: 5 s meant, 5 ns taken.

@@ -293,8 +293,10 @@ func checkBindings(plan *jobPlan, local map[string]bool, hostCPUs func() ([]cpuI
 		if !local[rp.Host] {
 			continue
 		}
+		// The errors name the host and its ranks' count: a prefix of the
+		// rank checked (its first) blamed rank 0 for rank 2's core.
 		if _, err := bindingFor(rp.Env, hostCPUs, rp.Host); err != nil {
-			return fmt.Errorf("rank %d: %w", rp.Rank, err)
+			return err
 		}
 	}
 	return nil

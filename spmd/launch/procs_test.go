@@ -236,7 +236,7 @@ func TestCheckBindings(t *testing.T) {
 		want   string // "" for no error
 	}{
 		{"fits", []string{"a", "a"}, "core", ""},
-		{"overloads a core", []string{"a", "a", "a"}, "core", "rank 0: --bind-to core: 3 ranks on a would put 2 on core 0"},
+		{"overloads a core", []string{"a", "a", "a"}, "core", "--bind-to core: 3 ranks on a would put 2 on core 0"},
 		{"overload allowed", []string{"a", "a", "a"}, "core:overload-allowed", ""},
 		{"elsewhere", []string{"b", "b", "b"}, "core", ""},
 		{"unbound", []string{"a", "a", "a"}, "none", ""},

@@ -239,7 +239,11 @@ func (s *supervisor) signal(sig os.Signal) {
 	} else {
 		s.decide(1)
 	}
-	s.out.Logf("%v: stopping %s (send it again to kill them)", sig, s.ranks())
+	them := "them"
+	if s.running == 1 {
+		them = "it"
+	}
+	s.out.Logf("%v: stopping %s (send it again to kill %s)", sig, s.ranks(), them)
 	s.stopWith(stopSig)
 }
 
