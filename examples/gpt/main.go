@@ -1,5 +1,6 @@
 // Command gpt trains a nanoGPT-sized decoder on the Go distribution's
-// source (byte-level) with any mix of tensor, pipeline and data
+// source (byte-level; --data for other text, or a nanoGPT .bin token
+// file, read as examples/ddp reads it) with any mix of tensor, pipeline and data
 // parallelism (strategies/hybrid): Megatron's TP x PP x DP mesh, the
 // GPipe, 1F1B and interleaved schedules, sequence parallelism, and DDP or
 // ZeRO across the data-parallel groups.
@@ -106,8 +107,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&c.steps, "steps", 20, "optimizer steps")
 	fs.Float64Var(&c.lr, "lr", 1e-3, "AdamW's learning rate")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the weights, the data order and dropout")
-	fs.IntVar(&c.maxBytes, "max-bytes", 4<<20, "read at most this much of the corpus (0: all)")
-	fs.StringVar(&c.data, "data", "", "text files or directories to train on instead of the Go source")
+	fs.IntVar(&c.maxBytes, "max-bytes", 4<<20, "read at most this much text (0: all); a .bin token file is read whole")
+	fs.StringVar(&c.data, "data", "", "text files or directories to train on instead of the Go source, or a nanoGPT .bin token file (uint16 ids, as examples/ddp reads)")
 	fs.StringVar(&c.compress, "compress", "none", "compress the gradients' averaging over the replicas (any --zero): none, "+compress.Names)
 	fs.BoolVar(&c.printSchedule, "print-schedule", false, "print the pipeline's schedule as a table of time slots by stage and exit")
 	fs.BoolVar(&c.plan, "plan", false, "rank the layouts of this job by modelled step time among those that fit --mem-limit, print the table and exit")

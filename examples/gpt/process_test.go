@@ -1,12 +1,15 @@
 package main
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/gorun-hpc/gorun/spmd/spmdtest/proctest"
+	"github.com/gorun-hpc/gorun/strategies/nn/data"
 )
 
 // small is a model that trains in a fraction of a second, on a little of
@@ -123,5 +126,40 @@ func TestBadFlags(t *testing.T) {
 				t.Errorf("err %v, stderr lacks %q:\n%s%s", err, tc.want, out, stderr)
 			}
 		})
+	}
+}
+
+// TestTokenFile: --data reads a nanoGPT .bin as uint16 tokens, as
+// examples/ddp does: it trains on one, refuses one of an odd size, and
+// refuses a --vocab below its largest id.
+func TestTokenFile(t *testing.T) {
+	gorun, gpt := build(t)
+	dir := t.TempDir()
+	ids := make([]uint16, 4096)
+	for i := range ids {
+		ids[i] = uint16(i * 7 % 300)
+	}
+	bin, odd := filepath.Join(dir, "train.bin"), filepath.Join(dir, "odd.bin")
+	if err := data.WriteTokens(bin, ids); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(odd, []byte("abc"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := job(gorun, gpt, 1, append(append([]string{}, small...), "--data", bin)...)
+	if err != nil || len(losses(t, out)) != 3 {
+		t.Errorf("--data %s: %v\n%s%s", bin, err, out, stderr)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--data", odd}, "gpt: --data: token file " + odd + " has 3 bytes, an odd number"},
+		{[]string{"--data", bin, "--vocab", "299"}, "gpt: --vocab 299: token file " + bin + " holds ids up to 299: pass at least 300"},
+	} {
+		out, stderr, err := job(gorun, gpt, 1, append(append([]string{}, small...), tc.args...)...)
+		if err == nil || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: err %v, stderr lacks %q:\n%s%s", tc.args, err, tc.want, out, stderr)
+		}
 	}
 }

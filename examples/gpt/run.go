@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/gorun-hpc/gorun/compress"
@@ -30,36 +29,29 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		return err
 	}
 	defer w.Close()
-	txt, err := corpus(c)
+	corp, err := workload.ReadCorpus(c.data, c.maxBytes)
 	if err != nil {
 		return err
 	}
-	vocab := txt.VocabSize()
+	if err := corp.CheckVocab(c.vocab); err != nil {
+		return err
+	}
+	vocab := corp.Vocab
 	if c.vocab > 0 {
-		if c.vocab < vocab {
-			return fmt.Errorf("--vocab %d: the corpus has %d distinct bytes: pass at least %d, or 0", c.vocab, vocab, vocab)
-		}
 		vocab = c.vocab
 	}
 	model := nn.GPTConfig{Vocab: vocab, Context: c.block, Layers: c.layers, Heads: c.heads, Dim: c.embd, Dropout: float32(c.dropout)}
 	if c.plan {
 		return planJob(ctx, w, c, model, out)
 	}
-	return train(ctx, w, c, model, txt, out)
+	return train(ctx, w, c, model, corp.Tokens, out)
 }
 
-func corpus(c config) (*data.Text, error) {
-	if c.data != "" {
-		return data.ReadText(strings.Split(c.data, ","), c.maxBytes)
-	}
-	return data.GoSource(c.maxBytes)
-}
-
-func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, txt *data.Text, out io.Writer) error {
+func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, tokens []uint16, out io.Writer) error {
 	if err := c.checkMesh(w.Size()); err != nil {
 		return err
 	}
-	seqs, err := data.Sequences(txt.Tokens, c.block)
+	seqs, err := data.Sequences(tokens, c.block)
 	if err != nil {
 		return err
 	}

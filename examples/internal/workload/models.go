@@ -1,10 +1,6 @@
 package workload
 
 import (
-	"fmt"
-	"path/filepath"
-	"strings"
-
 	"github.com/gorun-hpc/gorun/strategies/nn"
 	"github.com/gorun-hpc/gorun/strategies/nn/data"
 )
@@ -70,23 +66,9 @@ func (w *Workload) gpt() (int, error) {
 }
 
 func (w *Workload) corpus() ([]uint16, int, error) {
-	if w.cfg.Data == "" {
-		txt, err := data.GoSource(w.cfg.MaxBytes)
-		if err != nil {
-			return nil, 0, err
-		}
-		return txt.Tokens, txt.VocabSize(), nil
-	}
-	if filepath.Ext(w.cfg.Data) == ".bin" {
-		t, err := data.ReadTokens(w.cfg.Data, 0)
-		if err != nil {
-			return nil, 0, err
-		}
-		return t.IDs, t.Vocab, nil
-	}
-	txt, err := data.ReadText(strings.Split(w.cfg.Data, ","), w.cfg.MaxBytes)
+	c, err := ReadCorpus(w.cfg.Data, w.cfg.MaxBytes)
 	if err != nil {
-		return nil, 0, fmt.Errorf("--data: %w", err)
+		return nil, 0, err
 	}
-	return txt.Tokens, txt.VocabSize(), nil
+	return c.Tokens, c.Vocab, nil
 }
