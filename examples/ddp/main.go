@@ -12,7 +12,8 @@
 //	gorun -np 2 ./examples/ddp --ckpt ckpt --resume --steps 200 # go on from it
 //
 // --batch is the global batch (by default 64, rounded down to a multiple
-// of the ranks x --accum). Rank 0 prints one line per step, "step N loss L
+// of the ranks x --accum, or ranks x --accum where that is more, after a
+// "note:" line). Rank 0 prints one line per step, "step N loss L
 // samples/s S" (N from 1), and at the end "final loss L". The loss is the
 // mean over the global batch. Resumed from a checkpoint at or past --steps,
 // it trains nothing and says so.

@@ -33,6 +33,9 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if n := cfg.BatchNote(w.Size(), "rank"); n != "" && w.Rank() == 0 {
+		fmt.Fprintln(out, n)
+	}
 	st := wl.Model.Store()
 	opt, err := wl.Optimizer(st.Params, 0, len(st.W))
 	if err != nil {

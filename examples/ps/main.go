@@ -20,8 +20,8 @@
 //
 // --batch is the global batch, split evenly over the workers, as over
 // examples/ddp's ranks; by default 64 rounded down to a multiple of the
-// workers x --accum (63 for 3 workers), so the commands above run as
-// written. A --batch given that does not split is an error.
+// workers x --accum (63 for 3 workers), or workers x --accum where that is
+// more (after a "note:" line), so the commands above run as written. A --batch given that does not split is an error.
 //
 // Rank 0 (a server) prints one line per step, "step N loss L samples/s S"
 // (N from 1), the loss being the mean over the workers, and "final loss L".

@@ -34,6 +34,9 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if n := cfg.BatchNote(w.Size(), "rank"); n != "" && w.Rank() == 0 {
+		fmt.Fprintln(out, n)
+	}
 	var tr trainer
 	if cfg.ddp {
 		tr, err = newDDP(ctx, w.Comm, wl)

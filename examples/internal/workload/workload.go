@@ -41,7 +41,8 @@ type Config struct {
 
 // DefaultBatch is the global batch when Config.Batch is 0, as it is by
 // default: rounded down to a multiple of the data-parallel ranks times the
-// micro-batches, so that it splits at any number of ranks (GlobalBatch).
+// micro-batches, so that it splits at any number of ranks, or raised to
+// that product where it is larger (GlobalBatch; BatchNote says so).
 const DefaultBatch = 64
 
 // DefaultConfig is the 784-1024-1024-10 MLP with SGD and momentum,
@@ -55,7 +56,7 @@ func DefaultConfig() Config {
 func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Model, "model", c.Model, "mlp (784-in classifier on a synthetic set) or gpt (character-level, on --data)")
 	fs.IntVar(&c.Steps, "steps", c.Steps, "optimizer steps")
-	fs.IntVar(&c.Batch, "batch", c.Batch, fmt.Sprintf("global batch, split evenly over the data-parallel ranks (the workers of ps); 0, the default: %d, rounded down to a multiple of ranks x --accum", DefaultBatch))
+	fs.IntVar(&c.Batch, "batch", c.Batch, fmt.Sprintf("global batch, split evenly over the data-parallel ranks (the workers of ps); 0, the default: %d rounded down to a multiple of ranks x --accum, or ranks x --accum where that is more (after a note)", DefaultBatch))
 	fs.IntVar(&c.Accum, "accum", c.Accum, "micro-batches per step (gradient accumulation)")
 	fs.Float64Var(&c.LR, "lr", c.LR, "learning rate")
 	fs.Float64Var(&c.Momentum, "momentum", c.Momentum, "SGD momentum (0: none)")
@@ -115,14 +116,39 @@ func (c *Config) Validate(replicas int) error {
 }
 
 // GlobalBatch is the batch of a step over replicas data-parallel ranks:
-// Batch, or where it is 0 DefaultBatch rounded down to a multiple of
-// replicas·Accum (at least one).
+// Batch, or where it is 0 DefaultBatch made to split (RoundBatch).
 func (c *Config) GlobalBatch(replicas int) int {
 	if c.Batch != 0 {
 		return c.Batch
 	}
-	unit := replicas * max(c.Accum, 1)
-	return max(unit, DefaultBatch/unit*unit)
+	return RoundBatch(DefaultBatch, replicas*max(c.Accum, 1))
+}
+
+// RoundBatch is a default global batch def made to split into unit
+// parts (data-parallel ranks times micro-batches): def rounded down to a
+// multiple of unit, or unit, one sample a part, where def is smaller.
+func RoundBatch(def, unit int) int { return max(unit, def/unit*unit) }
+
+// GrownNote is the note a program prints when RoundBatch raised its
+// default batch def above itself, to give each of parts (such as "4
+// ranks x 32 micro-batches", unit in all) one sample; "" when it did
+// not, and the default is what the program's help says.
+func GrownNote(def, unit int, parts string) string {
+	if unit <= def {
+		return ""
+	}
+	return fmt.Sprintf("note: the default batch of %d does not split into %s: training with batch %d, one a micro-batch (pass --batch to choose)", def, parts, unit)
+}
+
+// BatchNote is GrownNote for the default batch over replicas
+// data-parallel ranks, which it calls what rank says ("rank", or
+// "worker"); "" when Batch was given.
+func (c *Config) BatchNote(replicas int, rank string) string {
+	if c.Batch != 0 {
+		return ""
+	}
+	accum := max(c.Accum, 1)
+	return GrownNote(DefaultBatch, replicas*accum, count(replicas, rank)+" x "+count(accum, "micro-batch"))
 }
 
 // CheckBatch says whether the global batch splits evenly over replicas
@@ -132,7 +158,7 @@ func (c *Config) CheckBatch(replicas int, rank string) error {
 	b, unit := c.GlobalBatch(replicas), replicas*max(c.Accum, 1)
 	switch {
 	case b < 0:
-		return fmt.Errorf("--batch %d: want 1 or more, or 0 (the default) for %d rounded down to a multiple of %ss x --accum", b, DefaultBatch, rank)
+		return fmt.Errorf("--batch %d: want 1 or more, or 0 (the default) for %d made to split over the %ss x --accum", b, DefaultBatch, rank)
 	case b%unit != 0:
 		return fmt.Errorf("--batch %d does not split into %s x %s: pass a multiple of %d", b, count(replicas, rank), count(c.Accum, "micro-batch"), unit)
 	}

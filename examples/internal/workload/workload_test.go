@@ -71,6 +71,29 @@ func TestDefaultBatch(t *testing.T) {
 	}
 }
 
+// TestBatchNote: a default batch that had to grow past DefaultBatch to
+// give every rank's micro-batch a sample says so; one rounded down, as
+// the help says, or one given, says nothing.
+func TestBatchNote(t *testing.T) {
+	for _, tc := range []struct {
+		batch, replicas, accum int
+		rank, want             string
+	}{
+		{0, 4, 32, "rank", "note: the default batch of 64 does not split into 4 ranks x 32 micro-batches: training with batch 128, one a micro-batch (pass --batch to choose)"},
+		{0, 100, 1, "worker", "note: the default batch of 64 does not split into 100 workers x 1 micro-batch: training with batch 100"},
+		{0, 3, 2, "rank", ""},
+		{0, 64, 1, "rank", ""},
+		{256, 4, 32, "rank", ""},
+	} {
+		c := DefaultConfig()
+		c.Batch, c.Accum = tc.batch, tc.accum
+		got := c.BatchNote(tc.replicas, tc.rank)
+		if tc.want == "" && got != "" || !strings.HasPrefix(got, tc.want) {
+			t.Errorf("--batch %d, %d %ss x --accum %d: %q, want %q", tc.batch, tc.replicas, tc.rank, tc.accum, got, tc.want)
+		}
+	}
+}
+
 // TestMessage: each line of a joined error says the program's name once.
 func TestMessage(t *testing.T) {
 	err := errors.Join(errors.New("hybrid: a"), errors.New("gpt: b"))

@@ -38,6 +38,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if n := cfg.BatchNote(workers, "worker"); n != "" && w.Rank() == 0 {
+		fmt.Fprintln(out, n)
+	}
 	d, err := ps.New(ctx, w.Comm, wl.Model, ps.Config{Servers: servers, Staleness: cfg.Staleness, Steps: cfg.Steps}, wl.Optimizer)
 	if err != nil {
 		return err
@@ -88,6 +91,9 @@ func alone(ctx context.Context, cfg Config, out io.Writer) error {
 	wl, err := workload.New(cfg.Config, 0, 1)
 	if err != nil {
 		return err
+	}
+	if n := cfg.BatchNote(1, "rank"); n != "" {
+		fmt.Fprintln(out, n)
 	}
 	st := wl.Model.Store()
 	opt, err := wl.Optimizer(st.Params, 0, len(st.W))
