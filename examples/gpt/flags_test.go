@@ -64,3 +64,35 @@ func TestCheckMesh(t *testing.T) {
 		}
 	}
 }
+
+// TestGlobalBatch: a --batch left out is rounded to split into replicas x
+// micro-batches, with a note where it grows past the default; one given
+// must split, and the error gives the multiple that does.
+func TestGlobalBatch(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		dp         int
+		want       int
+		note, fail string
+	}{
+		{nil, 1, 16, "", ""},
+		{nil, 3, 12, "", ""},
+		{nil, 6, 24, "note: the default batch of 16 does not split into 6 replicas x 4 micro-batches: training with batch 24", ""},
+		{[]string{"--microbatches", "1"}, 6, 12, "", ""},
+		{nil, 8, 32, "note: the default batch of 16 does not split into 8 replicas x 4 micro-batches: training with batch 32", ""},
+		{[]string{"--batch", "16"}, 3, 0, "", "--batch 16 does not split into 3 replicas x 4 micro-batches: pass a multiple of 12"},
+		{[]string{"--batch", "24"}, 3, 24, "", ""},
+	} {
+		c, err := parseFlags(flag.NewFlagSet("gpt", flag.ContinueOnError), tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, note, err := c.globalBatch(tc.dp)
+		switch {
+		case tc.fail != "" && (err == nil || !strings.Contains(err.Error(), tc.fail)):
+			t.Errorf("%v at dp %d: %v, want %q", tc.args, tc.dp, err, tc.fail)
+		case tc.fail == "" && (err != nil || b != tc.want || !strings.Contains(note, tc.note) || tc.note == "" && note != ""):
+			t.Errorf("%v at dp %d: batch %d, note %q, %v; want %d, note %q", tc.args, tc.dp, b, note, err, tc.want, tc.note)
+		}
+	}
+}

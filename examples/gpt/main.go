@@ -62,6 +62,10 @@ const about = `gpt trains a GPT on the Go source with tensor, pipeline and data 
 
   gorun -np N ./examples/gpt [flags]`
 
+// defaultBatch is --batch's default, which globalBatch adapts to the
+// mesh.
+const defaultBatch = 16
+
 // config is the flags.
 type config struct {
 	layers, heads, embd, block, vocab int
@@ -72,6 +76,7 @@ type config struct {
 	seqParallel                      bool
 
 	batch, steps int
+	batchSet     bool // --batch was given: it is not adapted to the mesh
 	lr           float64
 	seed         uint64
 	maxBytes     int
@@ -103,7 +108,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&c.schedule, "schedule", pipe.NameOneFOneB, "pipeline schedule: gpipe, 1f1b or interleaved")
 	fs.IntVar(&c.virtual, "virtual", 1, "interleaved: model chunks per stage (1 or more; the other schedules take 1)")
 	fs.BoolVar(&c.seqParallel, "seq-parallel", false, "Megatron's sequence parallelism (needs --tp 2 or more)")
-	fs.IntVar(&c.batch, "batch", 16, "sequences per step, over all replicas")
+	fs.IntVar(&c.batch, "batch", defaultBatch, fmt.Sprintf("sequences per step, over all replicas; left out, %d rounded down to a multiple of replicas x --microbatches, or that product where it is more (after a note)", defaultBatch))
 	fs.IntVar(&c.steps, "steps", 20, "optimizer steps")
 	fs.Float64Var(&c.lr, "lr", 1e-3, "AdamW's learning rate")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the weights, the data order and dropout")
@@ -121,6 +126,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	if err := workload.Parse(fs, args, about); err != nil {
 		return c, err
 	}
+	fs.Visit(func(f *flag.Flag) { c.batchSet = c.batchSet || f.Name == "batch" })
 	if err := c.check(); err != nil {
 		return c, err
 	}
@@ -192,6 +198,40 @@ func (c config) checkMesh(size int) error {
 		return fmt.Errorf("--tp %d x --pp %d x --dp %d = %d, but the job has %s: pick sizes whose product is the number of ranks, or leave --dp out", tp, pp, c.dp, tp*pp*c.dp, ranks(size))
 	}
 	return nil
+}
+
+// globalBatch is the batch of a step over dp replicas, each cutting its
+// share into --microbatches: --batch as given, which must split, or
+// left out, defaultBatch made to split (workload.RoundBatch), as
+// examples/ddp's default is; with the note to print when that grew past
+// defaultBatch, or "".
+func (c config) globalBatch(dp int) (batch int, note string, err error) {
+	unit := dp * c.micro
+	if !c.batchSet {
+		b := workload.RoundBatch(defaultBatch, unit)
+		return b, workload.GrownNote(defaultBatch, unit, replicas(dp)+" x "+microBatches(c.micro)), nil
+	}
+	if c.batch%unit != 0 {
+		return 0, "", fmt.Errorf("--batch %d does not split into %s x %s: pass a multiple of %d, replicas x micro-batches",
+			c.batch, replicas(dp), microBatches(c.micro), unit)
+	}
+	return c.batch, "", nil
+}
+
+// replicas says "1 replica" or "N replicas".
+func replicas(n int) string {
+	if n == 1 {
+		return "1 replica"
+	}
+	return fmt.Sprintf("%d replicas", n)
+}
+
+// microBatches says "1 micro-batch" or "N micro-batches".
+func microBatches(n int) string {
+	if n == 1 {
+		return "1 micro-batch"
+	}
+	return fmt.Sprintf("%d micro-batches", n)
 }
 
 // ranks says "1 rank" or "N ranks".

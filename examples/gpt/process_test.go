@@ -118,7 +118,9 @@ func TestBadFlags(t *testing.T) {
 		{1, []string{"--layers", "3", "--pp", "1", "--vocab", "5"}, "--vocab 5"},
 		{1, []string{"--bogus"}, "--help lists the flags"},
 		{1, []string{"--mem-limit", "lots"}, "--mem-limit"},
-		{2, []string{"--dp", "2", "--microbatches", "3"}, "pass a batch that is a multiple of replicas x micro-batches (6)"},
+		{2, []string{"--dp", "2", "--microbatches", "3"}, "gpt: --batch 8 does not split into 2 replicas x 3 micro-batches: pass a multiple of 6, replicas x micro-batches"},
+		{3, []string{"--batch", "16"}, "gpt: --batch 16 does not split into 3 replicas x 4 micro-batches: pass a multiple of 12,"},
+		{3, []string{"--batch", "15"}, "gpt: --batch 15 does not split into 3 replicas x 4 micro-batches: pass a multiple of 12,"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			out, stderr, err := job(gorun, gpt, tc.np, append(append([]string{}, small...), tc.args...)...)
@@ -161,5 +163,29 @@ func TestTokenFile(t *testing.T) {
 		if err == nil || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: err %v, stderr lacks %q:\n%s%s", tc.args, err, tc.want, out, stderr)
 		}
+	}
+}
+
+// TestDefaultBatch: left out, --batch adapts to the replicas and
+// micro-batches, as examples/ddp's does, so the defaults run at 3 ranks;
+// where it must grow past its default a note says so.
+func TestDefaultBatch(t *testing.T) {
+	gorun, gpt := build(t)
+	var args []string
+	for i := 0; i < len(small); i++ {
+		if small[i] == "--batch" {
+			i++
+			continue
+		}
+		args = append(args, small[i])
+	}
+	out, stderr, err := job(gorun, gpt, 3, args...)
+	if err != nil || len(losses(t, out)) != 3 || strings.Contains(out, "note:") {
+		t.Errorf("3 ranks, default --batch: %v\n%s%s", err, out, stderr)
+	}
+	out, stderr, err = job(gorun, gpt, 2, append(args, "--microbatches", "16")...)
+	want := "note: the default batch of 16 does not split into 2 replicas x 16 micro-batches: training with batch 32"
+	if err != nil || !strings.Contains(out, want) || len(losses(t, out)) != 3 {
+		t.Errorf("2 ranks, 16 micro-batches: %v, want %q\n%s%s", err, want, out, stderr)
 	}
 }

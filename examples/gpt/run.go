@@ -51,10 +51,6 @@ func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, tok
 	if err := c.checkMesh(w.Size()); err != nil {
 		return err
 	}
-	seqs, err := data.Sequences(tokens, c.block)
-	if err != nil {
-		return err
-	}
 	st := &stats{}
 	codec, _ := compress.Parse(c.compress, c.seed) // checked with the flags
 	cfg := hybrid.Config{Compress: codec, Model: model, TP: c.tp, PP: c.pp, DP: c.dp, Zero: c.zero, Micro: c.micro,
@@ -66,6 +62,23 @@ func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, tok
 		},
 		Observe: st.observe,
 	}
+	// The engine's own checks first (they fill DP), then the batch's cut
+	// over its replicas, before the engine allocates anything.
+	if err := cfg.Validate(w.Size()); err != nil {
+		return err
+	}
+	batch, note, err := c.globalBatch(cfg.DP)
+	if err != nil {
+		return err
+	}
+	c.batch = batch // what the step lines and the checkpoint count
+	if note != "" && w.Rank() == 0 {
+		fmt.Fprintln(out, note)
+	}
+	seqs, err := data.Sequences(tokens, c.block)
+	if err != nil {
+		return err
+	}
 	e, err := hybrid.New(ctx, w.Comm, cfg)
 	if err != nil {
 		return err
@@ -75,10 +88,6 @@ func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, tok
 	s, err := data.NewSampler(seqs.Len(), c.batch, m.D, m.DP, c.seed, true)
 	if err != nil {
 		return fmt.Errorf("--batch %d over %d replicas: %w", c.batch, m.DP, err)
-	}
-	if s.LocalBatch()%c.micro != 0 {
-		return fmt.Errorf("--batch %d gives each of the %d replicas %d sequences, which do not cut into --microbatches %d: pass a batch that is a multiple of replicas x micro-batches (%d)",
-			c.batch, m.DP, s.LocalBatch(), c.micro, m.DP*c.micro)
 	}
 	// Replica D holds the step's sequences from D·LocalBatch (Sampler.Local):
 	// First tells the engine, whose dropout masks the whole batch's rows.
