@@ -44,6 +44,13 @@ func TestHTML(t *testing.T) {
 			t.Errorf("the page lacks %q", s)
 		}
 	}
+	// The steps' note partitions the step and puts the overlapped
+	// communication inside the compute; its table has it beside compute.
+	for _, s := range []string{" = compute ", " + exposed communication ", " + idle ", "communication overlapped ", "<th>compute</th><th>of it overlapped with comm</th><th>exposed comm</th>"} {
+		if !strings.Contains(page, s) {
+			t.Errorf("the steps section lacks %q", s)
+		}
+	}
 	if strings.Index(page, `id="problems"`) > strings.Index(page, `id="timeline-section"`) {
 		t.Error("the problems come after the timeline")
 	}

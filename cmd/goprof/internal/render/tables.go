@@ -244,12 +244,16 @@ func stepsTable(m *markup, r *report.Report) {
 	if s.Warmup > 0 {
 		warm = " after the first (warm-up)"
 	}
-	note(m, fmt.Sprintf("%d steps per rank%s; a mean step of %s: compute %s, exposed communication %s, overlapped communication %s, idle %s; %s of the communication (every call and collective in the steps, start to end) hidden behind computation (the step's regions but wait, less blocking calls).",
-		s.Steps, warm, dur(s.Step), dur(s.Compute), dur(s.Exposed), dur(s.Overlapped), dur(s.Idle), pct(s.Hidden)))
+	overlap := dur(s.Overlapped)
+	if s.Compute > 0 {
+		overlap += " (" + pct(float64(s.Overlapped)/float64(s.Compute)) + " of it)"
+	}
+	note(m, fmt.Sprintf("%d steps per rank%s; a mean step of %s = compute %s + exposed communication %s + idle %s; communication overlapped %s of the compute; %s of the communication (every call and collective in the steps, start to end) hidden behind computation (the step's regions but wait, less blocking calls).",
+		s.Steps, warm, dur(s.Step), dur(s.Compute), dur(s.Exposed), dur(s.Idle), overlap, pct(s.Hidden)))
 	var rows [][]string
 	for _, x := range s.PerRank {
-		rows = append(rows, []string{itoa(x.Rank), itoa(x.Steps), dur(x.Step), dur(x.Compute), dur(x.Exposed), dur(x.Overlapped), dur(x.Idle)})
+		rows = append(rows, []string{itoa(x.Rank), itoa(x.Steps), dur(x.Step), dur(x.Compute), dur(x.Overlapped), dur(x.Exposed), dur(x.Idle)})
 	}
-	table(m, "steps", []column{{"rank", false}, {"steps", false}, {"step", false}, {"compute", false}, {"exposed comm", false}, {"overlapped comm", false}, {"idle", false}}, rows, "")
+	table(m, "steps", []column{{"rank", false}, {"steps", false}, {"step", false}, {"compute", false}, {"of it overlapped with comm", false}, {"exposed comm", false}, {"idle", false}}, rows, "")
 	end(m)
 }

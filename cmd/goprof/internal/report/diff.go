@@ -37,8 +37,8 @@ func Diff(out io.Writer, a, b *Report) error {
 		rows = append(rows,
 			"step\t"+change(a.Steps.Step, b.Steps.Step),
 			"  compute\t"+change(a.Steps.Compute, b.Steps.Compute),
+			"  (overlapped)\t"+change(a.Steps.Overlapped, b.Steps.Overlapped),
 			"  exposed comm\t"+change(a.Steps.Exposed, b.Steps.Exposed),
-			"  overlapped comm\t"+change(a.Steps.Overlapped, b.Steps.Overlapped),
 			"  idle\t"+change(a.Steps.Idle, b.Steps.Idle))
 	}
 	w.table("Job", "\tA\tB\tchange", rows)

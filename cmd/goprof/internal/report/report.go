@@ -177,7 +177,8 @@ type BandwidthStat struct {
 
 // StepBreakdown is where a training step's time went, averaged over ranks
 // and steps (regions named "step"), the first of a rank's steps left out
-// when it has more (Warmup).
+// when it has more (Warmup): Step = Compute + Exposed + Idle, and
+// Overlapped is the part of Compute that communication overlapped.
 type StepBreakdown struct {
 	Steps      int        `json:"steps"`                 // per rank, the most any rank measured
 	Warmup     int        `json:"warmup_steps_left_out"` // per rank

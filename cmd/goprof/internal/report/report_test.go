@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -342,6 +343,44 @@ func TestFormat(t *testing.T) {
 	}{{8, "8B"}, {1024, "1KiB"}, {1536, "1.5KiB"}, {1048575, "1MiB"}, {64 << 20, "64MiB"}} {
 		if got := Size(tc.n); got != tc.want {
 			t.Errorf("Size(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestStepShares: the step's line lists the shares that partition it,
+// which sum to 100%, and shows the overlapped communication as a part of
+// the compute, not beside it (it is inside the compute's time).
+func TestStepShares(t *testing.T) {
+	for _, sc := range scenarios {
+		if sc.name != "step_overlapped" {
+			continue
+		}
+		j, err := job.Load(build(t, sc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := Analyze(j).Text(&b); err != nil {
+			t.Fatal(err)
+		}
+		var line string
+		for _, l := range strings.Split(b.String(), "\n") {
+			if strings.HasPrefix(l, "  step ") {
+				line = l
+			}
+		}
+		sum := 0.0
+		for _, f := range strings.Fields(line) {
+			var p float64
+			if _, err := fmt.Sscanf(f, "(%f%%)", &p); err == nil {
+				sum += p
+			}
+		}
+		if math.Abs(sum-100) > 0.2 || strings.Contains(line, "overlapped") {
+			t.Errorf("the step's line %q: shares sum to %.1f%%, want 100%% and no overlapped share beside compute's", line, sum)
+		}
+		if want := "compute overlapped with communication: 40ms (42.1% of compute, 40.0% of the step)"; !strings.Contains(b.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, b.String())
 		}
 	}
 }

@@ -263,6 +263,15 @@ func (r *Report) textBandwidth(w *textWriter) {
 		"op\talgo\tranks\tsize\tcalls\ttime\talgbw\tbusbw\tmodel time\tmodel busbw\tachieved/model", rows)
 }
 
+// overlapPart says how much of the compute, of a step, had communication
+// overlapped with it: "40ms (42.1% of compute, 40.0% of the step)".
+func overlapPart(overlapped, compute, step int64) string {
+	if compute == 0 || step == 0 {
+		return Dur(overlapped)
+	}
+	return fmt.Sprintf("%s (%s of compute, %s of the step)", Dur(overlapped), pct(float64(overlapped)/float64(compute)), pct(float64(overlapped)/float64(step)))
+}
+
 func (r *Report) textSteps(w *textWriter) {
 	s := r.Steps
 	if s == nil {
@@ -275,14 +284,15 @@ func (r *Report) textSteps(w *textWriter) {
 		return fmt.Sprintf("%s (%s)", Dur(ns), pct(float64(ns)/float64(s.Step)))
 	}
 	w.printf("\nTraining steps (%d per rank%s, mean over ranks)\n", s.Steps, warmupNote(s.Warmup))
-	w.printf("  step %s: compute %s, exposed comm %s, overlapped comm %s, idle %s\n", Dur(s.Step), part(s.Compute), part(s.Exposed), part(s.Overlapped), part(s.Idle))
+	w.printf("  step %s = compute %s + exposed comm %s + idle %s\n", Dur(s.Step), part(s.Compute), part(s.Exposed), part(s.Idle))
+	w.printf("  compute overlapped with communication: %s\n", overlapPart(s.Overlapped, s.Compute, s.Step))
 	w.printf("  communication hidden behind computation: %s (overlapped / all communication in the steps, every call\n", pct(s.Hidden))
 	w.printf("  and collective from its start to its end; computation: the step's regions but wait, less blocking calls)\n")
 	var rows []string
 	for _, x := range s.PerRank {
-		rows = append(rows, fmt.Sprintf("%d\t%d\t%s\t%s\t%s\t%s\t%s", x.Rank, x.Steps, Dur(x.Step), Dur(x.Compute), Dur(x.Exposed), Dur(x.Overlapped), Dur(x.Idle)))
+		rows = append(rows, fmt.Sprintf("%d\t%d\t%s\t%s\t(%s)\t%s\t%s", x.Rank, x.Steps, Dur(x.Step), Dur(x.Compute), Dur(x.Overlapped), Dur(x.Exposed), Dur(x.Idle)))
 	}
 	if len(rows) > 1 {
-		w.table("  per rank", "rank\tsteps\tstep\tcompute\texposed\toverlapped\tidle", rows)
+		w.table("  per rank (step = compute + exposed + idle; overlapped is part of compute)", "rank\tsteps\tstep\tcompute\t(overlapped)\texposed\tidle", rows)
 	}
 }
