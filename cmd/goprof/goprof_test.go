@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/pprof/profile"
 
@@ -345,6 +348,19 @@ func TestBadInput(t *testing.T) {
 		os.WriteFile(filepath.Join(dir, "rank.0.trace"), []byte("hello"), 0o644)
 		goprof(t, "report", dir).want(t, 1, "rank.0.trace", "not a gorun trace file")
 	})
+	t.Run("empty file", func(t *testing.T) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "rank.0.trace"), nil, 0o644)
+		goprof(t, "report", dir).want(t, 1, "rank.0.trace: empty trace file (0 bytes)")
+		dir = write(t, "a")
+		os.WriteFile(filepath.Join(dir, "rank.2.trace"), nil, 0o644)
+		goprof(t, "report", dir).want(t, 0, "rank.2.trace: empty trace file (0 bytes)", "no trace of rank 2 (of 4)")
+	})
+	t.Run("directory", func(t *testing.T) {
+		dir := t.TempDir()
+		os.Mkdir(filepath.Join(dir, "rank.0.trace"), 0o755)
+		goprof(t, "report", dir).want(t, 1, "no trace files that could be read", "rank.0.trace: a directory, not a trace file: left out")
+	})
 	t.Run("empty", func(t *testing.T) {
 		dir := t.TempDir()
 		goprof(t, "report", dir).want(t, 1, "no trace files", "gorun --profile")
@@ -369,4 +385,63 @@ func TestBadInput(t *testing.T) {
 		goprof(t, "svg", "--width", "10", dir).want(t, 2, "--width")
 		goprof(t, "svg", dir, "-o", filepath.Join(dir, "no", "such", "x.svg")).want(t, 1, "--output")
 	})
+}
+
+// TestDamagedStrings: a trace's strings are bytes from a file that may be
+// damaged; the reports stay valid UTF-8 whatever they hold: a region name
+// that is not UTF-8, and 300 copies of a trace with bytes overwritten at
+// random (seeded: the same every run).
+func TestDamagedStrings(t *testing.T) {
+	write := func(t *testing.T, region string) string {
+		dir := t.TempDir()
+		j, err := synth.New(dir, 2, synth.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.Training(200)
+		if region != "" {
+			j.Rank(0).Region(region, 0, 1000)
+		}
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	dir := write(t, "back\xffward")
+	check := func(t *testing.T, what, dir string) {
+		t.Helper()
+		for _, args := range [][]string{{"report"}, {"report", "--json"}, {"html", "-o", filepath.Join(t.TempDir(), "x.html")}} {
+			r := goprof(t, append(args, dir)...)
+			out := r.stdout + r.stderr
+			if args[0] == "html" {
+				b, _ := os.ReadFile(args[2])
+				out += string(b)
+			}
+			if !utf8.ValidString(out) {
+				t.Errorf("%s: goprof %s printed invalid UTF-8:\n%q", what, args[0], out)
+			}
+		}
+	}
+	check(t, "a region named \"back\\xffward\"", dir)
+	if r := goprof(t, "report", dir); !strings.Contains(r.stdout, "back\uFFFDward") {
+		t.Errorf("the report does not show the region as back\uFFFDward:\n%s", r.stdout)
+	}
+
+	dir = write(t, "")
+	b0, _ := os.ReadFile(filepath.Join(dir, "rank.0.trace"))
+	b1, _ := os.ReadFile(filepath.Join(dir, "rank.1.trace"))
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 300 {
+		d := t.TempDir()
+		c := slices.Clone(b1)
+		for range 8 {
+			c[rng.IntN(len(c))] = byte(rng.IntN(256))
+		}
+		os.WriteFile(filepath.Join(d, "rank.0.trace"), b0, 0o644)
+		os.WriteFile(filepath.Join(d, "rank.1.trace"), c, 0o644)
+		r := goprof(t, "report", d)
+		if !utf8.ValidString(r.stdout + r.stderr) {
+			t.Errorf("damaged copy %d: the report is not valid UTF-8:\n%q", i, r.stdout+r.stderr)
+		}
+	}
 }

@@ -107,6 +107,11 @@ const (
 // a trace file, or a damaged one.
 var ErrCorrupt = errors.New("corrupt trace")
 
+// ErrEmpty is wrapped by the decoder's error for a file of no bytes at
+// all: the recorder writes the magic and the header as it opens a file,
+// so an empty one was cut to nothing, or not written by a recorder.
+var ErrEmpty = errors.New("empty trace file")
+
 // ErrTruncated is wrapped by the decoder's error for a file that ends
 // without its end record: the rank crashed, was killed, or is still
 // running.

@@ -34,7 +34,8 @@ func (f *File) Str(id uint32) string {
 
 // ReadFile decodes the trace file at path. On a damaged or truncated file
 // it returns what it decoded before the damage and an error that says
-// where it is (which wraps ErrCorrupt or ErrTruncated).
+// where it is (which wraps ErrCorrupt or ErrTruncated); an empty file's
+// error wraps ErrEmpty.
 func ReadFile(path string) (*File, error) {
 	fh, err := os.Open(path)
 	if err != nil {
@@ -89,8 +90,12 @@ type decoder struct {
 
 func (d *decoder) run() error {
 	magic := make([]byte, len(Magic))
-	if _, err := io.ReadFull(d.r, magic); err != nil || string(magic) != Magic {
-		if len(magic) > 0 && magic[0] == '{' {
+	n, err := io.ReadFull(d.r, magic)
+	if n == 0 && err == io.EOF {
+		return fmt.Errorf("%w (0 bytes): a recorder writes its header as it opens the file, so this one was cut to nothing or not written by gorun", ErrEmpty)
+	}
+	if err != nil || string(magic) != Magic {
+		if n > 0 && magic[0] == '{' {
 			return fmt.Errorf("%w: a version 1 trace (JSON lines, from an older gorun): this goprof reads version %d; profile the job again", ErrCorrupt, Version)
 		}
 		return fmt.Errorf("%w: not a gorun trace file (no %q at byte 0)", ErrCorrupt, Magic)

@@ -112,7 +112,7 @@ func TestReadErrors(t *testing.T) {
 		msg    string // in the error
 		events int    // decoded before the damage
 	}{
-		{"empty file", nil, trace.ErrCorrupt, "not a gorun trace", 0},
+		{"empty file", nil, trace.ErrEmpty, "empty trace file (0 bytes)", 0},
 		{"part of the magic", []byte(trace.Magic[:5]), trace.ErrCorrupt, "not a gorun trace", 0},
 		{"wrong magic", slices.Concat([]byte("GORUNTRX"), hdr), trace.ErrCorrupt, "not a gorun trace", 0},
 		{"version 1: JSON lines", []byte(`{"version":1,"rank":0,"size":2,"host":"h","start":"2024-01-01T00:00:00Z"}` + "\n" + `{"k":1,"c":0,"p":1,"t":0,"b":8,"s":5,"e":9}` + "\n"), trace.ErrCorrupt, "a version 1 trace", 0},
@@ -222,7 +222,10 @@ func TestReadCut(t *testing.T) {
 	for n := range len(b) {
 		f, err := trace.Read(bytes.NewReader(b[:n]))
 		want := trace.ErrTruncated
-		if n < len(trace.Magic) {
+		switch {
+		case n == 0:
+			want = trace.ErrEmpty
+		case n < len(trace.Magic):
 			want = trace.ErrCorrupt // not even the magic
 		}
 		if !errors.Is(err, want) {

@@ -116,11 +116,15 @@ func Load(dir string) (*Job, error) {
 	j := &Job{Dir: dir, strs: map[string]uint32{"": 0}, Strings: []string{""}}
 	for _, e := range ents {
 		m := traceName.FindStringSubmatch(e.Name())
-		if m == nil || e.IsDir() {
+		if m == nil {
 			continue
 		}
 		n, _ := strconv.Atoi(m[1])
 		path := filepath.Join(dir, e.Name())
+		if e.IsDir() {
+			j.Problems = append(j.Problems, fmt.Sprintf("%s: a directory, not a trace file: left out", path))
+			continue
+		}
 		f, err := trace.ReadFile(path)
 		switch {
 		case f == nil:
@@ -244,7 +248,7 @@ func (j *Job) add(path string, f *trace.File) *Rank {
 	}
 	ids := make([]uint32, len(f.Strings))
 	for i, s := range f.Strings {
-		ids[i] = j.Intern(s)
+		ids[i] = j.Intern(strings.ToValidUTF8(s, "\uFFFD")) // a damaged file's bytes must not reach the reports
 	}
 	r.Events = f.Events
 	for i := range r.Events {
