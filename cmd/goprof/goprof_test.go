@@ -335,11 +335,11 @@ func TestBadInput(t *testing.T) {
 		goprof(t, "report", dir).want(t, 0, "no trace of rank 2 (of 4)")
 	})
 	t.Run("mixed jobs", func(t *testing.T) {
-		dir := write(t, "a")
 		other := write(t, "b")
+		dir := write(t, "a")
 		b, _ := os.ReadFile(filepath.Join(other, "rank.1.trace"))
 		os.WriteFile(filepath.Join(dir, "rank.1.trace"), b, 0o644)
-		goprof(t, "report", dir).want(t, 0, "rank.1.trace: from another job", `id "b"`, "no trace of rank 1")
+		goprof(t, "report", dir).want(t, 0, `holds the traces of 2 jobs: this is the newest, job "a" of 4 ranks`, `left out, 1 file of job "b" of 4 ranks`, "no trace of rank 1")
 	})
 	t.Run("not a trace", func(t *testing.T) {
 		dir := t.TempDir()

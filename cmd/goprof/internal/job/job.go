@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gorun-hpc/gorun/spmd/trace"
 )
@@ -101,16 +102,13 @@ var startName = regexp.MustCompile(`^start\.(\d+)$`)
 
 // Load reads every rank.N.trace file of dir. It fails only when no file
 // could be used; damaged, foreign and missing files are listed in
-// Job.Problems and the rest is loaded.
+// Job.Problems and the rest is loaded. Of the files of several jobs (the
+// trace headers' job ids and sizes) it loads the newest job's, the one
+// whose files started last, and one line of Problems names the others.
 func Load(dir string) (*Job, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
-	}
-	type loaded struct {
-		name string
-		rank int
-		f    *trace.File
 	}
 	var files []loaded
 	j := &Job{Dir: dir, strs: map[string]uint32{"": 0}, Strings: []string{""}}
@@ -150,31 +148,18 @@ func Load(dir string) (*Job, error) {
 		}
 		return nil, fmt.Errorf("%s: %w (rank.N.trace): was the job run with gorun --profile %s?", dir, ErrNoTraces, dir)
 	}
-	// Files of several jobs: keep the job with the most files, preferring
-	// the one rank 0 belongs to.
-	count := map[jobKey]int{}
-	for _, l := range files {
-		count[keyOf(l.f)]++
-	}
-	best := keyOf(files[0].f)
-	for k, c := range count {
-		if c > count[best] || (c == count[best] && k.less(best)) {
-			best = k
-		}
-	}
-	for _, l := range files {
-		if l.rank == 0 && count[keyOf(l.f)] == count[best] {
-			best = keyOf(l.f)
-		}
-	}
+	// Files of several jobs (a directory reused by a later --profile
+	// run): keep the newest job's, and say in one line what was left out.
+	jobs := groupJobs(files)
+	best := jobs[0]
 	var kept []loaded
 	for _, l := range files {
-		if keyOf(l.f) != best {
-			j.Problems = append(j.Problems, fmt.Sprintf("%s: from another job (id %q, %d ranks) than the rest (id %q, %d ranks): left out",
-				filepath.Join(dir, l.name), l.f.Header.Job, l.f.Header.Size, best.id, best.size))
-			continue
+		if keyOf(l.f) == best.key {
+			kept = append(kept, l)
 		}
-		kept = append(kept, l)
+	}
+	if len(jobs) > 1 {
+		j.Problems = append(j.Problems, otherJobs(dir, jobs))
 	}
 	h := kept[0].f.Header
 	j.ID, j.Size, j.Program, j.Restart = h.Job, h.Size, h.Program, h.Restart
@@ -193,6 +178,13 @@ func Load(dir string) (*Job, error) {
 	}
 	j.origin()
 	return j, nil
+}
+
+// loaded is a trace file Load read.
+type loaded struct {
+	name string
+	rank int
+	f    *trace.File
 }
 
 // earlier returns the start.K directories among ents of the starts before
@@ -238,6 +230,73 @@ type jobKey struct {
 func keyOf(f *trace.File) jobKey { return jobKey{f.Header.Job, f.Header.Size} }
 
 func (k jobKey) less(o jobKey) bool { return k.id < o.id || k.id == o.id && k.size < o.size }
+
+// traces is the files of one job in a directory.
+type traces struct {
+	key   jobKey
+	start time.Time // the earliest of its files' starts
+	ranks []int
+}
+
+// groupJobs groups the loaded files by job, the newest first: the one
+// that started last, then the one with more files, then the one rank 0's
+// file belongs to.
+func groupJobs(files []loaded) []*traces {
+	byKey := map[jobKey]*traces{}
+	var jobs []*traces
+	for _, l := range files {
+		k := keyOf(l.f)
+		t := byKey[k]
+		if t == nil {
+			t = &traces{key: k, start: l.f.Header.Start}
+			byKey[k] = t
+			jobs = append(jobs, t)
+		}
+		if l.f.Header.Start.Before(t.start) {
+			t.start = l.f.Header.Start
+		}
+		t.ranks = append(t.ranks, l.rank)
+	}
+	sort.SliceStable(jobs, func(a, b int) bool {
+		x, y := jobs[a], jobs[b]
+		switch {
+		case !x.start.Equal(y.start):
+			return x.start.After(y.start)
+		case len(x.ranks) != len(y.ranks):
+			return len(x.ranks) > len(y.ranks)
+		case slices.Contains(x.ranks, 0) != slices.Contains(y.ranks, 0):
+			return slices.Contains(x.ranks, 0)
+		}
+		return x.key.less(y.key)
+	})
+	return jobs
+}
+
+// otherJobs is the line that says which of dir's jobs, newest first, is
+// reported and which files of the others are left out.
+func otherJobs(dir string, jobs []*traces) string {
+	var n int
+	var others []string
+	for _, t := range jobs[1:] {
+		n += len(t.ranks)
+		others = append(others, fmt.Sprintf("%s (rank %s)", t, Ranges(t.ranks)))
+	}
+	files := "files"
+	if n == 1 {
+		files = "file"
+	}
+	return fmt.Sprintf("%s holds the traces of %d jobs: this is the newest, %s; left out, %d %s of %s: move a job's rank.N.trace files to a directory of their own to report it",
+		dir, len(jobs), jobs[0], n, files, strings.Join(others, "; "))
+}
+
+// String says `job "ID" of N ranks, started 2006-01-02 15:04:05`.
+func (t *traces) String() string {
+	ranks := "ranks"
+	if t.key.size == 1 {
+		ranks = "rank"
+	}
+	return fmt.Sprintf("job %q of %d %s, started %s", t.key.id, t.key.size, ranks, t.start.Local().Format(time.DateTime))
+}
 
 // add remaps f's strings to the job's, puts its times on rank 0's clock
 // and sorts its events by start.

@@ -140,10 +140,10 @@ func TestLoadProblems(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	other := t.TempDir()
+	write(other, "b", 3) // an older job
 	dir := t.TempDir()
 	write(dir, "a", 3)
-	other := t.TempDir()
-	write(other, "b", 3)
 	b, _ := os.ReadFile(filepath.Join(other, "rank.2.trace"))
 	os.WriteFile(filepath.Join(dir, "rank.2.trace"), b, 0o644)
 	os.WriteFile(filepath.Join(dir, "rank.9.trace"), []byte("GORUNTRC"), 0o644)
@@ -153,7 +153,7 @@ func TestLoadProblems(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := strings.Join(jb.Problems, "\n")
-	for _, want := range []string{"rank.2.trace: from another job", "rank.9.trace", "rank.5.trace: holds rank 1's trace", "no trace of rank 1-2 (of 3)"} {
+	for _, want := range []string{`holds the traces of 2 jobs: this is the newest, job "a" of 3 ranks, started `, `left out, 1 file of job "b" of 3 ranks, started `, "(rank 2)", "rank.9.trace", "rank.5.trace: holds rank 1's trace", "no trace of rank 1-2 (of 3)"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("problems lack %q:\n%s", want, all)
 		}
@@ -163,5 +163,38 @@ func TestLoadProblems(t *testing.T) {
 	}
 	if _, err := job.Load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "gorun --profile") {
 		t.Errorf("empty directory: %v", err)
+	}
+}
+
+// TestLoadNewestJob: a directory that an earlier, larger job profiled into
+// and a later one profiled into again holds both jobs' files; the newest
+// job is loaded, whatever its number of files, and one line says which
+// and what was left out.
+func TestLoadNewestJob(t *testing.T) {
+	dir := t.TempDir()
+	for _, job := range []struct {
+		id   string
+		size int
+	}{{"old", 4}, {"new", 1}} {
+		j, err := synth.New(dir, job.size, synth.Options{Job: job.id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.Rank(0).Region("work", 0, ms)
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jb, err := job.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jb.ID != "new" || jb.Size != 1 || len(jb.Present()) != 1 || len(jb.Missing) != 0 {
+		t.Errorf("loaded job %q of %d ranks (%d present, missing %v), want the newest, \"new\", of 1", jb.ID, jb.Size, len(jb.Present()), jb.Missing)
+	}
+	want := dir + ` holds the traces of 2 jobs: this is the newest, job "new" of 1 rank, started `
+	if len(jb.Problems) != 1 || !strings.HasPrefix(jb.Problems[0], want) ||
+		!strings.Contains(jb.Problems[0], `left out, 3 files of job "old" of 4 ranks, started `) || !strings.Contains(jb.Problems[0], "(rank 1-3)") {
+		t.Errorf("problems %q, want one line starting %q and saying what was left out", jb.Problems, want)
 	}
 }
