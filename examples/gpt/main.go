@@ -30,6 +30,14 @@
 // schedule simulated with each chunk's measured mean forward and
 // backward times (pipe.Simulate), which counts stages of unequal cost.
 //
+// Before it allocates anything, gpt estimates what its most loaded rank
+// will hold (--plan's memory model: parameters, gradients, AdamW's state
+// and the activations in flight) and refuses, on every rank, a
+// configuration that needs more than a rank's share of its host's
+// available memory (MemAvailable, or its cgroup's limit if lower, over
+// the host's ranks), naming the flags to lower. The model counts less
+// than a run holds, so a configuration it lets through may still not fit.
+//
 // With --ckpt every rank writes what it owns to a sharded checkpoint
 // (strategies/hybrid's Engine.Save) at the end and every --ckpt-every
 // steps; --resume goes on from it, printing the same step lines as a run

@@ -189,3 +189,24 @@ func TestDefaultBatch(t *testing.T) {
 		t.Errorf("2 ranks, 16 micro-batches: %v, want %q\n%s%s", err, want, out, stderr)
 	}
 }
+
+// TestMemoryCheck: a configuration far beyond the host's memory (a
+// context of 100000 tokens: 160 GB of attention probabilities a layer)
+// is refused on every rank with one line that says what was estimated,
+// what a rank has and which flags to lower, before anything is
+// allocated, not by the runtime's out-of-memory crash.
+func TestMemoryCheck(t *testing.T) {
+	if _, err := os.Stat("/proc/meminfo"); err != nil {
+		t.Skip("no /proc/meminfo: gpt checks the memory of Linux hosts only")
+	}
+	gorun, gpt := build(t)
+	out, stderr, err := job(gorun, gpt, 2, append(append([]string{}, small...), "--block", "100000", "--batch", "2", "--microbatches", "1", "--max-bytes", "300000")...)
+	for _, want := range []string{"gpt: this configuration needs about ", " GiB a rank (activations ", "--plan's memory model), more than the ", " a rank has (", "over 2 ranks): lower --block 100000"} {
+		if err == nil || !strings.Contains(stderr, want) {
+			t.Errorf("err %v, stderr lacks %q:\n%s%s", err, want, out, stderr)
+		}
+	}
+	if strings.Contains(stderr, "fatal error") || strings.Contains(stderr, "goroutine ") {
+		t.Errorf("the runtime crashed:\n%s", stderr)
+	}
+}

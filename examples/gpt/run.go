@@ -63,7 +63,8 @@ func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, tok
 		Observe: st.observe,
 	}
 	// The engine's own checks first (they fill DP), then the batch's cut
-	// over its replicas, before the engine allocates anything.
+	// over its replicas and the memory it needs, before the engine
+	// allocates anything.
 	if err := cfg.Validate(w.Size()); err != nil {
 		return err
 	}
@@ -74,6 +75,9 @@ func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, tok
 	c.batch = batch // what the step lines and the checkpoint count
 	if note != "" && w.Rank() == 0 {
 		fmt.Fprintln(out, note)
+	}
+	if err := checkMemory(ctx, w, c, cfg); err != nil {
+		return err
 	}
 	seqs, err := data.Sequences(tokens, c.block)
 	if err != nil {

@@ -6,7 +6,8 @@
 // Layouts enumerates every layout of tensor parallelism (TP, Megatron-LM),
 // pipeline parallelism (PP: GPipe, 1F1B, interleaved 1F1B) and data
 // parallelism (DP, ZeRO stages 0-3) that gorun's engine runs;
-// EstimateLayout models one's memory per rank and step time; Rank orders
+// EstimateLayout models one's memory per rank and step time
+// (EstimateMemory its memory alone, without a machine); Rank orders
 // them, those that fit first, by modelled step time; and Write prints
 // the table with the reasons.
 //

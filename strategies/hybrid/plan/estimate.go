@@ -53,6 +53,40 @@ func EstimateLayout(job Job, m Machine, l Layout) Estimate {
 	return e
 }
 
+// EstimateMemory models only what the most loaded rank of layout l holds:
+// the Params, Grads, Optim, Activations, Memory and Fits of an Estimate,
+// its times left 0, with the activation coefficients c (the zero value
+// means DefaultCoeffs). It needs no measured machine, so that a program
+// can check a configuration before it allocates it, and it is lenient
+// where the memory does not depend on it: a layout Check refuses for a
+// TP wider than a host or ZeRO over one replica is estimated. It fails,
+// wrapping ErrJob or ErrLayout, for an invalid job, or a layout whose
+// degrees are not positive, that does not cut the batch into DP·Micro or
+// the layers into PP·Virtual chunks, or whose ZeRO stage is not 0-3.
+func EstimateMemory(job Job, l Layout, c Coeffs) (Estimate, error) {
+	if err := job.Validate(); err != nil {
+		return Estimate{}, err
+	}
+	bad := func(format string, a ...any) (Estimate, error) {
+		return Estimate{}, errorf(ErrLayout, "plan: layout %v: "+format, append([]any{l}, a...)...)
+	}
+	switch {
+	case l.TP < 1 || l.PP < 1 || l.DP < 1 || l.Micro < 1 || l.Virtual < 1:
+		return bad("TP, PP, DP, Micro and Virtual must be 1 or more")
+	case job.microBatch(l) == 0:
+		return bad("DP·Micro %d does not divide the global batch %d", l.DP*l.Micro, job.GlobalBatch)
+	case job.Model.Layers%(l.PP*l.Virtual) != 0:
+		return bad("PP·Virtual %d does not divide the %d layers", l.PP*l.Virtual, job.Model.Layers)
+	case l.Zero < 0 || l.Zero > 3:
+		return bad("ZeRO stage %d: pass 0 to 3", l.Zero)
+	case job.Model.Vocab < l.TP:
+		return bad("TP %d is more than the vocabulary of %d", l.TP, job.Model.Vocab)
+	}
+	e := Estimate{Layout: l}
+	job.estimateMemory(Machine{Coeffs: c}, &e)
+	return e, nil
+}
+
 // estimateTime fills in the step and its parts: each micro-batch takes
 // t_mb, the slowest stage's compute + TP + PP time, and the pipeline
 // (m + (p-1)/v)·t_mb under 1F1B and interleaving, (m + p - 1)·t_mb under

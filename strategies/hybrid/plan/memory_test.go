@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/gorun-hpc/gorun/strategies/nn"
@@ -152,6 +153,53 @@ func TestActivationsBySchedule(t *testing.T) {
 		}
 		if g.Activations <= e.Activations {
 			t.Errorf("gpipe m%d: activations %d not above 1f1b's %d", m, g.Activations, e.Activations)
+		}
+	}
+}
+
+// TestEstimateMemory: without a machine it gives what EstimateLayout
+// gives of memory; it estimates layouts Check refuses for reasons that do
+// not change the memory (TP wider than a host, ZeRO over one replica);
+// it refuses those it cannot estimate, wrapping ErrLayout or ErrJob.
+func TestEstimateMemory(t *testing.T) {
+	job := Job{Model: nn.GPTConfig{Vocab: 256, Context: 64, Layers: 4, Heads: 4, Dim: 64}, Seq: 64, GlobalBatch: 16, Ranks: 4}
+	for _, l := range []Layout{
+		{TP: 2, PP: 2, DP: 1, Micro: 4, Schedule: Schedule1F1B, Virtual: 1},
+		{TP: 1, PP: 1, DP: 4, Zero: 3, Micro: 2, Schedule: Schedule1F1B, Virtual: 1},
+		{TP: 1, PP: 4, DP: 1, Micro: 8, Schedule: ScheduleGPipe, Virtual: 1},
+	} {
+		want := EstimateLayout(job, Machine{Flops: 1}, l)
+		got, err := EstimateMemory(job, l, Coeffs{})
+		if err != nil || got.Memory != want.Memory || got.Activations != want.Activations || got.Optim != want.Optim || !got.Fits {
+			t.Errorf("%v: %+v, %v; want the memory of %+v", l, got, err, want)
+		}
+	}
+	wide := job
+	wide.RanksPerHost = 2
+	for _, l := range []Layout{
+		{TP: 4, PP: 1, DP: 1, Micro: 1, Schedule: Schedule1F1B, Virtual: 1},          // TP across hosts
+		{TP: 1, PP: 1, DP: 1, Zero: 1, Micro: 1, Schedule: Schedule1F1B, Virtual: 1}, // ZeRO over one replica
+	} {
+		if wide.Check(l) == nil {
+			t.Fatalf("%v: Check accepts it", l)
+		}
+		if e, err := EstimateMemory(wide, l, Coeffs{}); err != nil || e.Memory <= 0 {
+			t.Errorf("%v: %v, %v; want an estimate", l, e.Memory, err)
+		}
+	}
+	for _, tc := range []struct {
+		job  Job
+		l    Layout
+		want error
+	}{
+		{job, Layout{TP: 1, PP: 1, DP: 3, Micro: 1, Virtual: 1}, ErrLayout},          // 16 does not split over 3
+		{job, Layout{TP: 1, PP: 3, DP: 1, Micro: 1, Virtual: 1}, ErrLayout},          // 4 layers over 3 stages
+		{job, Layout{TP: 1, PP: 1, DP: 1, Micro: 0, Virtual: 1}, ErrLayout},          // no micro-batch
+		{job, Layout{TP: 1, PP: 1, DP: 1, Zero: 4, Micro: 1, Virtual: 1}, ErrLayout}, // no such stage
+		{Job{Model: job.Model, Seq: 64, Ranks: 1}, Layout{TP: 1, PP: 1, DP: 1, Micro: 1, Virtual: 1}, ErrJob},
+	} {
+		if _, err := EstimateMemory(tc.job, tc.l, Coeffs{}); !errors.Is(err, tc.want) {
+			t.Errorf("%v: %v, want an error wrapping %v", tc.l, err, tc.want)
 		}
 	}
 }
