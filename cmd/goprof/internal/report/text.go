@@ -117,7 +117,7 @@ func (r *Report) textJob(w *textWriter) {
 	if j.Program != "" {
 		w.printf("program:  %s\n", j.Program)
 	}
-	w.printf("job:      %d ranks", j.Size)
+	w.printf("job:      %s", plural(j.Size, "rank"))
 	if j.ID != "" {
 		w.printf(", id %s", j.ID)
 	}
