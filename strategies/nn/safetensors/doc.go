@@ -34,7 +34,8 @@
 //	}, map[string]string{"format": "pt"})
 //
 // WriteFile is atomic: a reader sees either the old file or the complete new
-// one, never a partial write.
+// one, never a partial write. The temporary file that a crash mid-write
+// leaves is removed by the next WriteFile of the same path.
 //
 // # Reading
 //

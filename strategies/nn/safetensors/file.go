@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // ReadFile reads and decodes the safetensors file at path, checking it as
@@ -23,10 +24,18 @@ func ReadFile(path string) (*File, error) {
 }
 
 // WriteFile writes tensors and metadata to path as Encode does, atomically:
-// it writes a temporary file in the same directory, syncs it, renames it over
-// path and syncs the directory, so that path holds either its old content or
-// the whole new file, even across a crash. On any error the temporary file
-// is removed and path is left as it was. The new file has mode 0644.
+// it writes a temporary file in the same directory, ".<name>.tmp-<digits>",
+// syncs it, renames it over path and syncs the directory, so that path holds
+// either its old content or the whole new file, even across a crash. On any
+// error the temporary file is removed and path is left as it was. The new
+// file has mode 0644.
+//
+// A crash mid-write (SIGKILL, a lost machine) leaves its temporary file
+// behind: each WriteFile first removes those of path that earlier writes
+// left. Writers may write one path at the same time (the last rename wins):
+// a writer holds an advisory lock (flock) on its temporary file until the
+// file has its final name, and only temporary files whose lock no process
+// holds are removed. Where the system or file system has no flock, none is.
 func WriteFile(path string, tensors []Tensor, metadata map[string]string) error {
 	return writeFile(path, tensors, metadata, nil)
 }
@@ -42,27 +51,113 @@ func writeFile(path string, tensors []Tensor, metadata map[string]string, wrap f
 	if dir == "" {
 		dir = "."
 	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	removeStale(dir, base)
+	tmp, err := createTemp(dir, base)
 	if err != nil {
 		return fmt.Errorf("%s: creating the temporary file: %w", path, err)
 	}
+	renamed := false
+	defer func() { // on every failure, a panic included
+		if !renamed {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
 	if err := writeTemp(tmp, hdr, tensors, wrap); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("%s: closing %s: %w", path, tmp.Name(), err)
+	if closeBeforeRename {
+		if err := tmp.Close(); err != nil {
+			return fmt.Errorf("%s: closing %s: %w", path, tmp.Name(), err)
+		}
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
 		return fmt.Errorf("%s: %w", path, err)
+	}
+	renamed = true
+	if !closeBeforeRename {
+		// Written and synced: closing lets the lock go.
+		if err := tmp.Close(); err != nil {
+			return fmt.Errorf("%s: written, but closing it failed: %w", path, err)
+		}
 	}
 	if err := syncDir(dir); err != nil {
 		return fmt.Errorf("%s: written, but syncing its directory failed: %w", path, err)
 	}
 	return nil
+}
+
+// tempPrefix begins the names of base's temporary files; os.CreateTemp
+// ends them with decimal digits.
+func tempPrefix(base string) string { return "." + base + ".tmp-" }
+
+// createTemp creates a temporary file for base in dir and locks it
+// (lockTemp). A removeStale that opened the file before the lock was
+// taken may have removed it since: then it makes another.
+func createTemp(dir, base string) (*os.File, error) {
+	for range maxTempTries {
+		tmp, err := os.CreateTemp(dir, tempPrefix(base)+"*")
+		if err != nil {
+			return nil, err
+		}
+		if lockTemp(tmp) != nil {
+			return tmp, nil // no locks here: nothing removes it either
+		}
+		fi, err := tmp.Stat()
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+			return nil, err
+		}
+		if now, err := os.Stat(tmp.Name()); err == nil && os.SameFile(fi, now) {
+			return tmp, nil
+		}
+		tmp.Close()
+	}
+	return nil, fmt.Errorf("another process removed each of %d temporary files as it was made", maxTempTries)
+}
+
+// maxTempTries bounds createTemp's attempts.
+const maxTempTries = 8
+
+// removeStale removes the temporary files of base in dir that no writer
+// holds any more: left by writes that a crash ended before their rename.
+// Those being written, by this process or another, stay, and so does every
+// one where there is no flock. It does its best: a file it cannot remove
+// stays for the next write.
+func removeStale(dir, base string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return // creating the temporary file will say what is wrong
+	}
+	prefix := tempPrefix(base)
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if ok && rest != "" && strings.Trim(rest, "0123456789") == "" && e.Type().IsRegular() {
+			removeIfStale(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// removeIfStale removes the temporary file name if no process holds its
+// lock, and name is still that file (its writer may have renamed it into
+// place and let the lock go since the directory was read).
+func removeIfStale(name string) {
+	f, err := os.OpenFile(name, os.O_RDWR, 0) // read-write: NFS locks exclusively only so
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if !tryLock(f) {
+		return
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return
+	}
+	if now, err := os.Stat(name); err == nil && os.SameFile(fi, now) {
+		os.Remove(name)
+	}
 }
 
 // writeTemp writes the file's content to tmp and syncs it.
