@@ -178,3 +178,41 @@ func TestCompressedMixedRefused(t *testing.T) {
 		return nil
 	})
 }
+
+// TestCompressedHybridOneHost: hybrid sharding on one host has no
+// reduction across hosts, and the host's reduce-scatter stays exact: the
+// codec is never called, the run trains as DDP does, and it moves no
+// bytes.
+func TestCompressedHybridOneHost(t *testing.T) {
+	hosts := []string{"a", "a"}
+	want := onRank0(t, spmdtest.Mem, len(hosts), func(ctx context.Context, c *spmd.Comm) (run, error) { return ddp(ctx, t, c) })
+	for _, stage := range []int{1, 3} {
+		label := fmt.Sprintf("hybrid/stage%d/one host", stage)
+		var got run
+		var active []bool
+		var stats compress.Stats
+		spmdtest.RunHosts(t, hosts, func(ctx context.Context, w *spmd.World) error {
+			codec, err := compress.Parse("topk:0.1", 11)
+			if err != nil {
+				return err
+			}
+			z, err := zero.New(ctx, w.Comm, newMLP(), zero.Config{Stage: stage, Hybrid: true, Compress: codec, Optimizer: adamw})
+			if err != nil {
+				return err
+			}
+			defer z.Close()
+			r, err := trainWith(ctx, t, w.Comm, z, 1)
+			if w.Rank() == 0 {
+				got, active, stats = r, append(active, z.CodecActive()), z.Compression()
+			}
+			return err
+		})
+		if t.Failed() {
+			return
+		}
+		same(t, label, got, want, 1e-5)
+		if active[0] || stats != (compress.Stats{}) {
+			t.Errorf("%s: CodecActive %v, Compression %+v: want an idle codec", label, active[0], stats)
+		}
+	}
+}

@@ -38,7 +38,8 @@ type Config struct {
 	// a codec that reduce-scatters in its own format (fp16, bf16) does so
 	// over the shard group; any other all-reduces the unit in its format and
 	// keeps the rank's chunk. With Hybrid only the all-reduce across hosts
-	// is compressed, the host's reduce-scatter stays exact. Not with Mixed,
+	// is compressed, the host's reduce-scatter stays exact (on one host
+	// nothing is: CodecActive). Not with Mixed,
 	// whose gradients are bfloat16 already.
 	Compress compress.Codec
 }

@@ -84,19 +84,20 @@ func (z *Zero) reduce(u *unit) {
 // chunk of it (buf's own block, or the chunk's gradients), then across
 // the replica group.
 func (z *Zero) reduceScatter32(buf, recv []float32, u *unit) waiter {
-	if z.cfg.Compress != nil {
+	if z.CodecActive() {
 		return z.compressed(buf, recv, u)
 	}
 	return reduceScatter(z, buf, recv, u, prims.Sum[float32]())
 }
 
 // compressed is reduceScatter32 through Config.Compress, keyed by the
-// unit: with hybrid sharding, the host's exact reduce-scatter and then
-// the codec's all-reduce of the chunk across hosts; at stage 0 the
-// codec's all-reduce of the unit; else the codec's reduce-scatter over
-// the shard group, or its all-reduce of the unit and the chunk kept.
-// The codec's collectives run one at a time on the chain, in the order
-// the units were reduced, which is the same on every rank.
+// unit, where the codec has work (CodecActive): with hybrid sharding, the
+// host's exact reduce-scatter and then the codec's all-reduce of the
+// chunk across hosts; at stage 0 (and with one rank a host) the codec's
+// all-reduce of the unit; else the codec's reduce-scatter over the shard
+// group, or its all-reduce of the unit and the chunk kept. The codec's
+// collectives run one at a time on the chain, in the order the units
+// were reduced, which is the same on every rank.
 func (z *Zero) compressed(buf, recv []float32, u *unit) waiter {
 	codec, key := z.cfg.Compress, u.index
 	if z.n > 1 && z.rep != nil {
@@ -105,11 +106,8 @@ func (z *Zero) compressed(buf, recv []float32, u *unit) waiter {
 			return z.count(codec.AllReduce(ctx, c, key, recv[:u.chunkLen()], u.csegs))
 		})
 	}
-	if z.n == 1 {
+	if z.n == 1 { // CodecActive: a replica group of more than this rank
 		copy(recv, buf[:u.s])
-		if z.rep == nil {
-			return done{}
-		}
 		return z.chain.then(z.ctx, done{}, func(ctx context.Context, c *spmd.Comm) error {
 			return z.count(codec.AllReduce(ctx, c, key, recv[:u.Len()], u.segs))
 		})
@@ -127,6 +125,17 @@ func (z *Zero) compressed(buf, recv []float32, u *unit) waiter {
 		clear(recv[u.chunkLen():])
 		return nil
 	})
+}
+
+// CodecActive reports whether Config.Compress has work: a codec is set
+// and some gradient reduction crosses ranks through it. It has none with
+// one rank, and none with hybrid sharding on one host, whose
+// reduce-scatter stays exact: the gradients are then reduced exactly (or
+// not at all), as a PyTorch DDP communication hook has nothing to
+// compress at world size 1. An idle codec moves no bytes (Compression is
+// zero).
+func (z *Zero) CodecActive() bool {
+	return z.cfg.Compress != nil && (z.rep != nil || !z.cfg.Hybrid && z.n > 1)
 }
 
 // count adds a codec call's bytes to the driver's.

@@ -162,7 +162,7 @@ func New(ctx context.Context, comm *spmd.Comm, model nn.Model, cfg Config) (z *Z
 	switch {
 	case z.rep != nil && z.n > 1:
 		z.chain = newChain(z.rep)
-	case cfg.Compress != nil:
+	case z.CodecActive():
 		// A communicator of the codec's own: its collectives run on the
 		// chain's goroutine, beside the gathers on the shard group and the
 		// losses and barriers on z.comm.
