@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gorun-hpc/gorun/compress"
+	"github.com/gorun-hpc/gorun/examples/internal/workload"
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/strategies/dp"
@@ -75,11 +76,12 @@ type savedCodec struct {
 	dir   string // --ckpt, for notes
 }
 
-// plan compares the saved codec state with this run's codec, ranks and
+// plan compares the saved codec state with this run's codec at work
+// (nil where --compress has nothing to do: idle says why), ranks and
 // buckets, and returns the states to restore (nil: none), a note line
 // for the run to print, or an error that says what differs and what to
 // pass.
-func (s *savedCodec) plan(cfg config, codec compress.Codec, ranks int, buckets []*dp.Bucket) (states [][]byte, note string, err error) {
+func (s *savedCodec) plan(cfg config, codec compress.Codec, idle string, ranks int, buckets []*dp.Bucket) (states [][]byte, note string, err error) {
 	saved, has := s.meta[metaRanks]
 	name := s.meta[metaCodec]
 	switch {
@@ -88,7 +90,7 @@ func (s *savedCodec) plan(cfg config, codec compress.Codec, ranks int, buckets [
 	case !has:
 		return nil, "", nil
 	case !compress.Stateful(codec):
-		return nil, fmt.Sprintf("note: the checkpoint in %s carries the codec state of --compress %s, which this run (--compress %s) does not use", s.dir, name, cfg.compress), nil
+		return nil, fmt.Sprintf("note: the checkpoint in %s carries the codec state of --compress %s, which this run (--compress %s) does not use%s", s.dir, name, cfg.compress, workload.IdleCodec(idle)), nil
 	}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%s: %w: %s", s.path, nn.ErrCheckpoint, fmt.Sprintf(format, args...))
@@ -125,7 +127,7 @@ func (s *savedCodec) plan(cfg config, codec compress.Codec, ranks int, buckets [
 // before it tells the others, which wait until gorun stops them, as they
 // wait in DDP's broadcast when rank 0 refuses the checkpoint's flags: so
 // rank 0 fails first, and gorun shows its error.
-func shareCodec(ctx context.Context, c *spmd.Comm, saved *savedCodec, cfg config, codec compress.Codec, buckets []*dp.Bucket) (string, error) {
+func shareCodec(ctx context.Context, c *spmd.Comm, saved *savedCodec, cfg config, codec compress.Codec, idle string, buckets []*dp.Bucket) (string, error) {
 	var (
 		states [][]byte
 		note   string
@@ -133,7 +135,7 @@ func shareCodec(ctx context.Context, c *spmd.Comm, saved *savedCodec, cfg config
 	)
 	follow := []int32{0}
 	if c.Rank() == 0 && saved != nil {
-		if states, note, err = saved.plan(cfg, codec, c.Size(), buckets); err != nil {
+		if states, note, err = saved.plan(cfg, codec, idle, c.Size(), buckets); err != nil {
 			return "", err
 		}
 		if states != nil {

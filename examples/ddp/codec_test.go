@@ -142,3 +142,26 @@ func TestCompressedRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestCompressOneRank: on one rank --compress has nothing to do: the run
+// trains exactly as without it, says so instead of claiming bytes sent,
+// and resumes a checkpoint that carries 2 ranks' codec state with a note
+// that it drops it, where it would refuse to re-split state it used.
+func TestCompressOneRank(t *testing.T) {
+	gorun, ddp := build(t)
+	args := append([]string{"--steps", "6"}, small...)
+	want := losses(t, job(t, gorun, ddp, 1, args...))
+	out := job(t, gorun, ddp, 1, append(args, "--compress", "topk:0.01")...)
+	sameLosses(t, "np 1 --compress topk:0.01", losses(t, out), want, 1, 6)
+	line := "compression topk:0.01 had nothing to do (one data-parallel replica, no gradients to exchange): the gradients stayed exact\n"
+	if !strings.Contains(out, line) || strings.Contains(out, " sent ") {
+		t.Errorf("np 1 --compress topk:0.01: want the line %q and no bytes sent:\n%s", line, out)
+	}
+	dir := t.TempDir()
+	job(t, gorun, ddp, 2, append(args, "--compress", "topk:0.01", "--ckpt", dir)...)
+	out = job(t, gorun, ddp, 1, append(small, "--steps", "8", "--compress", "topk:0.01", "--ckpt", dir, "--resume")...)
+	note := "note: the checkpoint in " + dir + " carries the codec state of --compress topk:0.01, which this run (--compress topk:0.01) does not use (it has nothing to do: one data-parallel replica, no gradients to exchange)\n"
+	if !strings.Contains(out, note) || !strings.Contains(out, "step 8 loss") {
+		t.Errorf("np 1 resuming 2 ranks' codec state: want %q, then step 8:\n%s", note, out)
+	}
+}

@@ -80,6 +80,13 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	tl := &timeline{}
 	codec, _ := compress.Parse(cfg.compress, cfg.Seed) // checked with the flags
+	// With one rank the codec has nothing to do (dp's hook does not run
+	// it): live, the codec at work, is then none, and checkpoints carry
+	// no state of it.
+	live, idle := codec, ""
+	if codec != nil && w.Size() == 1 {
+		live, idle = nil, workload.OneReplica
+	}
 	dcfg := dp.Config{BucketCap: int(cfg.bucketMB * (1 << 20)), Observe: tl.observe}
 	var hook *dp.Compressed
 	if codec != nil {
@@ -91,12 +98,12 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	defer d.Close()
-	ck.Meta = codecMeta(wl.CheckpointMeta(), cfg, codec, w.Size(), d.Buckets()) // this run's flags, for its saves
+	ck.Meta = codecMeta(wl.CheckpointMeta(), cfg, live, w.Size(), d.Buckets()) // this run's flags, for its saves
 	if cfg.resume {
 		if err := shareResume(ctx, d.Comm(), ck); err != nil {
 			return err
 		}
-		note, err := shareCodec(ctx, d.Comm(), saved, cfg, codec, d.Buckets())
+		note, err := shareCodec(ctx, d.Comm(), saved, cfg, live, idle, d.Buckets())
 		if err != nil {
 			return err
 		}
@@ -140,7 +147,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		ck.Step = step + 1
 		if cfg.ckpt != "" && (ck.Step == cfg.Steps || cfg.ckptEvery > 0 && ck.Step%cfg.ckptEvery == 0) {
 			// Every rank gives rank 0 its codec state; rank 0 writes.
-			if ck.Blobs, err = gatherCodec(ctx, d.Comm(), codec); err != nil {
+			if ck.Blobs, err = gatherCodec(ctx, d.Comm(), live); err != nil {
 				return fmt.Errorf("saving the checkpoint: %w", err)
 			}
 			if w.Rank() == 0 {
@@ -155,12 +162,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			fmt.Fprintln(out, tl.summary())
 		}
 		if hook != nil && cfg.Steps > first {
-			st := hook.Stats()
-			n := int64(cfg.Steps - first)
-			fmt.Fprintf(out, "compression %s sent %d bytes a step of %d (ratio %.1f)\n", codec.Name(), st.Sent/n, st.Raw/n, st.Ratio())
-			if st.Saturated > 0 {
-				fmt.Fprintf(out, "warning: %s turned %d finite gradient values into ±Inf (they overflowed its range): scale the loss down, or use bf16\n", codec.Name(), st.Saturated)
-			}
+			fmt.Fprintln(out, workload.CompressionReport(codec, hook.Stats(), cfg.Steps-first, idle))
 		}
 		fmt.Fprintf(out, "final loss %.6f\n", loss)
 	}

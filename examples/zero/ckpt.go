@@ -80,9 +80,13 @@ func resume(ctx context.Context, z *zero.Zero, wl *workload.Workload, dir string
 // (meta) with this run's codec, ranks and sharding, before z.Load
 // restores it: another codec, number of ranks or layout is an error that
 // says what to pass; a checkpoint without state for this run's codec, or
-// one with state that this run does not use, a note.
+// one with state that this run does not use (a codec with nothing to do
+// included: z.Load drops its state), a note.
 func codecNote(z *zero.Zero, dir string, meta map[string]string) (string, error) {
-	codec := z.Config().Compress
+	codec, idle := z.Config().Compress, idleCodec(z)
+	if idle != "" {
+		codec = nil
+	}
 	saved, has := meta[zero.MetaCodecRanks]
 	name := meta[zero.MetaCodec]
 	switch {
@@ -91,7 +95,7 @@ func codecNote(z *zero.Zero, dir string, meta map[string]string) (string, error)
 	case !has:
 		return "", nil
 	case !compress.Stateful(codec):
-		return fmt.Sprintf("note: the checkpoint in %s carries the codec state of --compress %s, which this run (--compress %s) does not use", dir, name, compress.StateName(codec)), nil
+		return fmt.Sprintf("note: the checkpoint in %s carries the codec state of --compress %s, which this run (--compress %s) does not use%s", dir, name, compress.StateName(z.Config().Compress), workload.IdleCodec(idle)), nil
 	case name != compress.StateName(codec):
 		return "", fmt.Errorf("it carries the codec state of --compress %s, which this run's --compress %s cannot take: pass --compress %s, or resume without --compress (the state is dropped), or another --ckpt", name, codec.Name(), name)
 	case saved != strconv.Itoa(z.Comm().Size()):

@@ -89,3 +89,34 @@ func stripCodecState(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 }
+
+// TestCompressIdle: where --compress has nothing to do, on one rank or
+// with hybrid sharding on one host (whose reduce-scatter stays exact),
+// the run trains exactly as without it and says so instead of claiming
+// bytes sent.
+func TestCompressIdle(t *testing.T) {
+	gorun, zero := build(t)
+	args := append([]string{"--steps", "4"}, small...)
+	for _, tc := range []struct {
+		np    int
+		shard []string
+		why   string
+	}{
+		{1, []string{"--zero", "3"}, "one data-parallel replica, no gradients to exchange"},
+		{2, []string{"--shard", "hybrid"}, "hybrid sharding on one host, whose reduce-scatter stays exact"},
+	} {
+		a := append(append([]string{}, args...), tc.shard...)
+		want := losses(mustJob(t, gorun, zero, tc.np, a...))
+		out := mustJob(t, gorun, zero, tc.np, append(a, "--compress", "topk:0.01")...)
+		got := losses(out)
+		for s := 1; s <= 4; s++ {
+			if got[s] != want[s] {
+				t.Errorf("np %d %v: step %d loss %.6f with --compress topk:0.01, %.6f without", tc.np, tc.shard, s, got[s], want[s])
+			}
+		}
+		line := "compression topk:0.01 had nothing to do (" + tc.why + "): the gradients stayed exact\n"
+		if !strings.Contains(out, line) || strings.Contains(out, " sent ") {
+			t.Errorf("np %d %v: want the line %q and no bytes sent:\n%s", tc.np, tc.shard, line, out)
+		}
+	}
+}

@@ -10,8 +10,10 @@
 //	gorun -np 4 ./examples/zero --zero 2 --compress fp16                  # fp16 reduce-scatters
 //
 // Rank 0 prints one line per step, "step N loss L samples/s S", then
-// with --compress "compression NAME sent B bytes a step of R (ratio X)",
-// then "final loss L", then one line per rank
+// with --compress "compression NAME sent B bytes a step of R (ratio X)"
+// (or, where the codec has nothing to do, on one rank or with --shard
+// hybrid on one host, "compression NAME had nothing to do (WHY): the
+// gradients stayed exact"), then "final loss L", then one line per rank
 //
 //	memory rank R params P grads G optim O peak K heap H
 //

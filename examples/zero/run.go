@@ -104,15 +104,23 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	if w.Rank() == 0 {
 		if z, ok := tr.(*zero.Zero); ok && cfg.zero.Compress != nil && cfg.Steps > first {
-			st, n := z.Compression(), int64(cfg.Steps-first)
-			fmt.Fprintf(out, "compression %s sent %d bytes a step of %d (ratio %.1f)\n", cfg.zero.Compress.Name(), st.Sent/n, st.Raw/n, st.Ratio())
-			if st.Saturated > 0 {
-				fmt.Fprintf(out, "warning: %s turned %d finite gradient values into ±Inf (they overflowed its range): scale the loss down, or use bf16\n", cfg.zero.Compress.Name(), st.Saturated)
-			}
+			fmt.Fprintln(out, workload.CompressionReport(cfg.zero.Compress, z.Compression(), cfg.Steps-first, idleCodec(z)))
 		}
 		fmt.Fprintf(out, "final loss %.6f\n", loss)
 	}
 	return report(ctx, w.Comm, tr.Memory(), out)
+}
+
+// idleCodec says why z's codec has nothing to do (zero.CodecActive), as
+// workload.CompressionReport takes it: "" when it works.
+func idleCodec(z *zero.Zero) string {
+	switch {
+	case z.Config().Compress == nil || z.CodecActive():
+		return ""
+	case z.Config().Hybrid && z.Comm().Size() > 1:
+		return "hybrid sharding on one host, whose reduce-scatter stays exact"
+	}
+	return workload.OneReplica
 }
 
 // report gathers every rank's memory to rank 0, which prints a line per

@@ -16,7 +16,10 @@ import (
 // waits for the bucket before it, so that every rank makes the codec's
 // collectives in bucket order while backward goes on. A codec with error
 // feedback keeps its residuals by bucket index. Stats says what the
-// codec put on the wire.
+// codec put on the wire. On a communicator of one rank there is nothing
+// to exchange: the codec does not run, the gradients stay exact and Stats
+// stays zero, as a PyTorch DDP communication hook has nothing to compress
+// at world size 1.
 type Compressed struct {
 	codec compress.Codec
 
@@ -32,9 +35,13 @@ func WithCompression(codec compress.Codec) *Compressed { return &Compressed{code
 var _ Hook = (*Compressed)(nil)
 
 // Start queues the bucket's compressed all-reduce behind the bucket
-// before it.
+// before it; with one rank it has nothing to do.
 func (h *Compressed) Start(ctx context.Context, c *spmd.Comm, b *Bucket) (Work, error) {
 	w := &codecWork{done: make(chan struct{}), grads: b.Grads, n: c.Size()}
+	if c.Size() == 1 {
+		close(w.done)
+		return w, nil
+	}
 	segs := Segments(b.Params, b.Lo, b.Hi)
 	h.mu.Lock()
 	prev := h.last

@@ -39,7 +39,8 @@ func (e *exact) AllReduce(ctx context.Context, c *spmd.Comm, key int, buf []floa
 
 // TestCompressedHook: DDP through the compression hook with a codec that
 // loses nothing trains as one process does; the codec sees every bucket
-// once a step, in bucket order, with its parameters as matrices.
+// once a step, in bucket order, with its parameters as matrices; with one
+// rank it is never called.
 func TestCompressedHook(t *testing.T) {
 	want := reference(t, newModel)
 	for n := 1; n <= 4; n++ {
@@ -59,6 +60,12 @@ func TestCompressedHook(t *testing.T) {
 			}
 			same(t, fmt.Sprintf("np=%d", n), got, want)
 			c := codecs[0]
+			if n == 1 {
+				if len(c.keys) != 0 {
+					t.Fatalf("one rank: the codec was called %d times, want none", len(c.keys))
+				}
+				return
+			}
 			buckets := len(c.segs)
 			if buckets < 2 || len(c.keys) != steps*buckets {
 				t.Fatalf("%d calls for %d buckets over %d steps", len(c.keys), buckets, steps)
@@ -229,6 +236,36 @@ func TestCompressedResume(t *testing.T) {
 				}
 				return nil
 			})
+		})
+	}
+}
+
+// TestCompressedOneRank: with one rank a lossy codec has nothing to
+// exchange: DDP through its hook trains exactly as without it, and the
+// hook reports no bytes.
+func TestCompressedOneRank(t *testing.T) {
+	want := reference(t, newModel)
+	for _, spec := range []string{"topk:0.01", "sign", "powersgd:2", "fp16"} {
+		t.Run(spec, func(t *testing.T) {
+			var got run
+			var stats compress.Stats
+			spmdtest.Run(t, 1, func(ctx context.Context, w *spmd.World) error {
+				codec, err := compress.Parse(spec, seed)
+				if err != nil {
+					return err
+				}
+				hook := dp.WithCompression(codec)
+				got, err = train(ctx, t, w.Comm, newModel, dp.Config{Hook: hook, BucketCap: 1 << 10}, 1)
+				stats = hook.Stats()
+				return err
+			})
+			if t.Failed() {
+				return
+			}
+			same(t, spec, got, want)
+			if stats != (compress.Stats{}) {
+				t.Errorf("Stats %+v, want zero: nothing was sent", stats)
+			}
 		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/gorun-hpc/gorun/spmd/spmdtest"
 	"github.com/gorun-hpc/gorun/strategies/hybrid"
 	"github.com/gorun-hpc/gorun/strategies/nn"
+	"github.com/gorun-hpc/gorun/strategies/nn/shardckpt"
 )
 
 // trainFrom runs steps [from, to) of cfg on n ranks, loading dir's
@@ -211,4 +212,69 @@ func TestLoadRefusesAnotherCodec(t *testing.T) {
 	plain := t.TempDir()
 	trainFrom(t, 2, cfg, plain, 0, 1, true)
 	trainCodec(t, 2, cfg, "topk:0.1", false, plain, 1, 2, false)
+}
+
+// TestCodecOneReplica: with one data-parallel replica a codec has nothing
+// to do on any gradient path (DDP's hook under tensor parallelism, the
+// pipeline's sync, ZeRO): the engine trains exactly as without it, moves
+// no bytes, and its checkpoint carries no codec state.
+func TestCodecOneReplica(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		tp, pp, zero, micro int
+	}{
+		{"tp2", 2, 1, 0, 1},
+		{"pp2", 1, 2, 0, 2},
+		{"tp2-pp2", 2, 2, 1, 2},
+		{"zero1", 1, 1, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := hybrid.Config{Model: testModel, TP: tc.tp, PP: tc.pp, DP: 1, Zero: tc.zero, Micro: tc.micro, Seed: testSeed, Optimizer: adamw}
+			n := tc.tp * tc.pp
+			want := trainFrom(t, n, cfg, "", 0, 3, false)
+			dir := t.TempDir()
+			var stats compress.Stats
+			var active bool
+			var mu sync.Mutex
+			spmdtest.Run(t, n, func(ctx context.Context, w *spmd.World) error {
+				cfg := cfg
+				cfg.Compress, _ = compress.Parse("topk:0.01", testSeed)
+				e, err := hybrid.New(ctx, w.Comm, cfg)
+				if err != nil {
+					return err
+				}
+				defer e.Close()
+				for step := range 3 {
+					if _, err := e.Step(ctx, replica(batch(step, testModel.Context), 0, 1)); err != nil {
+						return err
+					}
+				}
+				if err := e.Save(ctx, dir, 3, nil); err != nil {
+					return err
+				}
+				mu.Lock()
+				stats.Add(e.Compression())
+				active = active || e.CodecActive()
+				mu.Unlock()
+				return nil
+			})
+			if t.Failed() {
+				return
+			}
+			if active || stats != (compress.Stats{}) {
+				t.Errorf("CodecActive %v, Compression %+v: want an idle codec", active, stats)
+			}
+			got := trainFrom(t, n, cfg, dir, 3, 3, false)
+			if !slices.Equal(got.params, want.params) {
+				closeTo(t, "parameters after 3 steps through an idle codec", got.params, want.params, 0)
+			}
+			ix, err := shardckpt.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v, ok := ix.Meta()[hybrid.MetaCodec]; ok {
+				t.Errorf("the checkpoint records codec state %q", v)
+			}
+		})
+	}
 }

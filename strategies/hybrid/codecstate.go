@@ -19,10 +19,11 @@ type rankCodec struct {
 // codecs lists the codecs with state (compress.Stateful) this rank holds:
 // the one its gradients' path runs, Config.Compress, whether the DDP
 // hook (e.hook), the pipeline's sync (e.sync) or the ZeRO driver
-// (e.zero) runs it.
+// (e.zero) runs it; none where it has no work (CodecActive), whose state
+// stays a fresh codec's.
 func (e *Engine) codecs() []rankCodec {
 	c := e.cfg.Compress
-	if !compress.Stateful(c) {
+	if !compress.Stateful(c) || !e.CodecActive() {
 		return nil
 	}
 	switch {
@@ -57,7 +58,8 @@ func (e *Engine) codecPieces() ([]shardckpt.Piece, error) {
 }
 
 // readCodecs restores this rank's codec states from ix, after checking
-// that the checkpoint's codec (meta[MetaCodec]) is the engine's.
+// that the checkpoint's codec (meta[MetaCodec]) is the engine's. With one
+// data-parallel replica the state is dropped: no codec runs.
 func (e *Engine) readCodecs(ix *shardckpt.Index, meta map[string]string) error {
 	saved, has := meta[MetaCodec]
 	cs := e.codecs()
@@ -65,6 +67,8 @@ func (e *Engine) readCodecs(ix *shardckpt.Index, meta map[string]string) error {
 	switch {
 	case !has:
 		return nil // the codec's state stays as New made it
+	case e.mesh.DP == 1:
+		return nil // saved before a lone replica's codec stopped running
 	case len(cs) == 0 || saved != now:
 		return fmt.Errorf("%w: %s: it carries the error-feedback state of --compress %s, which this engine's codec (%s) cannot take: resume with --compress %s (its lossless stage, +s2 or +zstd, may differ), or start afresh", nn.ErrCheckpoint, shardckpt.IndexFile, saved, now, saved)
 	}

@@ -41,7 +41,8 @@ type Config struct {
 	Observe func(pipe.Event)
 	// Compress, if set, compresses the gradients' averaging over the
 	// data-parallel groups (compress.Parse), at any ZeRO stage: see
-	// zero.Config.Compress, and with a pipeline dpSync.
+	// zero.Config.Compress, and with a pipeline dpSync. With one
+	// data-parallel replica it has nothing to do (Engine.CodecActive).
 	Compress compress.Codec
 }
 

@@ -164,6 +164,13 @@ func (e *Engine) stepDDP(ctx context.Context, micro []*nn.Batch) (loss float32, 
 	return e.ddp.Step(ctx, micro, e.opt)
 }
 
+// CodecActive reports whether Config.Compress has work: a codec is set
+// and there is more than one data-parallel replica to average the
+// gradients over. With one (tensor and pipeline parallelism only) no
+// codec runs, on any path: the gradients stay exact, Compression stays
+// zero and a checkpoint carries no codec state.
+func (e *Engine) CodecActive() bool { return e.cfg.Compress != nil && e.mesh.DP > 1 }
+
 // Compression returns what the gradients' compression has moved since
 // New (zero Stats without it).
 func (e *Engine) Compression() compress.Stats {

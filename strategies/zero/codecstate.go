@@ -63,8 +63,12 @@ func (z *Zero) CodecLayout() string {
 
 // saveCodec gathers the ranks' codec states and, on rank 0, writes them
 // for the save tagged tag and adds their keys to md. Every rank calls it;
-// without a stateful codec it does nothing.
+// without a stateful codec, or with one that has no work (CodecActive:
+// its state is a fresh codec's), it does nothing.
 func (z *Zero) saveCodec(ctx context.Context, dir, tag string, md map[string]string) error {
+	if !z.CodecActive() {
+		return nil
+	}
 	states, err := compress.GatherStates(ctx, z.comm, z.cfg.Compress, 0)
 	if err != nil || states == nil {
 		return err
@@ -121,10 +125,12 @@ func cleanCodec(dir, keep string) error {
 
 // loadCodec restores this rank's codec state from the checkpoint whose
 // index metadata is meta, if it has one and the driver's codec keeps
-// state; it checks the codec, the ranks and the layout first.
+// state and has work (CodecActive: an idle codec's state does not
+// matter, and is dropped); it checks the codec, the ranks and the layout
+// first.
 func (z *Zero) loadCodec(dir string, meta map[string]string) error {
 	name, has := meta[metaCodecFile]
-	if !has || !compress.Stateful(z.cfg.Compress) {
+	if !has || !compress.Stateful(z.cfg.Compress) || !z.CodecActive() {
 		return nil
 	}
 	if saved, want := meta[MetaCodec], compress.StateName(z.cfg.Compress); saved != want {

@@ -11,6 +11,7 @@ import (
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/spmdtest"
+	"github.com/gorun-hpc/gorun/strategies/nn/shardckpt"
 	"github.com/gorun-hpc/gorun/strategies/zero"
 )
 
@@ -214,5 +215,35 @@ func TestCompressedHybridOneHost(t *testing.T) {
 		if active[0] || stats != (compress.Stats{}) {
 			t.Errorf("%s: CodecActive %v, Compression %+v: want an idle codec", label, active[0], stats)
 		}
+	}
+}
+
+// TestCodecIdleCheckpoint: a codec with no work (one rank) saves no
+// state, and drops the state a checkpoint carries instead of refusing it
+// for another number of ranks.
+func TestCodecIdleCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	topk := func() compress.Codec {
+		c, err := compress.Parse("topk:0.1", 11)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	onRank0(t, spmdtest.Mem, 2, func(ctx context.Context, c *spmd.Comm) (run, error) {
+		return segment(ctx, t, c, zero.Config{Stage: 3, Compress: topk()}, dir, false, true, 0, 3)
+	})
+	if ix, err := shardckpt.Open(dir); err != nil || ix.Meta()[zero.MetaCodec] == "" {
+		t.Fatalf("the 2-rank save carries no codec state (%v): the test cannot see it dropped", err)
+	}
+	onRank0(t, spmdtest.Mem, 1, func(ctx context.Context, c *spmd.Comm) (run, error) {
+		return segment(ctx, t, c, zero.Config{Stage: 3, Compress: topk()}, dir, true, true, 3, 5)
+	})
+	ix, err := shardckpt.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := ix.Meta()[zero.MetaCodec]; ok {
+		t.Errorf("the one-rank save records codec state %q", v)
 	}
 }

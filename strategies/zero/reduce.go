@@ -133,7 +133,8 @@ func (z *Zero) compressed(buf, recv []float32, u *unit) waiter {
 // reduce-scatter stays exact: the gradients are then reduced exactly (or
 // not at all), as a PyTorch DDP communication hook has nothing to
 // compress at world size 1. An idle codec moves no bytes (Compression is
-// zero).
+// zero), a save carries no state of it, and a load drops the state a
+// checkpoint carries.
 func (z *Zero) CodecActive() bool {
 	return z.cfg.Compress != nil && (z.rep != nil || !z.cfg.Hybrid && z.n > 1)
 }
