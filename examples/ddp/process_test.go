@@ -190,3 +190,20 @@ func TestWrongCheckpoint(t *testing.T) {
 		t.Errorf("--seed 2 --lr 0.2 printed:\n%s\nwant first %q, then step 3", out, want)
 	}
 }
+
+// TestBadCheckpointDir: a --ckpt that cannot hold the checkpoint (a
+// regular file, or a path under one) fails at start-up, before any step,
+// with a line naming --ckpt and the path.
+func TestBadCheckpointDir(t *testing.T) {
+	gorun, ddp := build(t)
+	file := filepath.Join(t.TempDir(), "afile")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{file, filepath.Join(file, "ck")} {
+		out, stderr, err := proctest.Run(gorun, ddp, 2, append([]string{"--steps", "3", "--ckpt", dir}, small...)...)
+		if want := "ddp: --ckpt " + dir + ": "; err == nil || !strings.Contains(stderr, want) || strings.Contains(out, "step 1 ") {
+			t.Errorf("--ckpt %s: %v, want a failure before step 1 saying %q:\n%s%s", dir, err, want, out, stderr)
+		}
+	}
+}

@@ -29,6 +29,10 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	defer w.Close()
+	// Rank 0 writes the checkpoint: a --ckpt it cannot fails here.
+	if err := workload.CheckCheckpointDir(ctx, w.Comm, cfg.ckpt, w.Rank() == 0); err != nil {
+		return err
+	}
 	wl, err := workload.New(cfg.Config, w.Rank(), w.Size())
 	if err != nil {
 		return err

@@ -51,6 +51,9 @@ func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, tok
 	if err := c.checkMesh(w.Size()); err != nil {
 		return err
 	}
+	if err := workload.CheckCheckpointDir(ctx, w.Comm, c.ckpt, true); err != nil {
+		return err
+	}
 	st := &stats{}
 	codec, _ := compress.Parse(c.compress, c.seed) // checked with the flags
 	cfg := hybrid.Config{Compress: codec, Model: model, TP: c.tp, PP: c.pp, DP: c.dp, Zero: c.zero, Micro: c.micro,

@@ -246,3 +246,18 @@ func TestWrongCheckpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestBadCheckpointDir: a --ckpt that cannot hold the checkpoint (a
+// regular file) fails at start-up, before any step, with a line naming
+// --ckpt and the path.
+func TestBadCheckpointDir(t *testing.T) {
+	gorun, zero := build(t)
+	file := filepath.Join(t.TempDir(), "afile")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := job(gorun, zero, 2, append([]string{"--steps", "3", "--ckpt", file}, small...)...)
+	if want := "zero: --ckpt " + file + ": it is a file, not a directory"; err == nil || !strings.Contains(stderr, want) || strings.Contains(out, "step 1 ") {
+		t.Errorf("--ckpt %s: %v, want a failure before step 1 saying %q:\n%s%s", file, err, want, out, stderr)
+	}
+}

@@ -30,6 +30,10 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	defer w.Close()
+	// Every rank writes its shard: a --ckpt one cannot fails here.
+	if err := workload.CheckCheckpointDir(ctx, w.Comm, cfg.ckpt, true); err != nil {
+		return err
+	}
 	wl, err := workload.New(cfg.Config, w.Rank(), w.Size())
 	if err != nil {
 		return err
