@@ -229,21 +229,30 @@ func (e *Engine) pieces(ctx context.Context) ([]shardckpt.Piece, map[string]stri
 }
 
 // read reads this rank's parameters and optimizer state (without the
-// ZeRO driver, which reads its own).
+// ZeRO driver, which reads its own). Its error lists each distinct
+// problem once: a shard file that is missing or damaged fails the read
+// of every tensor in it, with the same message.
 func (e *Engine) read(ix *shardckpt.Index, meta map[string]string) error {
 	var errs []error
+	seen := map[string]bool{}
+	add := func(err error) {
+		if err != nil && !seen[err.Error()] {
+			seen[err.Error()] = true
+			errs = append(errs, err)
+		}
+	}
 	e.eachOpt(func(p *Part, opt nn.Optimizer) {
 		st := p.Store()
 		for _, q := range st.Params {
 			pc := shardckpt.Piece{Tensor: e.prefix() + q.Name, Shape: q.Shape, Lo: 0, Hi: q.Len(), Data: st.W[q.Offset:q.End()]}
-			errs = append(errs, ix.Read(&pc))
+			add(ix.Read(&pc))
 		}
 		lo, hi := opt.Range()
 		eachRange(st.Params, lo, hi, func(q *nn.Param, a, b, at int) {
 			for _, s := range opt.State() {
 				if s.F32 != nil {
 					pc := shardckpt.Piece{Tensor: e.prefix() + "optim." + s.Name + "." + q.Name, Shape: q.Shape, Lo: a, Hi: b, Data: s.F32[at : at+b-a]}
-					errs = append(errs, ix.Read(&pc))
+					add(ix.Read(&pc))
 				}
 			}
 		})
@@ -253,7 +262,7 @@ func (e *Engine) read(ix *shardckpt.Index, meta map[string]string) error {
 			}
 			v, err := strconv.ParseInt(meta["optim."+s.Name], 10, 64)
 			if err != nil || len(s.I64) != 1 {
-				errs = append(errs, fmt.Errorf("the checkpoint's index has no count %q: it was saved with another optimizer", "optim."+s.Name))
+				add(fmt.Errorf("the checkpoint's index has no count %q: it was saved with another optimizer", "optim."+s.Name))
 				continue
 			}
 			s.I64[0] = v

@@ -5,6 +5,8 @@ import (
 	"encoding"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -276,5 +278,46 @@ func TestCodecOneReplica(t *testing.T) {
 				t.Errorf("the checkpoint records codec state %q", v)
 			}
 		})
+	}
+}
+
+// TestLoadMissingShardOnce: a shard file missing at a load fails it on
+// every rank, and a rank that reads it names the file once, not once for
+// each tensor it holds.
+func TestLoadMissingShardOnce(t *testing.T) {
+	cfg := hybrid.Config{Model: testModel, TP: 1, PP: 2, DP: 1, Micro: 2, Seed: testSeed, Optimizer: adamw}
+	dir := t.TempDir()
+	trainFrom(t, 2, cfg, dir, 0, 1, true)
+	gone, err := filepath.Glob(filepath.Join(dir, "shard-00001-*"))
+	if err != nil || len(gone) != 1 {
+		t.Fatalf("rank 1's shard: %v, %v", gone, err)
+	}
+	if err := os.Remove(gone[0]); err != nil {
+		t.Fatal(err)
+	}
+	name := "reading shard file " + filepath.Base(gone[0])
+	var mu sync.Mutex
+	named := 0
+	spmdtest.Run(t, 2, func(ctx context.Context, w *spmd.World) error {
+		e, err := hybrid.New(ctx, w.Comm, cfg)
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		_, err = e.Load(ctx, dir)
+		if err == nil {
+			return fmt.Errorf("the load without %s succeeded", name)
+		}
+		n := strings.Count(err.Error(), name)
+		mu.Lock()
+		named += n
+		mu.Unlock()
+		if n > 1 {
+			return fmt.Errorf("the load's error says %q %d times, want once:\n%v", name, n, err)
+		}
+		return nil
+	})
+	if named == 0 {
+		t.Errorf("no rank's error says %q", name)
 	}
 }
