@@ -21,6 +21,9 @@ const Names = "fp16, bf16, topk[:FRACTION] (default 0.01), randk[:FRACTION] (def
 // factors): every rank passes the same.
 func Parse(spec string, seed uint64) (Codec, error) {
 	if codec, stage, ok := strings.Cut(spec, "+"); ok {
+		if stage == "" {
+			return nil, fmt.Errorf("compress %q: no lossless stage after the +: pass +s2, +zstd or +auto (as in topk:0.01+s2), or drop the +", spec)
+		}
 		c, err := Parse(codec, seed)
 		if err != nil {
 			return nil, err

@@ -27,6 +27,10 @@ func TestParse(t *testing.T) {
 		{spec: "qsgd:2.5", err: "whole number"},
 		{spec: "powersgd:0", err: "powersgd"},
 		{spec: "gzip", err: "no codec of that name"},
+		{spec: "topk:0.01+s2", name: "topk:0.01+s2"},
+		{spec: "topk+", err: "no lossless stage after the +: pass +s2, +zstd or +auto"},
+		{spec: "qsgd:8+", err: "no lossless stage after the +"},
+		{spec: "topk+lz4", err: `lossless stage "lz4": want s2, zstd or auto`},
 	} {
 		c, err := Parse(tc.spec, 1)
 		switch {
