@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
@@ -109,11 +110,19 @@ func (c *Config) Validate(replicas int) error {
 		return fmt.Errorf("--accum %d: want 1 or more", c.Accum)
 	case !(c.LR > 0):
 		return fmt.Errorf("--lr %g: want a positive rate", c.LR)
+	case !finite32(c.LR) || float32(c.LR) == 0:
+		return fmt.Errorf("--lr %g: want a positive rate that float32, the model's type, holds (about 1.4e-45 to 3.4e38)", c.LR)
 	case !(c.Momentum >= 0):
 		return fmt.Errorf("--momentum %g: want 0 (none) or more", c.Momentum)
+	case !finite32(c.Momentum):
+		return fmt.Errorf("--momentum %g: want a finite momentum that float32, the model's type, holds (at most 3.4e38)", c.Momentum)
 	}
 	return c.CheckBatch(replicas, "rank")
 }
+
+// finite32 says whether v stays finite as the float32 the optimizers
+// take (not Inf, nor beyond float32's range).
+func finite32(v float64) bool { return !math.IsInf(float64(float32(v)), 0) && !math.IsNaN(v) }
 
 // GlobalBatch is the batch of a step over replicas data-parallel ranks:
 // Batch, or where it is 0 DefaultBatch made to split (RoundBatch).

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -21,6 +22,12 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Batch, c.Accum = 12, 5 }, 2, "pass a multiple of 10"},
 		{func(c *Config) { c.Accum = 0 }, 1, "--accum 0"},
 		{func(c *Config) { c.LR = 0 }, 1, "--lr 0"},
+		{func(c *Config) { c.LR = math.NaN() }, 1, "--lr NaN: want a positive rate"},
+		{func(c *Config) { c.LR = math.Inf(1) }, 1, "--lr +Inf: want a positive rate that float32"},
+		{func(c *Config) { c.LR = 1e308 }, 1, "--lr 1e+308: want a positive rate that float32, the model's type, holds"},
+		{func(c *Config) { c.LR = 1e-50 }, 1, "--lr 1e-50: want a positive rate that float32"},
+		{func(c *Config) { c.Momentum = math.Inf(1) }, 1, "--momentum +Inf: want a finite momentum"},
+		{func(c *Config) { c.Momentum = 1e39 }, 1, "--momentum 1e+39: want a finite momentum"},
 		{func(c *Config) { c.Steps = -1 }, 1, "--steps -1"},
 		{func(c *Config) { c.Steps = 0 }, 1, "--steps 0: want 1 or more"},
 		{func(c *Config) { c.Momentum = -1 }, 1, "--momentum -1: want 0 (none) or more"},
