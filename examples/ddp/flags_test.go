@@ -18,6 +18,9 @@ func TestFlagMistakes(t *testing.T) {
 		{[]string{"--bucket-mb", "0"}, "--bucket-mb 0: want a positive size"},
 		{[]string{"--ckpt-every", "-1"}, "--ckpt-every -1"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"--ckpt-every", "2"}, "--ckpt-every 2 needs --ckpt DIR"},
+		{[]string{"--local", "--compress", "topk"}, "--compress topk with --local: --local trains without a gradient reduction"},
+		{[]string{"--compress", "topk+"}, "--compress: compress \"topk+\": no lossless stage after the +"},
 	}
 	for _, c := range cases {
 		_, err := parseFlags(flag.NewFlagSet("ddp", flag.ContinueOnError), c.args)

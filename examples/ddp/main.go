@@ -73,6 +73,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		return cfg, fmt.Errorf("--crash-at %d: want a step, 1 or more", cfg.crashAt)
 	case cfg.ckptEvery < 0:
 		return cfg, fmt.Errorf("--ckpt-every %d: want 0 or more", cfg.ckptEvery)
+	case cfg.ckptEvery > 0 && cfg.ckpt == "":
+		return cfg, fmt.Errorf("--ckpt-every %d needs --ckpt DIR, the directory to save to", cfg.ckptEvery)
+	case cfg.local && cfg.compress != "none" && cfg.compress != "":
+		return cfg, fmt.Errorf("--compress %s with --local: --local trains without a gradient reduction, so there is nothing to compress; drop one of them", cfg.compress)
 	}
 	return cfg, nil
 }

@@ -207,3 +207,13 @@ func TestBadCheckpointDir(t *testing.T) {
 		}
 	}
 }
+
+// TestLocal: --local trains with no all-reduce, so it prints no all-reduce
+// line (it used to say "too few steps to measure" at any number of steps).
+func TestLocal(t *testing.T) {
+	gorun, ddp := build(t)
+	out := job(t, gorun, ddp, 2, append([]string{"--steps", "10", "--local"}, small...)...)
+	if strings.Contains(out, "all-reduce") || !strings.Contains(out, "step 10 loss") {
+		t.Errorf("--local at np 2, 10 steps: want 10 steps and no all-reduce line:\n%s", out)
+	}
+}

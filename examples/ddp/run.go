@@ -162,7 +162,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		}
 	}
 	if w.Rank() == 0 {
-		if w.Size() > 1 {
+		if w.Size() > 1 && !cfg.local { // --local has no all-reduce to time
 			fmt.Fprintln(out, tl.summary())
 		}
 		if hook != nil && cfg.Steps > first {

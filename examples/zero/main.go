@@ -27,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/gorun-hpc/gorun/compress"
 	"github.com/gorun-hpc/gorun/examples/internal/workload"
@@ -76,6 +77,22 @@ func (f *stageFlag) Set(s string) error {
 	}
 	f.stage, f.set = n, true
 	return nil
+}
+
+// ddpIgnores lists the flags given on fs ("--zero 2") that --ddp, which
+// trains strategies/dp's DDP instead, would ignore.
+func ddpIgnores(fs *flag.FlagSet) []string {
+	var given []string
+	fs.Visit(func(f *flag.Flag) {
+		switch {
+		case f.Name == "mixed" && f.Value.String() != "bf16": // none: DDP's fp32
+		case f.Name == "no-prefetch" || f.Name == "resume":
+			given = append(given, "--"+f.Name)
+		case f.Name == "zero" || f.Name == "shard" || f.Name == "mixed" || f.Name == "ckpt" || f.Name == "ckpt-every":
+			given = append(given, "--"+f.Name+" "+f.Value.String())
+		}
+	})
+	return given
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
@@ -130,10 +147,17 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		return cfg, fmt.Errorf("--resume needs --ckpt DIR, the directory to resume from")
 	case cfg.ckptEvery < 0:
 		return cfg, fmt.Errorf("--ckpt-every %d: want 0 or more", cfg.ckptEvery)
+	case cfg.ckptEvery > 0 && cfg.ckpt == "":
+		return cfg, fmt.Errorf("--ckpt-every %d needs --ckpt DIR, the directory to save to", cfg.ckptEvery)
 	case cfg.crashInSave < 0:
 		return cfg, fmt.Errorf("--crash-in-save %d: want a save, 1 or more", cfg.crashInSave)
-	case cfg.ddp && (cfg.ckpt != "" || cfg.zero.Mixed):
-		return cfg, fmt.Errorf("--ddp is for benchmarks: it takes neither --ckpt nor --mixed")
+	case cfg.ddp:
+		if given := ddpIgnores(fs); len(given) > 0 {
+			return cfg, fmt.Errorf("--ddp with %s: --ddp trains strategies/dp's DDP, for benchmarks, which takes none of --zero, --shard, --no-prefetch, --mixed and --ckpt: drop %s",
+				strings.Join(given, ", "), strings.Join(given, ", "))
+		}
+	case cfg.zero.NoPrefetch && cfg.zero.Stage != 3:
+		return cfg, fmt.Errorf("--no-prefetch applies to stage 3 only (it stops gathering a unit's parameters while the one before computes), not to stage %d: drop it, or pass --zero 3", cfg.zero.Stage)
 	}
 	return cfg, nil
 }
