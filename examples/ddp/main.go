@@ -46,6 +46,7 @@ type config struct {
 	local     bool
 	crashAt   int
 	compress  string
+	flags     []string // every flag's value (workload.FlagValues), for the ranks to compare
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
@@ -61,6 +62,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	if err := workload.Parse(fs, args, about); err != nil {
 		return cfg, err
 	}
+	cfg.flags = workload.FlagValues(fs)
 	if _, err := compress.Parse(cfg.compress, cfg.Seed); err != nil {
 		return cfg, fmt.Errorf("--compress: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorun-hpc/gorun/spmd/spmdtest/proctest"
 )
@@ -215,5 +216,19 @@ func TestLocal(t *testing.T) {
 	out := job(t, gorun, ddp, 2, append([]string{"--steps", "10", "--local"}, small...)...)
 	if strings.Contains(out, "all-reduce") || !strings.Contains(out, "step 10 loss") {
 		t.Errorf("--local at np 2, 10 steps: want 10 steps and no all-reduce line:\n%s", out)
+	}
+}
+
+// TestFlagsDiffer: an MPMD job whose ranks run with different flags fails
+// at start on every rank, naming the flag and the ranks.
+func TestFlagsDiffer(t *testing.T) {
+	gorun, ddp := build(t)
+	args := append(append(append([]string{"--timeout", "1m", "-np", "1", ddp, "--bucket-mb", "1"}, small...), ":", "-np", "1", ddp), small...)
+	cmd := exec.Command(gorun, args...)
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	want := "ddp: rank 1 runs with --bucket-mb=25 but rank 0 with --bucket-mb=1: give every rank of the job the same flags"
+	if code := cmd.ProcessState.ExitCode(); err == nil || code != 1 || !strings.Contains(string(out), want) {
+		t.Errorf("gorun %q: want status 1 and %q, got %d:\n%s", args, want, code, out)
 	}
 }

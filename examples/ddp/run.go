@@ -29,6 +29,10 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	defer w.Close()
+	// An MPMD job's programs must agree, lest their collectives not match.
+	if err := workload.AgreeFlags(ctx, w.Comm, "ddp", cfg.flags); err != nil {
+		return err
+	}
 	// Rank 0 writes the checkpoint: a --ckpt it cannot fails here.
 	if err := workload.CheckCheckpointDir(ctx, w.Comm, cfg.ckpt, w.Rank() == 0); err != nil {
 		return err

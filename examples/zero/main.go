@@ -54,6 +54,7 @@ type config struct {
 	// crashInSave makes rank 1 die in the middle of that save, for tests,
 	// on the job's first start only.
 	crashInSave int
+	flags       []string // every flag's value (workload.FlagValues), for the ranks to compare
 }
 
 // stageFlag is --zero, which remembers whether it was given: when it was
@@ -112,6 +113,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	if err := workload.Parse(fs, args, about); err != nil {
 		return cfg, err
 	}
+	cfg.flags = workload.FlagValues(fs)
 	switch {
 	case stage.set && (stage.stage < 0 || stage.stage > 3):
 		return cfg, fmt.Errorf("--zero %d: want 0, 1, 2 or 3", stage.stage)

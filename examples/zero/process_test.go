@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorun-hpc/gorun/spmd/spmdtest/proctest"
 
@@ -259,5 +260,20 @@ func TestBadCheckpointDir(t *testing.T) {
 	out, stderr, err := job(gorun, zero, 2, append([]string{"--steps", "3", "--ckpt", file}, small...)...)
 	if want := "zero: --ckpt " + file + ": it is a file, not a directory"; err == nil || !strings.Contains(stderr, want) || strings.Contains(out, "step 1 ") {
 		t.Errorf("--ckpt %s: %v, want a failure before step 1 saying %q:\n%s%s", file, err, want, out, stderr)
+	}
+}
+
+// TestFlagsDiffer: an MPMD job whose ranks run with different flags fails
+// at start on every rank, naming the flag and the ranks, where it hung in
+// collectives that did not match.
+func TestFlagsDiffer(t *testing.T) {
+	gorun, zero := build(t)
+	args := append(append(append([]string{"--timeout", "1m", "-np", "1", zero, "--zero", "3"}, small...), ":", "-np", "1", zero, "--zero", "1"), small...)
+	cmd := exec.Command(gorun, args...)
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	want := "zero: rank 1 runs with --zero=1 but rank 0 with --zero=3: give every rank of the job the same flags"
+	if code := cmd.ProcessState.ExitCode(); err == nil || code != 1 || !strings.Contains(string(out), want) {
+		t.Errorf("gorun %q: want status 1 and %q, got %d:\n%s", args, want, code, out)
 	}
 }

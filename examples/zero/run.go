@@ -30,6 +30,10 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 	defer w.Close()
+	// An MPMD job's programs must agree, lest their collectives not match.
+	if err := workload.AgreeFlags(ctx, w.Comm, "zero", cfg.flags); err != nil {
+		return err
+	}
 	// Every rank writes its shard: a --ckpt one cannot fails here.
 	if err := workload.CheckCheckpointDir(ctx, w.Comm, cfg.ckpt, true); err != nil {
 		return err
