@@ -232,3 +232,16 @@ func TestFlagsDiffer(t *testing.T) {
 		t.Errorf("gorun %q: want status 1 and %q, got %d:\n%s", args, want, code, out)
 	}
 }
+
+// TestResumeOtherData: resuming with another --examples (another
+// synthetic set) goes on after a note naming it, as another seed does.
+func TestResumeOtherData(t *testing.T) {
+	gorun, ddp := build(t)
+	dir := t.TempDir()
+	job(t, gorun, ddp, 0, append([]string{"--steps", "2", "--ckpt", dir}, small...)...)
+	out := job(t, gorun, ddp, 0, append(append([]string{"--steps", "3", "--ckpt", dir, "--resume"}, small...), "--examples", "960")...)
+	want := "note: the checkpoint in " + dir + " was saved by a run with --examples 480; this one goes on with --examples 960\n"
+	if !strings.HasPrefix(out, want) || !strings.Contains(out, "step 3 loss") {
+		t.Errorf("--examples 960 printed:\n%s\nwant first %q, then step 3", out, want)
+	}
+}

@@ -34,7 +34,8 @@ func (w *Workload) shapeFlags(model string) []setting {
 
 // runFlags are the flags that a resumed run may change, though it then
 // trains otherwise than the saved run would have: the seed (of the data
-// order and dropout), the global batch and the learning rate.
+// order and dropout), the global batch, the learning rate (and SGD's
+// momentum) and the data (dataFlags).
 func (w *Workload) runFlags() []setting {
 	c := w.cfg
 	s := []setting{{"seed", strconv.FormatUint(c.Seed, 10)}, {"batch", strconv.Itoa(w.batch)},
@@ -42,7 +43,32 @@ func (w *Workload) runFlags() []setting {
 	if c.Optim == "sgd" {
 		s = append(s, setting{"momentum", strconv.FormatFloat(c.Momentum, 'g', -1, 64)})
 	}
+	return append(s, w.dataFlags()...)
+}
+
+// dataFlags are the flags that choose the data: the synthetic set's
+// --examples for the mlp; for the gpt --data ("" for the Go
+// distribution's source) and --max-bytes, unless --data is a token file
+// (.bin), which is read whole.
+func (w *Workload) dataFlags() []setting {
+	c := w.cfg
+	if c.Model == "mlp" {
+		return []setting{{"examples", strconv.Itoa(c.Examples)}}
+	}
+	s := []setting{{"data", c.Data}}
+	if filepath.Ext(c.Data) != ".bin" {
+		s = append(s, setting{"max-bytes", strconv.Itoa(c.MaxBytes)})
+	}
 	return s
+}
+
+// flagArg is a flag and its value as a command line takes them, an
+// empty value as two single quotes.
+func flagArg(key, value string) string {
+	if value == "" {
+		value = "''"
+	}
+	return "--" + key + " " + value
 }
 
 // hidden is --hidden as "32,24", however it was spelled; "" where it
@@ -71,7 +97,7 @@ func (w *Workload) shape() string {
 
 // CheckpointMeta is what a checkpoint of this run records of its flags,
 // for CheckSaved to compare on resuming: the model, its shape, the
-// optimizer, and the seed, global batch and learning rate.
+// optimizer, and the seed, global batch, learning rate and data.
 func (w *Workload) CheckpointMeta() map[string]string {
 	m := map[string]string{"model": w.cfg.Model, "shape": w.shape(), "optim": w.cfg.Optim}
 	for _, s := range append(w.shapeFlags(w.cfg.Model), w.runFlags()...) {
@@ -82,9 +108,9 @@ func (w *Workload) CheckpointMeta() map[string]string {
 
 // CheckSaved compares the flags a checkpoint recorded (CheckpointMeta)
 // with this run's. A model of another kind or shape, or another optimizer,
-// is an error that says which flags to pass; another seed, batch or
-// learning rate is a notice line naming them and dir, for the run goes on
-// with its own. The errors do not name the checkpoint: its reader does. A
+// is an error that says which flags to pass; another seed, batch,
+// learning rate or data is a notice line naming them and dir, for the run
+// goes on with its own. The errors do not name the checkpoint: its reader does. A
 // flag the checkpoint did not record (one saved before they
 // were) is not compared.
 func (w *Workload) CheckSaved(dir string, saved map[string]string) (notice string, err error) {
@@ -106,8 +132,16 @@ func (w *Workload) CheckSaved(dir string, saved map[string]string) (notice strin
 			what += " (" + sh + ")"
 		}
 		advice := "pass " + strings.Join(pass, " ")
-		if len(pass) == 0 {
-			advice = "pass the --data it was trained on" // the vocabulary differs
+		if len(pass) == 0 { // the vocabulary differs: another text
+			advice = "pass the --data it was trained on"
+			for _, d := range w.dataFlags() {
+				if v, ok := saved[d.key]; ok && v != d.value {
+					pass = append(pass, flagArg(d.key, v))
+				}
+			}
+			if len(pass) > 0 {
+				advice = "pass " + strings.Join(pass, " ") + ", the data it was trained on"
+			}
 		}
 		return "", fmt.Errorf("it holds %s; this run builds %s (%s): %s, or another --ckpt", what, c.Model, w.shape(), advice)
 	}
@@ -117,7 +151,7 @@ func (w *Workload) CheckSaved(dir string, saved map[string]string) (notice strin
 	var was, now []string
 	for _, s := range w.runFlags() {
 		if v, ok := saved[s.key]; ok && v != s.value {
-			was, now = append(was, "--"+s.key+" "+v), append(now, "--"+s.key+" "+s.value)
+			was, now = append(was, flagArg(s.key, v)), append(now, flagArg(s.key, s.value))
 		}
 	}
 	if len(was) == 0 {

@@ -28,12 +28,14 @@ func small(t *testing.T, edit func(*Config)) *Workload {
 }
 
 // TestCheckSaved: a checkpoint of another model, shape or optimizer is an
-// error saying which flags to pass; another seed, batch or rate a notice.
+// error saying which flags to pass; another seed, batch, rate or data a
+// notice.
 func TestCheckSaved(t *testing.T) {
 	same := func(*Config) {}
 	mlp := small(t, same).CheckpointMeta()
 	gpt := small(t, func(c *Config) { c.Model, c.Optim = "gpt", "adamw" }).CheckpointMeta()
-	if mlp["hidden"] != "16,8" || mlp["shape"] != "784-16-8-10" || gpt["shape"] != "2 layers, 2 heads, dim 16, context 8, vocab 9" {
+	if mlp["hidden"] != "16,8" || mlp["shape"] != "784-16-8-10" || gpt["shape"] != "2 layers, 2 heads, dim 16, context 8, vocab 9" ||
+		mlp["examples"] != "64" || gpt["data"] == "" || gpt["max-bytes"] != "4194304" {
 		t.Errorf("saved %v and %v", mlp, gpt)
 	}
 	cases := []struct {
@@ -53,7 +55,12 @@ func TestCheckSaved(t *testing.T) {
 			"it holds an mlp model (784-16-8-10); this run builds gpt (2 layers, 2 heads, dim 16, context 8, vocab 9): pass --model mlp, or another --ckpt", ""},
 		{"other hidden", mlp, func(c *Config) { c.Hidden = "16" }, "pass --hidden 16,8, or another --ckpt", ""},
 		// Go's source, the default --data, has another vocabulary.
-		{"other vocab", gpt, func(c *Config) { c.Model, c.Data, c.MaxBytes = "gpt", "", 1<<12 }, "pass the --data it was trained on", ""},
+		{"other vocab", gpt, func(c *Config) { c.Model, c.Data, c.MaxBytes = "gpt", "", 1<<12 }, "pass --data " + gpt["data"] + " --max-bytes 4194304, the data it was trained on", ""},
+		{"other vocab, data not recorded", map[string]string{"model": "gpt", "shape": gpt["shape"]}, func(c *Config) { c.Model, c.Data, c.MaxBytes = "gpt", "", 1<<12 }, "pass the --data it was trained on", ""},
+		{"other examples", mlp, func(c *Config) { c.Examples = 128 }, "",
+			"note: the checkpoint in ck was saved by a run with --examples 64; this one goes on with --examples 128"},
+		{"less text, same vocabulary", gpt, func(c *Config) { c.Model, c.Optim, c.Data, c.MaxBytes = "gpt", "adamw", gpt["data"], 600 }, "",
+			"note: the checkpoint in ck was saved by a run with --max-bytes 4194304; this one goes on with --max-bytes 600"},
 		{"old zero index", map[string]string{"model": "gpt"}, same, "it holds a gpt model; this run builds mlp (784-16-8-10): pass --model gpt, or another --ckpt", ""},
 		{"other optimizer", mlp, func(c *Config) { c.Optim = "adamw" }, "it was saved with sgd; this run uses adamw: pass --optim sgd, or another --ckpt", ""},
 		{"other seed, batch and rate", mlp, func(c *Config) { c.Seed, c.Batch, c.LR = 7, 32, 0.01 }, "",
