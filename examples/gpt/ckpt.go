@@ -85,6 +85,7 @@ func checkSaved(c config, model nn.GPTConfig, m *hybrid.Mesh, dir string, saved 
 	codec, _ := compress.Parse(c.compress, c.seed) // checked with the flags
 	var notes []string
 	switch kept, has := saved[hybrid.MetaCodec]; {
+	case m.DP == 1: // no codec runs with one replica (hybrid.Engine.CodecActive): its state does not matter
 	case has && (!compress.Stateful(codec) || kept != compress.StateName(codec)):
 		return "", fmt.Errorf("it carries each rank's error-feedback state of --compress %s; this run has --compress %s: pass --compress %s (its lossless stage may differ), or another --ckpt", kept, c.compress, kept)
 	case !has && compress.Stateful(codec):

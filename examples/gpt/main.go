@@ -54,6 +54,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 
 	"github.com/gorun-hpc/gorun/compress"
 
@@ -97,6 +98,7 @@ type config struct {
 
 	ckpt      string
 	ckptEvery int
+	flags     []string // every flag's value (workload.FlagValues), for the ranks to compare
 	resume    bool
 }
 
@@ -135,6 +137,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		return c, err
 	}
 	fs.Visit(func(f *flag.Flag) { c.batchSet = c.batchSet || f.Name == "batch" })
+	c.flags = workload.FlagValues(fs)
 	if err := c.check(); err != nil {
 		return c, err
 	}
@@ -160,6 +163,8 @@ func (c config) check() error {
 		return fmt.Errorf("--vocab %d: pass 0 or a size", c.vocab)
 	case !(c.lr > 0):
 		return fmt.Errorf("--lr %g: want a positive rate", c.lr)
+	case math.IsInf(float64(float32(c.lr)), 0) || float32(c.lr) == 0:
+		return fmt.Errorf("--lr %g: want a positive rate that float32, the model's type, holds (about 1.4e-45 to 3.4e38)", c.lr)
 	case c.layers < 1:
 		return fmt.Errorf("--layers %d: pass 1 or more", c.layers)
 	case c.heads < 1:
@@ -188,6 +193,8 @@ func (c config) check() error {
 		return fmt.Errorf("--resume needs --ckpt DIR, the directory to resume from")
 	case c.ckptEvery < 0:
 		return fmt.Errorf("--ckpt-every %d: want 0 or more", c.ckptEvery)
+	case c.ckptEvery > 0 && c.ckpt == "":
+		return fmt.Errorf("--ckpt-every %d needs --ckpt DIR, the directory to save to", c.ckptEvery)
 	}
 	return nil
 }

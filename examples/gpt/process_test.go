@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorun-hpc/gorun/spmd/spmdtest/proctest"
 	"github.com/gorun-hpc/gorun/strategies/nn/data"
@@ -121,6 +122,9 @@ func TestBadFlags(t *testing.T) {
 		{2, []string{"--dp", "2", "--microbatches", "3"}, "gpt: --batch 8 does not split into 2 replicas x 3 micro-batches: pass a multiple of 6, replicas x micro-batches"},
 		{3, []string{"--batch", "16"}, "gpt: --batch 16 does not split into 3 replicas x 4 micro-batches: pass a multiple of 12,"},
 		{3, []string{"--batch", "15"}, "gpt: --batch 15 does not split into 3 replicas x 4 micro-batches: pass a multiple of 12,"},
+		// Accepted: saved nothing, or trained to NaN.
+		{1, []string{"--ckpt-every", "1"}, "gpt: --ckpt-every 1 needs --ckpt DIR"},
+		{1, []string{"--lr", "1e39"}, "gpt: --lr 1e+39: want a positive rate that float32"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			out, stderr, err := job(gorun, gpt, tc.np, append(append([]string{}, small...), tc.args...)...)
@@ -208,5 +212,20 @@ func TestMemoryCheck(t *testing.T) {
 	}
 	if strings.Contains(stderr, "fatal error") || strings.Contains(stderr, "goroutine ") {
 		t.Errorf("the runtime crashed:\n%s", stderr)
+	}
+}
+
+// TestFlagsDiffer: the ranks of an MPMD job whose gpt flags differ fail
+// alike, naming the flag; --tp 2 on one rank ran its own model and printed
+// another loss (status 0).
+func TestFlagsDiffer(t *testing.T) {
+	gorun, gpt := build(t)
+	args := append(append(append([]string{"--timeout", "1m", "-np", "1", gpt, "--tp", "2"}, small...), ":", "-np", "1", gpt), small...)
+	cmd := exec.Command(gorun, args...)
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	want := "gpt: rank 1 runs with --tp=1 but rank 0 with --tp=2: give every rank of the job the same flags"
+	if code := cmd.ProcessState.ExitCode(); err == nil || code != 1 || !strings.Contains(string(out), want) {
+		t.Errorf("gorun %q: want status 1 and %q, got %d:\n%s", args, want, code, out)
 	}
 }

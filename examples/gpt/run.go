@@ -29,6 +29,9 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		return err
 	}
 	defer w.Close()
+	if err := workload.AgreeFlags(ctx, w.Comm, "gpt", c.flags); err != nil {
+		return err
+	}
 	corp, err := workload.ReadCorpus(c.data, c.maxBytes)
 	if err != nil {
 		return err
@@ -135,12 +138,12 @@ func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, tok
 	}
 	if w.Rank() == 0 {
 		fmt.Fprintf(out, "final loss %.4f\n", loss)
-		if cs := e.Compression(); codec != nil {
-			n := int64(c.steps - first)
-			fmt.Fprintf(out, "compression %s sent %d bytes a step of %d (ratio %.1f)\n", codec.Name(), cs.Sent/n, cs.Raw/n, cs.Ratio())
-			if cs.Saturated > 0 {
-				fmt.Fprintf(out, "warning: %s turned %d finite gradient values into ±Inf (they overflowed its range): scale the loss down, or use bf16\n", codec.Name(), cs.Saturated)
+		if codec != nil {
+			idle := ""
+			if !e.CodecActive() {
+				idle = workload.OneReplica
 			}
+			fmt.Fprintln(out, workload.CompressionReport(codec, e.Compression(), c.steps-first, idle))
 		}
 	}
 	if c.stats {
