@@ -245,3 +245,17 @@ func TestResumeOtherData(t *testing.T) {
 		t.Errorf("--examples 960 printed:\n%s\nwant first %q, then step 3", out, want)
 	}
 }
+
+// TestFailureSaidOnce: a rank whose run fails says why before it closes
+// its world (workload.Close), so that the lines of the peers that lose it
+// come after, and Main does not say it again.
+func TestFailureSaidOnce(t *testing.T) {
+	gorun, ddp := build(t)
+	dir := t.TempDir()
+	job(t, gorun, ddp, 2, append([]string{"--steps", "1", "--ckpt", dir}, small...)...)
+	out, stderr, err := proctest.Run(gorun, ddp, 2, append(append([]string{"--steps", "2", "--ckpt", dir, "--resume"}, small...), "--hidden", "7")...)
+	want := "checkpoint does not match"
+	if err == nil || strings.Count(stderr, want) != 1 {
+		t.Fatalf("a resume with another --hidden: %v; want one line saying %q:\n%s%s", err, want, out, stderr)
+	}
+}

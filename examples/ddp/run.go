@@ -23,12 +23,12 @@ import (
 // ckptFile is the checkpoint's name inside --ckpt.
 const ckptFile = workload.CheckpointFile
 
-func run(ctx context.Context, cfg config, out io.Writer) error {
+func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	w, err := spmd.Init(ctx)
 	if err != nil {
 		return err
 	}
-	defer w.Close()
+	defer workload.Close(w, &err)
 	// An MPMD job's programs must agree, lest their collectives not match.
 	if err := workload.AgreeFlags(ctx, w.Comm, "ddp", cfg.flags); err != nil {
 		return err

@@ -16,7 +16,7 @@ import (
 	"github.com/gorun-hpc/gorun/strategies/pipe"
 )
 
-func run(ctx context.Context, c config, out io.Writer) error {
+func run(ctx context.Context, c config, out io.Writer) (err error) {
 	if c.printSchedule {
 		s, err := pipe.New(c.schedule, c.pp, c.micro, c.virtual)
 		if err != nil {
@@ -28,7 +28,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer w.Close()
+	defer workload.Close(w, &err)
 	if err := workload.AgreeFlags(ctx, w.Comm, "gpt", c.flags); err != nil {
 		return err
 	}

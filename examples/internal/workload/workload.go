@@ -6,6 +6,7 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,7 +15,9 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/strategies/nn"
 	"github.com/gorun-hpc/gorun/strategies/nn/data"
 )
@@ -287,6 +290,7 @@ func NothingToTrain(dir string, step, steps int) string {
 func Main[C any](name string, parse func(*flag.FlagSet, []string) (C, error), run func(context.Context, C, io.Writer) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	mainName = name
 	cfg, err := parse(flag.NewFlagSet(os.Args[0], flag.ContinueOnError), os.Args[1:])
 	if err == nil {
 		err = run(ctx, cfg, os.Stdout)
@@ -295,11 +299,43 @@ func Main[C any](name string, parse func(*flag.FlagSet, []string) (C, error), ru
 		return
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, message(name, err))
+		if !errors.As(err, new(said)) {
+			fmt.Fprintln(os.Stderr, message(name, err))
+		}
 		stop()
 		os.Exit(1)
 	}
 }
+
+// mainName is the name Main was given, for Close's message; "" outside
+// Main (a test that calls a run function).
+var mainName string
+
+// Close closes w, the world of a run function under Main, saying *err
+// first when the run fails: its peers lose the rank at the Close and print
+// their own errors, and at np 4 those lines came before the one that said
+// why (examples/ddp --resume of a checkpoint of another codec). Main does
+// not say it again. Use it as defer workload.Close(w, &err), err the run
+// function's named result.
+func Close(w *spmd.World, err *error) {
+	if *err != nil && *err != flag.ErrHelp && mainName != "" {
+		fmt.Fprintln(os.Stderr, message(mainName, *err))
+		*err = said{*err}
+		// gorun reads each rank's stderr on its own: a peer's line
+		// written microseconds later could still be forwarded first
+		// (1 run in 10 at np 4), a few milliseconds could not.
+		time.Sleep(sayFirst)
+	}
+	w.Close()
+}
+
+// sayFirst is how long a failed rank waits between saying why and closing.
+const sayFirst = 20 * time.Millisecond
+
+// said is an error Close has printed.
+type said struct{ error }
+
+func (s said) Unwrap() error { return s.error }
 
 // message is err for people: each of its lines (errors.Join puts one
 // error on each) prefixed with "name: ", unless the line says it already.

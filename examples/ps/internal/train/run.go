@@ -16,12 +16,12 @@ import (
 // or by rank for ByRank. Rank 0, a server, prints one line per step,
 // "step N loss L samples/s S", the loss being the mean over the workers,
 // and "final loss L". ByRank alone trains in one process.
-func Run(ctx context.Context, cfg Config, out io.Writer) error {
+func Run(ctx context.Context, cfg Config, out io.Writer) (err error) {
 	w, err := spmd.Init(ctx)
 	if err != nil {
 		return err
 	}
-	defer w.Close()
+	defer workload.Close(w, &err)
 	if cfg.Role == ByRank && w.Size() == 1 {
 		return alone(ctx, cfg, out)
 	}
