@@ -52,11 +52,11 @@ func AgreeFlags(ctx context.Context, c *spmd.Comm, name string, flags []string) 
 // differ from rank 0's, differ from them; every rank calls it, and each
 // gets both ranks' lists.
 func disagreement(ctx context.Context, c *spmd.Comm, mine string, r int) error {
-	first, err := broadcastString(ctx, c, mine, 0)
+	first, err := BroadcastString(ctx, c, mine, 0)
 	if err != nil {
 		return fmt.Errorf("the flags of rank %d differ from rank 0's: give every rank of the job the same flags (comparing them: %w)", r, err)
 	}
-	other, err := broadcastString(ctx, c, mine, r)
+	other, err := BroadcastString(ctx, c, mine, r)
 	if err != nil {
 		return fmt.Errorf("the flags of rank %d differ from rank 0's: give every rank of the job the same flags (comparing them: %w)", r, err)
 	}
@@ -74,7 +74,7 @@ func disagreement(ctx context.Context, c *spmd.Comm, mine string, r int) error {
 }
 
 // broadcastString sends root's s to every rank; each passes its own s.
-func broadcastString(ctx context.Context, c *spmd.Comm, s string, root int) (string, error) {
+func BroadcastString(ctx context.Context, c *spmd.Comm, s string, root int) (string, error) {
 	n := []int64{int64(len(s))}
 	if err := prims.Broadcast(ctx, c, n, root); err != nil {
 		return "", err

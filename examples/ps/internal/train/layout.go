@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"strings"
 
+	"github.com/gorun-hpc/gorun/examples/internal/workload"
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
 )
@@ -97,10 +98,10 @@ func programOf(role Role) string {
 // differs from rank 0's, differ from them; every rank calls it, and each
 // gets both ranks' flags.
 func disagreement(ctx context.Context, c *spmd.Comm, mine string, roles []Role, r int) error {
-	first, err := broadcastString(ctx, c, mine, 0)
+	first, err := workload.BroadcastString(ctx, c, mine, 0)
 	if err == nil {
 		var other string
-		other, err = broadcastString(ctx, c, mine, r)
+		other, err = workload.BroadcastString(ctx, c, mine, r)
 		if err == nil {
 			a, b := strings.Split(first, "\n"), strings.Split(other, "\n")
 			for i := range min(len(a), len(b)) {
@@ -113,20 +114,4 @@ func disagreement(ctx context.Context, c *spmd.Comm, mine string, roles []Role, 
 	}
 	return fmt.Errorf("the training flags of rank %d (%v) differ from rank 0's (%v): give every program of the job the same training flags",
 		r, roles[r], roles[0])
-}
-
-// broadcastString sends root's s to every rank; each passes its own s.
-func broadcastString(ctx context.Context, c *spmd.Comm, s string, root int) (string, error) {
-	n := []int64{int64(len(s))}
-	if err := prims.Broadcast(ctx, c, n, root); err != nil {
-		return "", err
-	}
-	b := make([]byte, n[0])
-	if c.Rank() == root {
-		copy(b, s)
-	}
-	if err := prims.Broadcast(ctx, c, b, root); err != nil {
-		return "", err
-	}
-	return string(b), nil
 }
