@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -42,17 +43,109 @@ type output struct {
 type stream struct {
 	mu sync.Mutex // protects writes to w
 	w  io.Writer
+	// open says which rank's line is open on w: a partial line forwarded
+	// without its newline. The two streams share one where they are one
+	// file (a terminal), so that either ends the other's open line.
+	open *openLine
 }
 
+// openLine is the line left open on one file; its lock is taken after a
+// stream's.
+type openLine struct {
+	mu sync.Mutex
+	w  *lineWriter // nil: none
+}
+
+// Write writes p, a whole line of gorun's own or raw output, ending first
+// a rank's line left open.
 func (s *stream) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.open.mu.Lock()
+	defer s.open.mu.Unlock()
+	if s.open.w != nil {
+		s.open.w = nil
+		if _, err := s.w.Write([]byte{'\n'}); err != nil {
+			return 0, err
+		}
+	}
 	return s.w.Write(p)
+}
+
+// piece writes one piece of w's current line in one write: with o's
+// prefix where the line is not the one open (its first piece, or one after
+// another rank's output ended it), and after each \r of it (a progress bar
+// that redraws its line keeps its prefix); with a newline where end is.
+// Another rank's line left open is ended first, so that lines are never
+// mixed.
+func (s *stream) piece(o *output, w *lineWriter, p []byte, end bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.open.mu.Lock()
+	defer s.open.mu.Unlock()
+	var b bytes.Buffer
+	cont := s.open.w == w
+	if s.open.w != nil && !cont {
+		b.WriteByte('\n')
+	}
+	pre := o.prefix(w.rank)
+	if !cont {
+		b.WriteString(pre)
+	}
+	if pre == "" {
+		b.Write(p)
+	} else {
+		for {
+			i := bytes.IndexByte(p, '\r')
+			if i < 0 {
+				b.Write(p)
+				break
+			}
+			b.Write(p[:i+1])
+			b.WriteString(pre)
+			p = p[i+1:]
+		}
+	}
+	if end {
+		b.WriteByte('\n')
+		s.open.w = nil
+	} else {
+		s.open.w = w
+	}
+	s.w.Write(b.Bytes())
+}
+
+// isOpen says whether w's line is the one open.
+func (s *stream) isOpen(w *lineWriter) bool {
+	s.open.mu.Lock()
+	defer s.open.mu.Unlock()
+	return s.open.w == w
 }
 
 // newOutput returns an Output onto stdout and stderr.
 func newOutput(stdout, stderr io.Writer) *output {
-	return &output{stdout: &stream{w: stdout}, stderr: &stream{w: stderr}}
+	o := &output{stdout: &stream{w: stdout, open: &openLine{}}, stderr: &stream{w: stderr, open: &openLine{}}}
+	if sameFile(stdout, stderr) {
+		o.stderr.open = o.stdout.open
+	}
+	return o
+}
+
+// sameFile says whether a and b write to one file: one terminal, or one
+// file that 2>&1 made both.
+func sameFile(a, b io.Writer) bool {
+	if ba, ok := a.(*bytes.Buffer); ok { // tests
+		bb, ok := b.(*bytes.Buffer)
+		return ok && ba == bb
+	}
+	fa, ok1 := a.(*os.File)
+	fb, ok2 := b.(*os.File)
+	if !ok1 || !ok2 {
+		return false
+	}
+	sa, err1 := fa.Stat()
+	sb, err2 := fb.Stat()
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
 }
 
 // closed reports whether the reader of gorun's stdout or stderr has gone
@@ -101,7 +194,7 @@ func (o *output) RankWriters(rank int, dir string) (stdout, stderr io.WriteClose
 	return &tee{file: fo, lines: stdout}, &tee{file: fe, lines: stderr}, nil
 }
 
-func (o *output) lineWriter(rank int, dst io.Writer) *lineWriter {
+func (o *output) lineWriter(rank int, dst *stream) *lineWriter {
 	max := o.MaxLine
 	if max <= 0 {
 		max = defaultMaxLine
@@ -113,17 +206,14 @@ func (o *output) lineWriter(rank int, dst io.Writer) *lineWriter {
 	return &lineWriter{out: o, dst: dst, rank: rank, max: max, pause: pause}
 }
 
-// emit writes one line (without its newline) with its prefix.
-func (o *output) emit(dst io.Writer, rank int, line []byte) {
-	o.write(dst, rank, line, true, true)
-}
-
-// write writes p to dst in one write: after the line's prefix where
-// prefix is set (the line's first piece), and with a newline where end is
-// (its last).
-func (o *output) write(dst io.Writer, rank int, p []byte, prefix, end bool) {
-	var b bytes.Buffer
-	if prefix && o.Timestamp {
+// prefix is what begins each line of rank: its time and "[rank] ", as
+// asked; "" for neither.
+func (o *output) prefix(rank int) string {
+	if !o.Timestamp && !o.Tag {
+		return ""
+	}
+	var b strings.Builder
+	if o.Timestamp {
 		now := time.Now
 		if o.Now != nil {
 			now = o.Now
@@ -131,16 +221,12 @@ func (o *output) write(dst io.Writer, rank int, p []byte, prefix, end bool) {
 		b.WriteString(now().Format(timestampLayout))
 		b.WriteByte(' ')
 	}
-	if prefix && o.Tag {
+	if o.Tag {
 		b.WriteByte('[')
 		b.WriteString(strconv.Itoa(rank))
 		b.WriteString("] ")
 	}
-	b.Write(p)
-	if end {
-		b.WriteByte('\n')
-	}
-	dst.Write(b.Bytes()) // a stream: one piece under its lock
+	return b.String()
 }
 
 // partialAfter is how long a partial line waits for its newline before
@@ -152,21 +238,22 @@ const partialAfter = 100 * time.Millisecond
 
 // lineWriter holds back a partial line until its newline arrives, until it
 // is max bytes long, or until it has waited partialAfter (then the line's
-// first piece carries its prefix and the rest follows it as it comes).
+// first piece carries its prefix and the rest follows it as it comes, in
+// pieces that go on the line, unless another rank's output came between:
+// stream.piece).
 // Write is for one goroutine; the pause's timer runs beside it.
 type lineWriter struct {
 	out   *output
-	dst   io.Writer
+	dst   *stream
 	rank  int
 	max   int
 	pause time.Duration // partialAfter
 
-	mu      sync.Mutex
-	buf     []byte      // the partial line held back, shorter than max
-	started bool        // a piece of the current line went out, with its prefix
-	timer   *time.Timer // forwards buf after partialAfter; nil: none armed
-	armed   int         // counts the timers armed, so that a stale one does nothing
-	closed  bool
+	mu     sync.Mutex
+	buf    []byte      // the partial line held back, shorter than max
+	timer  *time.Timer // forwards buf after partialAfter; nil: none armed
+	armed  int         // counts the timers armed, so that a stale one does nothing
+	closed bool
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
@@ -207,9 +294,8 @@ func (w *lineWriter) emit(p []byte) {
 	if len(w.buf) > 0 {
 		p = append(w.buf, p...)
 	}
-	w.out.write(w.dst, w.rank, p, !w.started, true)
+	w.dst.piece(w.out, w, p, true)
 	w.buf = w.buf[:0]
-	w.started = false
 	w.disarm()
 }
 
@@ -233,9 +319,8 @@ func (w *lineWriter) flushPartial(armed int) {
 	if len(w.buf) == 0 || w.closed {
 		return
 	}
-	w.out.write(w.dst, w.rank, w.buf, !w.started, false)
+	w.dst.piece(w.out, w, w.buf, false)
 	w.buf = w.buf[:0]
-	w.started = true
 }
 
 // Close forwards a last partial line, ending it with a newline.
@@ -244,7 +329,7 @@ func (w *lineWriter) Close() error {
 	defer w.mu.Unlock()
 	w.disarm()
 	w.closed = true
-	if len(w.buf) > 0 || w.started {
+	if len(w.buf) > 0 || w.dst.isOpen(w) {
 		w.emit(nil)
 	}
 	return nil

@@ -2,6 +2,7 @@ package launch
 
 import (
 	"bytes"
+	"io"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -125,6 +126,59 @@ func TestOutputPrompt(t *testing.T) {
 	w.Close()
 	if got, want := read(), "[3] done\n[3] Enter a value: 42\n[3] next\n"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+// TestOutputPartialNotMixed: another rank's line, or gorun's own, ends a
+// partial line left open first, so that lines are never mixed; a \r in a
+// tagged line is followed by the tag again. Other ranks' lines landed in
+// the middle of rank 0's progress bar, and its \r erased the tag. Where
+// stdout and stderr are one file (a terminal), either ends the other's
+// open line.
+func TestOutputPartialNotMixed(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	o := newOutput(&stdout, &stderr)
+	o.Tag = true
+	o.PartialAfter = time.Hour // flushed by hand below
+	r0, _, _ := o.RankWriters(0, "")
+	r1, r1err, _ := o.RankWriters(1, "")
+	flush := func(w io.Writer) {
+		lw := w.(*lineWriter)
+		lw.mu.Lock()
+		armed := lw.armed
+		lw.mu.Unlock()
+		lw.flushPartial(armed)
+	}
+	r0.Write([]byte("\rtrain 0"))
+	flush(r0)
+	r1.Write([]byte("log 1\n"))
+	r0.Write([]byte("\rtrain 1"))
+	flush(r0)
+	r1err.Write([]byte("on stderr\n")) // another file: rank 0's line stays open
+	r0.Write([]byte(" done"))
+	flush(r0)
+	o.Logf("stopping")
+	r0.Close()
+	want := "[0] \r[0] train 0\n[1] log 1\n[0] \r[0] train 1 done\n"
+	if got := stdout.String(); got != want {
+		t.Errorf("stdout %q, want %q", got, want)
+	}
+	if got, want := stderr.String(), "[1] on stderr\ngorun: stopping\n"; got != want {
+		t.Errorf("stderr %q, want %q", got, want)
+	}
+
+	var both bytes.Buffer
+	o = newOutput(&both, &both)
+	o.PartialAfter = time.Hour
+	r0, _, _ = o.RankWriters(0, "")
+	_, r1err, _ = o.RankWriters(1, "")
+	r0.Write([]byte("prompt> "))
+	flush(r0)
+	r1err.Write([]byte("warning\n"))
+	o.Logf("rank 1 exited")
+	r0.Close()
+	if got, want := both.String(), "prompt> \nwarning\ngorun: rank 1 exited\n"; got != want {
+		t.Errorf("one file: %q, want %q", got, want)
 	}
 }
 
