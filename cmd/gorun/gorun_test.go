@@ -1193,3 +1193,87 @@ func TestExitedBeforeInit(t *testing.T) {
 		t.Fatalf("want status 1, %q and the waiting rank stopped\n%v", want, r)
 	}
 }
+
+// TestBackgroundJob: a job started in the background of an interactive
+// shell (gorun ... &) runs while its terminal belongs to the shell; it read
+// the terminal for rank 0 and was stopped (SIGTTIN) before its ranks
+// started. The terminal is script(1)'s, the shell an interactive bash.
+func TestBackgroundJob(t *testing.T) {
+	script, err1 := exec.LookPath("script")
+	bash, err2 := exec.LookPath("bash")
+	if err1 != nil || err2 != nil {
+		t.Skip("needs script(1) and bash for a terminal with job control")
+	}
+	log := filepath.Join(t.TempDir(), "log")
+	job := fmt.Sprintf(`%s -q -np 2 sh -c "echo done \$GORUN_RANK" > %s 2>&1 & sleep 30`, gorunBin, log)
+	cmd := exec.Command(script, "-qfec", bash+" --norc -ic '"+job+"'", "/dev/null")
+	cmd.Stdin = nil
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	var got []byte
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if got, _ = os.ReadFile(log); strings.Contains(string(got), "done 0") && strings.Contains(string(got), "done 1") {
+			return
+		}
+	}
+	t.Fatalf("the background job did not run its 2 ranks in 20 s; its output:\n%s", got)
+}
+
+// TestCtrlZ: Ctrl-Z (SIGTSTP) stops the ranks with gorun, and fg (SIGCONT)
+// continues them; the ranks, in process groups of their own, ran on
+// while gorun was stopped.
+func TestCtrlZ(t *testing.T) {
+	cmd := exec.Command(gorunBin, "-q", "-np", "2", "sh", "-c", "exec sleep 60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGCONT)
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}()
+	state := func(pid int) string {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return ""
+		}
+		return strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))[0]
+	}
+	var ranks []int
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: gorun %s, ranks %v", what, state(cmd.Process.Pid), ranks)
+			}
+		}
+	}
+	waitFor("2 ranks started", func() bool {
+		ranks = ranks[:0]
+		for _, p := range childrenOf(cmd.Process.Pid) {
+			if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); strings.TrimSpace(string(b)) == "sleep" {
+				ranks = append(ranks, p)
+			}
+		}
+		return len(ranks) == 2
+	})
+	all := func(want bool) func() bool {
+		return func() bool {
+			for _, p := range append([]int{cmd.Process.Pid}, ranks...) {
+				if (state(p) == "T") != want {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTSTP)
+	waitFor("stopped by SIGTSTP", all(true))
+	cmd.Process.Signal(syscall.SIGCONT)
+	waitFor("continued by SIGCONT", all(false))
+}

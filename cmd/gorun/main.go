@@ -18,7 +18,9 @@ func main() {
 	// SIGPIPE too, as the agent does: a write to a closed stdout or
 	// stderr then fails instead of killing gorun, and the supervisor stops
 	// the job.
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE)
+	// SIGTSTP (Ctrl-Z) and SIGCONT: the supervisor stops and continues
+	// the ranks, in process groups of their own, with gorun.
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGCONT)
 	// Orphans of the ranks (daemons that detached) come to gorun, and
 	// die when the job is over: no process of the job outlives gorun.
 	launch.Subreap()

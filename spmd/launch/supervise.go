@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strconv"
@@ -208,6 +209,19 @@ func (s *supervisor) signal(sig os.Signal) {
 	case syscall.SIGUSR1, syscall.SIGUSR2:
 		s.logf("forwarding %v to %s", ss, s.ranks())
 		s.signalAll(ss)
+		return
+	case syscall.SIGTSTP:
+		// Ctrl-Z: the ranks run in process groups of their own, which
+		// the terminal's stop does not reach, so gorun stops them, then
+		// itself; as torchrun's workers, in its group, stop with it.
+		s.logf("stopping (SIGSTOP) %s, then gorun (Ctrl-Z)", s.ranks())
+		s.signalAll(syscall.SIGSTOP)
+		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		return
+	case syscall.SIGCONT:
+		// fg, bg or kill -CONT: the ranks go on with gorun.
+		s.logf("continuing (SIGCONT) %s", s.ranks())
+		s.signalAll(syscall.SIGCONT)
 		return
 	case syscall.SIGPIPE:
 		// gorun's stdout or stderr is a pipe whose reader has gone (gorun
@@ -458,6 +472,10 @@ func (j *job) stdin() []*os.File {
 		files[r] = pr
 		dsts = append(dsts, pw)
 	}
-	go forwardStdin(j.l.Stdin, dsts, stdinBuffer)
+	var src io.Reader = j.l.Stdin
+	if ttyStdin(j.l.Stdin) != nil {
+		src = ttyReader{j.l.Stdin}
+	}
+	go forwardStdin(src, dsts, stdinBuffer)
 	return files
 }
