@@ -473,12 +473,12 @@ func newID(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// freePort returns a TCP port in ports that was free on bind (127.0.0.1
-// if "") a moment ago; 0 if none was.
+// freePort returns a TCP port in ports that was free on bind a moment ago;
+// 0 if none was. bind "" (a job on this machine) probes every address, as
+// PyTorch's TCPStore binds its MASTER_PORT on [::] and 0.0.0.0: a port
+// free on 127.0.0.1 alone, taken on another address, was handed out and
+// failed rank 0's store with EADDRINUSE.
 func freePort(bind string, ports contract.PortRange) int {
-	if bind == "" {
-		bind = "127.0.0.1"
-	}
 	port := 0
 	ports.Try(func(p int) error {
 		ln, err := net.Listen("tcp", net.JoinHostPort(bind, strconv.Itoa(p)))

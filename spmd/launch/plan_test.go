@@ -3,11 +3,14 @@ package launch
 import (
 	"bytes"
 	"flag"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/contract"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -180,4 +183,22 @@ func envOf(env []string, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestFreePortEveryAddress: MASTER_PORT is free on every address, as
+// PyTorch's TCPStore binds it on [::] and 0.0.0.0; a port free on
+// 127.0.0.1 but held on another address was handed out.
+func TestFreePortEveryAddress(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("cannot listen on 127.0.0.2: %v", err)
+	}
+	defer ln.Close()
+	p := ln.Addr().(*net.TCPAddr).Port
+	if got := freePort("", contract.PortRange{Low: p, High: p}); got != 0 {
+		t.Errorf("freePort gave %d, held on 127.0.0.2", got)
+	}
+	if got := freePort("", contract.PortRange{}); got == 0 {
+		t.Errorf("freePort found no port at all")
+	}
 }
