@@ -61,7 +61,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: flagMapBy, Value: "slot", Usage: "place ranks by `POLICY`: slot fills each host's slots in turn, node deals ranks round-robin over hosts"},
 		&cli.IntFlag{Name: flagNPerNode, Usage: "place exactly `N` ranks on each host"},
 		&cli.BoolFlag{Name: flagOversubscribe, Usage: "allow more ranks than slots on a host (up to its max_slots), or, without a host list, more than 64 ranks per CPU of this machine"},
-		&cli.StringFlag{Name: flagBindTo, Value: "auto", Usage: "bind each rank to a `UNIT` of its host's CPUs, in local rank order: none, hwthread, core or socket (:overload-allowed lets ranks share one); auto binds to cores where a host's ranks are as many as its cores, 2 or more, and else not at all"},
+		&cli.StringFlag{Name: flagBindTo, Value: "auto", Usage: "bind each rank to a `UNIT` of its host's CPUs, in local rank order: none, hwthread, core or socket (:overload-allowed lets ranks share one); auto binds the ranks of a Go program to cores where a host's ranks are as many as its cores, 2 or more, and else not at all"},
 		&cli.StringFlag{Name: flagTimerSlack, Value: "auto", Usage: "let the kernel fire each rank's timers up to `SLACK` late (prctl PR_SET_TIMERSLACK): a duration up to 1s, or 0 to leave it alone; auto gives 500us to Go ranks bound to one CPU of their own on a host of at most 2 ranks, which keeps the Go runtime's sysmon from taking a tenth of it"},
 		&cli.BoolFlag{Name: flagReportBindings, Usage: "print each rank's binding to standard error as it starts"},
 		&cli.StringFlag{Name: flagSSHArgs, Usage: "pass `ARGS` to ssh, split like a shell would, as in \"-F cfg -p 2222\""},

@@ -168,7 +168,7 @@ type binding struct {
 // wins) and picks its unit among the CPUs hostCPUs lists. It fails when
 // the unit would hold more ranks than it has cores and the policy does not
 // allow overload.
-func bindingFor(env []string, hostCPUs func() ([]cpuInfo, error), host string) (binding, error) {
+func bindingFor(env []string, hostCPUs func() ([]cpuInfo, error), host, path string) (binding, error) {
 	b := binding{unit: "none", what: "not bound"}
 	get := func(name string) string {
 		v, _ := envValue(env, name)
@@ -183,6 +183,13 @@ func bindingFor(env []string, hostCPUs func() ([]cpuInfo, error), host string) (
 		return b, nil
 	}
 	if p.Unit == "auto" {
+		if notGoProgram(path) {
+			// A Python or C rank has no Go runtime threads to keep off its
+			// peers' cores, and its own threads (OpenMP's, a DataLoader's
+			// workers) would share one core: torchrun binds nothing.
+			b.what = "not bound (auto binds Go programs only; --bind-to core binds any)"
+			return b, nil
+		}
 		if !autoBinds(get(contract.EnvLocalSize), hostCPUs) {
 			b.what = fmt.Sprintf("not bound (auto binds a rank to each core only where the host's ranks are as many as its cores, %d or more)", autoBindMinCores)
 			return b, nil
@@ -255,7 +262,7 @@ func autoBindNotice(p *jobPlan, policy bindPolicy, local map[string]bool, hostCP
 		if !local[rp.Host] {
 			continue
 		}
-		b, err := bindingFor(rp.Env, hostCPUs, rp.Host)
+		b, err := bindingFor(rp.Env, hostCPUs, rp.Host, p.Apps[rp.App].Program)
 		if err != nil || !b.auto {
 			return ""
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
@@ -94,6 +95,27 @@ func bindEnv(policy string, local, size int, report bool) []string {
 	return env
 }
 
+// TestAutoBindsGoOnly: auto leaves a program that is not Go (a Python
+// rank, whose OpenMP threads and DataLoader workers shared one core at
+// twice the time) unbound, as torchrun does; core binds any.
+func TestAutoBindsGoOnly(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip(err)
+	}
+	b, err := bindingFor(bindEnv("auto", 1, 4, false), twoSockets, "h", sh)
+	if err != nil || b.cpus != nil || b.what != "not bound (auto binds Go programs only; --bind-to core binds any)" {
+		t.Errorf("auto for %s: %v %q, %v; want not bound", sh, b.cpus, b.what, err)
+	}
+	if b, err := bindingFor(bindEnv("core", 1, 4, false), twoSockets, "h", sh); err != nil || !slices.Equal(b.cpus, []int{1, 5}) {
+		t.Errorf("core for %s: %v %q, %v; want core 1", sh, b.cpus, b.what, err)
+	}
+	self, _ := os.Executable() // a Go program
+	if b, err := bindingFor(bindEnv("auto", 1, 4, false), twoSockets, "h", self); err != nil || !slices.Equal(b.cpus, []int{1, 5}) {
+		t.Errorf("auto for a Go program: %v %q, %v; want core 1", b.cpus, b.what, err)
+	}
+}
+
 func TestBindingFor(t *testing.T) {
 	for _, tc := range []struct {
 		policy      string
@@ -118,7 +140,7 @@ func TestBindingFor(t *testing.T) {
 		{"core", 4, 4, nil, "", "no valid GORUN_LOCAL_RANK"},
 		{"gpu", 0, 1, nil, "", `GORUN_BIND_TO "gpu"`},
 	} {
-		b, err := bindingFor(bindEnv(tc.policy, tc.local, tc.size, true), twoSockets, "h")
+		b, err := bindingFor(bindEnv(tc.policy, tc.local, tc.size, true), twoSockets, "h", "")
 		name := fmt.Sprintf("%s rank %d of %d", tc.policy, tc.local, tc.size)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
@@ -134,7 +156,7 @@ func TestBindingFor(t *testing.T) {
 			t.Errorf("%s: %v %q report %v, want %v %q", name, b.cpus, b.what, b.report, tc.cpus, tc.what)
 		}
 	}
-	if b, _ := bindingFor(bindEnv("core", 0, 1, false), twoSockets, "h"); b.report {
+	if b, _ := bindingFor(bindEnv("core", 0, 1, false), twoSockets, "h", ""); b.report {
 		t.Errorf("report without %s", contract.EnvReportBindings)
 	}
 }
@@ -172,7 +194,7 @@ func TestAutoBinds(t *testing.T) {
 		{"no CPUs known", func() ([]cpuInfo, error) { return nil, errNoCPUs }, 4, false, ""},
 	} {
 		env := []string{fmt.Sprintf("%s=%d", contract.EnvLocalRank, tc.ranks-1), fmt.Sprintf("%s=%d", contract.EnvLocalSize, tc.ranks)}
-		b, err := bindingFor(env, tc.cpus, "h")
+		b, err := bindingFor(env, tc.cpus, "h", "")
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue

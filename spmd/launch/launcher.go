@@ -295,7 +295,7 @@ func checkBindings(plan *jobPlan, local map[string]bool, hostCPUs func() ([]cpuI
 		}
 		// The errors name the host and its ranks' count: a prefix of the
 		// rank checked (its first) blamed rank 0 for rank 2's core.
-		if _, err := bindingFor(rp.Env, hostCPUs, rp.Host); err != nil {
+		if _, err := bindingFor(rp.Env, hostCPUs, rp.Host, plan.Apps[rp.App].Program); err != nil {
 			return err
 		}
 	}

@@ -286,7 +286,7 @@ func (p *jobPlan) foreseeStarts(local map[string]bool, hostCPUs func() ([]cpuInf
 			rp.Start = "binding, GOMAXPROCS and GORUN_HOST_CPUS: chosen by " + rp.Host + "'s agent at launch"
 			continue
 		}
-		bind, err := bindingFor(rp.Env, hostCPUs, rp.Host)
+		bind, err := bindingFor(rp.Env, hostCPUs, rp.Host, p.Apps[rp.App].Program)
 		if err != nil {
 			return fmt.Errorf("rank %d: %w", rp.Rank, err)
 		}

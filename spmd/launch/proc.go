@@ -116,7 +116,7 @@ var _ starter = local{}
 // Start starts the rank described by spec.
 func (local) Start(spec *spec) (proc, error) {
 	host := hostname()
-	bind, err := bindingFor(spec.Env, hostCPUs, host)
+	bind, err := bindingFor(spec.Env, hostCPUs, host, spec.Path)
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: %w", spec.Rank.Rank, err)
 	}

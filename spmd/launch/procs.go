@@ -163,7 +163,7 @@ func foreseeShares(p *jobPlan, policy bindPolicy, cpusOf func(host string) (int,
 			continue
 		case policy.Unit != "none":
 			var err error
-			if b, err = bindingFor(rp.Env, hostCPUs, rp.Host); err != nil {
+			if b, err = bindingFor(rp.Env, hostCPUs, rp.Host, p.Apps[rp.App].Program); err != nil {
 				return nil // the job does not start (checkBindings)
 			}
 		}

@@ -102,7 +102,7 @@ func TestBoundShare(t *testing.T) {
 		{"core:overload-allowed", 0, 8, 0},   // 2 ranks on a core of 2 cpus: 2 is all of them
 	} {
 		env := bindEnv(tc.policy, tc.local, tc.size, false)
-		b, err := bindingFor(env, twoSockets, "h")
+		b, err := bindingFor(env, twoSockets, "h", "")
 		if err != nil {
 			t.Fatal(err)
 		}
