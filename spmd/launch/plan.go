@@ -148,6 +148,14 @@ func newPlan(cfg *Config, job jobInfo, hosts []string) (*jobPlan, error) {
 		if cfg.runID != "" {
 			env[contract.EnvTorchRunID] = cfg.runID
 		}
+		// A rank's stdout is a pipe to gorun, which Python buffers in
+		// blocks: a rank's prints came at its exit, and a rank that the
+		// job's stop killed (SIGTERM) lost them all. Under torchrun a
+		// rank writes to the terminal, line by line. Python sets none of
+		// it itself: PYTHONUNBUFFERED=1, unless the user chose a value.
+		if !choseVar(envPythonUnbuffered, getenv) && !exported(envPythonUnbuffered, jobExports, appExports[rp.App]) {
+			env[envPythonUnbuffered] = "1"
+		}
 		if ompShared(localSize[h], getenv, jobExports, appExports[rp.App]) {
 			env[contract.EnvOMPThreads] = "1"
 			rp.SetsOMP = true
@@ -200,18 +208,27 @@ func newPlan(cfg *Config, job jobInfo, hosts []string) (*jobPlan, error) {
 	return p, nil
 }
 
+// envPythonUnbuffered makes Python write its stdout and stderr as it
+// prints.
+const envPythonUnbuffered = "PYTHONUNBUFFERED"
+
+// exported says whether name is in one of the -x maps.
+func exported(name string, exports ...map[string]string) bool {
+	for _, x := range exports {
+		if _, ok := x[name]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // ompShared says whether gorun sets OMP_NUM_THREADS=1 for the ranks of a
 // host, as torchrun does: when several ranks share the host's cores and
 // the user has set no value, in gorun's environment or with -x, so that
 // each rank's OpenMP (PyTorch's intra-op threads, OpenBLAS) does not start
 // a thread per core.
 func ompShared(local int, getenv func(string) string, exports ...map[string]string) bool {
-	for _, x := range exports {
-		if _, ok := x[contract.EnvOMPThreads]; ok {
-			return false
-		}
-	}
-	return local > 1 && getenv(contract.EnvOMPThreads) == ""
+	return local > 1 && !exported(contract.EnvOMPThreads, exports...) && getenv(contract.EnvOMPThreads) == ""
 }
 
 // SetsOMP says whether the plan sets OMP_NUM_THREADS for some rank, for

@@ -202,3 +202,32 @@ func TestFreePortEveryAddress(t *testing.T) {
 		t.Errorf("freePort found no port at all")
 	}
 }
+
+// TestPythonUnbuffered: gorun sets PYTHONUNBUFFERED=1, so that a Python
+// rank's prints reach gorun as they are made (its stdout is a pipe, which
+// Python buffers: the prints of a rank that the job's stop killed were
+// lost), unless the user chose a value, in the environment or with -x
+// (PYTHONUNBUFFERED= keeps the buffering).
+func TestPythonUnbuffered(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		env    map[string]string
+		export []string
+		want   string
+	}{
+		{"default", nil, nil, "1"},
+		{"in the environment", map[string]string{"PYTHONUNBUFFERED": "x"}, nil, ""}, // inherited, not set
+		{"-x empty", nil, []string{"PYTHONUNBUFFERED="}, ""},
+	} {
+		cfg := Config{NP: 1, Program: "a", Export: tc.export}
+		job := testJob()
+		job.Getenv = func(k string) string { return tc.env[k] }
+		p, err := newPlan(&cfg, job, sameHost(1, "h"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := envOf(p.Ranks[0].Env, "PYTHONUNBUFFERED"); got != tc.want {
+			t.Errorf("%s: PYTHONUNBUFFERED=%q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
