@@ -1277,3 +1277,16 @@ func TestCtrlZ(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGCONT)
 	waitFor("continued by SIGCONT", all(false))
 }
+
+// TestStopLines: gorun says when it kills ranks that outlived the kill
+// grace, and when a job's restarts are used up; both happened silently.
+func TestStopLines(t *testing.T) {
+	r := gorun(t, "", "-q", "--timeout", "500ms", "--kill-grace", "200ms", "-np", "1", "sh", "-c", `trap "" TERM; while :; do sleep 0.05; done`)
+	if want := "gorun: the running rank did not end within the kill grace of 200ms (--kill-grace): killing it (SIGKILL)"; r.code != 124 || !strings.Contains(r.stderr, want) {
+		t.Errorf("want status 124 and %q\n%v", want, r)
+	}
+	r = gorun(t, "", "-q", "--max-restarts", "1", "-np", "1", "sh", "-c", "exit 3")
+	if want := "gorun: no restart left: the job failed in each of its 2 starts (--max-restarts 1)"; r.code != 3 || !strings.Contains(r.stderr, want) {
+		t.Errorf("want status 3 and %q\n%v", want, r)
+	}
+}

@@ -58,6 +58,7 @@ const (
 	EnvTorchGroupSize  = "GROUP_WORLD_SIZE"           // the number of hosts
 	EnvTorchRoleRank   = "ROLE_RANK"                  // the rank
 	EnvTorchRoleSize   = "ROLE_WORLD_SIZE"            // the number of ranks
+	EnvTorchRoleName   = "ROLE_NAME"                  // the role, torchrun's "default"
 	EnvTorchRunID      = "TORCHELASTIC_RUN_ID"        // the job id
 	EnvTorchRestarts   = "TORCHELASTIC_RESTART_COUNT" // 0: gorun does not restart jobs
 	EnvTorchMaxRestart = "TORCHELASTIC_MAX_RESTARTS"  // 0

@@ -165,6 +165,9 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	}
 	for {
 		status, failed, err := l.start(ctx, &cfg, hl, out, logf)
+		if err == nil && failed && cfg.MaxRestarts > 0 && cfg.restart >= cfg.MaxRestarts && ctx.Err() == nil {
+			out.Logf("no restart left: the job failed in each of its %d starts (--max-restarts %d)", cfg.restart+1, cfg.MaxRestarts)
+		}
 		if err != nil || !failed || cfg.restart >= cfg.MaxRestarts || ctx.Err() != nil {
 			return status, err
 		}

@@ -139,6 +139,7 @@ func newPlan(cfg *Config, job jobInfo, hosts []string) (*jobPlan, error) {
 			contract.EnvTorchGroupSize:  strconv.Itoa(len(node)),
 			contract.EnvTorchRoleRank:   strconv.Itoa(r),
 			contract.EnvTorchRoleSize:   strconv.Itoa(cfg.NP),
+			contract.EnvTorchRoleName:   "default",
 			contract.EnvTorchRunID:      job.ID,
 			contract.EnvTorchRestarts:   strconv.Itoa(cfg.restart),
 			contract.EnvTorchMaxRestart: strconv.Itoa(cfg.MaxRestarts),
@@ -284,7 +285,7 @@ var contractVars = map[string]bool{
 	contract.EnvRendezvous: true, contract.EnvSecretFD: true, contract.EnvSecret: true, contract.EnvStatusFD: true,
 	contract.EnvTorchRank: true, contract.EnvTorchWorldSize: true, contract.EnvTorchLocalRank: true,
 	contract.EnvTorchLocalWorld: true, contract.EnvTorchGroupRank: true, contract.EnvTorchGroupSize: true,
-	contract.EnvTorchRoleRank: true, contract.EnvTorchRoleSize: true, contract.EnvTorchRunID: true,
+	contract.EnvTorchRoleRank: true, contract.EnvTorchRoleSize: true, contract.EnvTorchRoleName: true, contract.EnvTorchRunID: true,
 	contract.EnvTorchRestarts: true, contract.EnvTorchMaxRestart: true,
 	contract.EnvRestartCount: true, contract.EnvMaxRestarts: true,
 }

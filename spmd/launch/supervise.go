@@ -198,7 +198,11 @@ func (s *supervisor) timedOut() {
 // graceOver kills what still runs when the kill grace is over.
 func (s *supervisor) graceOver() {
 	s.grace = nil
-	s.logf("kill grace of %v is over; killing %s", time.Duration(s.cfg.KillGrace), s.ranks())
+	them := "them"
+	if s.running == 1 {
+		them = "it"
+	}
+	s.out.Logf("%s did not end within the kill grace of %v (--kill-grace): killing %s (SIGKILL)", s.ranks(), time.Duration(s.cfg.KillGrace), them)
 	s.signalAll(syscall.SIGKILL)
 }
 
