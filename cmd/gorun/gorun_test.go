@@ -294,7 +294,7 @@ func TestDryRun(t *testing.T) {
 	for _, want := range []string{"2 ranks of ", "rank 0: host ", "rank 1: host ", "local rank 1",
 		"    GORUN_RANK=1\n", "    GORUN_SIZE=2\n", "    FOO=bar\n", "    MASTER_ADDR=127.0.0.1\n", "    GORUN_SECRET_FD=3\n",
 		// What the start adds, as the real run would (the dry run left it out).
-		fmt.Sprintf("    GORUN_HOST_CPUS=%d\n", runtime.NumCPU()), "    GOMAXPROCS="} {
+		fmt.Sprintf("    GORUN_HOST_CPUS=%d\n", runtime.NumCPU())} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("dry run output lacks %q:\n%s", want, r.stdout)
 		}
@@ -302,8 +302,14 @@ func TestDryRun(t *testing.T) {
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("--dry-run started the program")
 	}
+	// A Go program, which auto binds (sh it leaves unbound): what the
+	// start adds for a bound rank.
+	r = gorun(t, "", "-np", "2", "--dry-run", helloBin(t))
 	if !regexpMatch(`(?m)^rank 0: host .*, local rank 0\n  binding: (core 0 \(cpu|none\n)`, r.stdout) {
 		t.Errorf("dry run does not say how rank 0 is bound:\n%s", r.stdout)
+	}
+	if strings.Contains(r.stdout, "binding: core") && !strings.Contains(r.stdout, "    GOMAXPROCS=") {
+		t.Errorf("dry run of bound ranks lacks their GOMAXPROCS:\n%s", r.stdout)
 	}
 	r = gorun(t, "", "-np", "2", "--dry-run", "--bind-to", "none", "-x", "GOMAXPROCS=3", "true")
 	if !strings.Contains(r.stdout, "    GOMAXPROCS=3\n") || strings.Contains(r.stdout, "GOMAXPROCS=1") || !strings.Contains(r.stdout, "local rank 1\n  binding: none\n") {
