@@ -144,20 +144,27 @@ func TestWaitSharedYieldsRarely(t *testing.T) {
 	count := map[bool]int{}
 	for _, rare := range []bool{true, false} {
 		restore := swapVar(&yieldRarely, func() bool { return rare })
-		yields = yields[:0]
-		begin = time.Now()
-		want := word.Load() + 1
-		// Should the wait sleep first (a stall past its budget), this ends it.
-		late := time.AfterFunc(10*time.Second, func() { PublishShared(&word, &sleepers, want) })
-		err := w.WaitShared(context.Background(), 1, &word, &sleepers, want)
-		late.Stop()
+		// A wait descheduled past its poll budget (CI's 2 cores, busy)
+		// sleeps before it yields again, and the late publish ends it:
+		// not what is tested here, so such a round is tried again.
+		for try := 1; ; try++ {
+			yields = yields[:0]
+			begin = time.Now()
+			want := word.Load() + 1
+			late := time.AfterFunc(time.Second, func() { PublishShared(&word, &sleepers, want) })
+			err := w.WaitShared(context.Background(), 1, &word, &sleepers, want)
+			late.Stop()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(yields) > 0 && yields[len(yields)-1] >= publishAfter {
+				break
+			}
+			if try == 5 {
+				t.Fatalf("rarely %v: in 5 tries the wait did not end at a yield %v or more into it (yields %v)", rare, publishAfter, yields)
+			}
+		}
 		restore()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(yields) == 0 || yields[len(yields)-1] < publishAfter {
-			t.Fatalf("rarely %v: the wait did not end at a yield %v or more into it (yields %v)", rare, publishAfter, yields)
-		}
 		count[rare] = len(yields)
 		if !rare {
 			continue
