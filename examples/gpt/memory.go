@@ -49,13 +49,13 @@ func checkMemory(ctx context.Context, w *spmd.World, c config, cfg hybrid.Config
 		return nil
 	}
 	return fmt.Errorf("this configuration needs about %s a rank (%s; --plan's memory model), more than the %s a rank has (%s): %s",
-		size(est.Memory), parts(est), size(int64(least[0])), where, advice(c, est))
+		plan.GiB(est.Memory), parts(est), plan.GiB(int64(least[0])), where, advice(c, est))
 }
 
 // parts says what an estimate's memory is made of, the larger first.
 func parts(e plan.Estimate) string {
-	state := fmt.Sprintf("parameters, gradients and optimizer state %s", size(e.Params+e.Grads+e.Optim))
-	act := fmt.Sprintf("activations %s", size(e.Activations))
+	state := fmt.Sprintf("parameters, gradients and optimizer state %s", plan.GiB(e.Params+e.Grads+e.Optim))
+	act := fmt.Sprintf("activations %s", plan.GiB(e.Activations))
 	if e.Activations >= e.Params+e.Grads+e.Optim {
 		return act + ", " + state
 	}
@@ -70,17 +70,6 @@ func advice(c config, e plan.Estimate) string {
 	}
 	return fmt.Sprintf("lower --embd %d, --layers %d or --vocab, shard the state with --zero over more replicas, or split the model over more ranks with --tp or --pp",
 		c.embd, c.layers)
-}
-
-// size formats bytes in binary units, one decimal.
-func size(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 }
 
 // files reads the system files that say how much memory there is.
@@ -101,10 +90,10 @@ func (osFiles) ReadFile(path string) ([]byte, error) { return os.ReadFile(path) 
 func rankMemory(fs files, ranks int) (int64, string) {
 	have, where := int64(0), ""
 	if n, ok := memAvailable(fs); ok {
-		have, where = n, "MemAvailable "+size(n)
+		have, where = n, "MemAvailable "+plan.GiB(n)
 	}
 	if n, path, ok := cgroupLimit(fs); ok && (have == 0 || n < have) {
-		have, where = n, fmt.Sprintf("the cgroup limit %s in %s", size(n), path)
+		have, where = n, fmt.Sprintf("the cgroup limit %s in %s", plan.GiB(n), path)
 	}
 	if have == 0 {
 		return 0, ""

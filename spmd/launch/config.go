@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -207,33 +206,6 @@ func (c *Config) DecodeTOML(name string, b []byte) error {
 		return errorf(ErrUsage, "%s:%d: %s: fix the file or pass another with --config", name, line, what)
 	}
 	return errorf(ErrUsage, "%s: %v: fix the file or pass another with --config", name, err)
-}
-
-// configKind says what the config key key takes, for its errors: "a
-// string in quotes", "a whole number", "true or false", "a list of
-// strings"; "" for no key of Config.
-func configKind(key string) string {
-	t := reflect.TypeOf(Config{})
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if tag, _, _ := strings.Cut(f.Tag.Get("toml"), ","); tag != key || tag == "-" {
-			continue
-		}
-		switch {
-		case f.Type == reflect.TypeOf(Duration(0)):
-			return `a duration in quotes, such as "30s"`
-		case f.Type.Kind() == reflect.String:
-			return "a string in quotes"
-		case f.Type.Kind() == reflect.Int:
-			return "a whole number"
-		case f.Type.Kind() == reflect.Bool:
-			return "true or false"
-		case f.Type.Kind() == reflect.Slice:
-			return `a list of strings, such as ["A=1", "B"]`
-		}
-		return "a value"
-	}
-	return ""
 }
 
 // App is one program context of an MPMD job after the first.

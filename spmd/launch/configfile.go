@@ -74,3 +74,30 @@ func topKeys(b []byte) []fileKey {
 	}
 	return ks
 }
+
+// configKind says what the config key key takes, for its errors: "a
+// string in quotes", "a whole number", "true or false", "a list of
+// strings"; "" for no key of Config.
+func configKind(key string) string {
+	t := reflect.TypeFor[Config]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if tag, _, _ := strings.Cut(f.Tag.Get("toml"), ","); tag != key || tag == "-" {
+			continue
+		}
+		switch {
+		case f.Type == reflect.TypeFor[Duration]():
+			return `a duration in quotes, such as "30s"`
+		case f.Type.Kind() == reflect.String:
+			return "a string in quotes"
+		case f.Type.Kind() == reflect.Int:
+			return "a whole number"
+		case f.Type.Kind() == reflect.Bool:
+			return "true or false"
+		case f.Type.Kind() == reflect.Slice:
+			return `a list of strings, such as ["A=1", "B"]`
+		}
+		return "a value"
+	}
+	return ""
+}

@@ -154,7 +154,7 @@ func newPlan(cfg *Config, job jobInfo, hosts []string) (*jobPlan, error) {
 		// job's stop killed (SIGTERM) lost them all. Under torchrun a
 		// rank writes to the terminal, line by line. Python sets none of
 		// it itself: PYTHONUNBUFFERED=1, unless the user chose a value.
-		if !choseVar(envPythonUnbuffered, getenv) && !exported(envPythonUnbuffered, jobExports, appExports[rp.App]) {
+		if !choseVar(envPythonUnbuffered, getenv, cfg.Export, p.Apps[rp.App].Export) {
 			env[envPythonUnbuffered] = "1"
 		}
 		if ompShared(localSize[h], getenv, jobExports, appExports[rp.App]) {
@@ -213,23 +213,18 @@ func newPlan(cfg *Config, job jobInfo, hosts []string) (*jobPlan, error) {
 // prints.
 const envPythonUnbuffered = "PYTHONUNBUFFERED"
 
-// exported says whether name is in one of the -x maps.
-func exported(name string, exports ...map[string]string) bool {
-	for _, x := range exports {
-		if _, ok := x[name]; ok {
-			return true
-		}
-	}
-	return false
-}
-
 // ompShared says whether gorun sets OMP_NUM_THREADS=1 for the ranks of a
 // host, as torchrun does: when several ranks share the host's cores and
 // the user has set no value, in gorun's environment or with -x, so that
 // each rank's OpenMP (PyTorch's intra-op threads, OpenBLAS) does not start
 // a thread per core.
 func ompShared(local int, getenv func(string) string, exports ...map[string]string) bool {
-	return local > 1 && !exported(contract.EnvOMPThreads, exports...) && getenv(contract.EnvOMPThreads) == ""
+	for _, x := range exports {
+		if _, ok := x[contract.EnvOMPThreads]; ok {
+			return false
+		}
+	}
+	return local > 1 && getenv(contract.EnvOMPThreads) == ""
 }
 
 // SetsOMP says whether the plan sets OMP_NUM_THREADS for some rank, for

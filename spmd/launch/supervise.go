@@ -198,11 +198,7 @@ func (s *supervisor) timedOut() {
 // graceOver kills what still runs when the kill grace is over.
 func (s *supervisor) graceOver() {
 	s.grace = nil
-	them := "them"
-	if s.running == 1 {
-		them = "it"
-	}
-	s.out.Logf("%s did not end within the kill grace of %v (--kill-grace): killing %s (SIGKILL)", s.ranks(), time.Duration(s.cfg.KillGrace), them)
+	s.out.Logf("%s did not end within the kill grace of %v (--kill-grace): killing %s (SIGKILL)", s.ranks(), time.Duration(s.cfg.KillGrace), s.them())
 	s.signalAll(syscall.SIGKILL)
 }
 
@@ -257,11 +253,7 @@ func (s *supervisor) signal(sig os.Signal) {
 	} else {
 		s.decide(1)
 	}
-	them := "them"
-	if s.running == 1 {
-		them = "it"
-	}
-	s.out.Logf("%v: stopping %s (send it again to kill %s)", sig, s.ranks(), them)
+	s.out.Logf("%v: stopping %s (send it again to kill %s)", sig, s.ranks(), s.them())
 	s.stopWith(stopSig)
 }
 
@@ -322,6 +314,14 @@ func (s *supervisor) ranks() string {
 		return "the running rank"
 	}
 	return "the " + itoa(s.running) + " running ranks"
+}
+
+// them is the pronoun for the running ranks: "them", or "it" for one.
+func (s *supervisor) them() string {
+	if s.running == 1 {
+		return "it"
+	}
+	return "them"
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -477,7 +477,7 @@ func (j *job) stdin() []*os.File {
 		dsts = append(dsts, pw)
 	}
 	var src io.Reader = j.l.Stdin
-	if ttyStdin(j.l.Stdin) != nil {
+	if ttyStdin(j.l.Stdin) {
 		src = ttyReader{j.l.Stdin}
 	}
 	go forwardStdin(src, dsts, stdinBuffer)

@@ -10,22 +10,22 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ttyStdin wraps gorun's standard input when it is a terminal, so that a
-// job started in the background (gorun ... &) runs instead of stopping at
-// its first read: a background process that reads its terminal is sent
-// SIGTTIN, which stopped gorun before it had started every rank, and
-// again at each SIGCONT. As Open MPI's mpirun does, gorun reads its
-// terminal only while its process group is the terminal's foreground one,
-// and looks again every backgroundPoll otherwise (fg brings the reading
-// back). SIGTTIN is ignored, so a read that the job's move to the
-// background interrupts fails with EIO instead of stopping gorun, and is
-// tried again.
-func ttyStdin(f *os.File) *os.File {
+// ttyStdin says whether gorun's standard input f is a terminal, which
+// ttyReader then reads, so that a job started in the background (gorun
+// ... &) runs instead of stopping at its first read: a background process
+// that reads its terminal is sent SIGTTIN, which stopped gorun before it
+// had started every rank, and again at each SIGCONT. As Open MPI's mpirun
+// does, gorun reads its terminal only while its process group is the
+// terminal's foreground one, and looks again every backgroundPoll
+// otherwise (fg brings the reading back). SIGTTIN is ignored, so a read
+// that the job's move to the background interrupts fails with EIO instead
+// of stopping gorun, and is tried again.
+func ttyStdin(f *os.File) bool {
 	if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err != nil {
-		return nil
+		return false
 	}
 	signal.Ignore(syscall.SIGTTIN)
-	return f
+	return true
 }
 
 // backgroundPoll is how often a job in the background looks whether it

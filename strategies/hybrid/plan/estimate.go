@@ -175,7 +175,7 @@ func (j Job) reasons(e Estimate) []string {
 			{"params", e.Params}, {"grads", e.Grads}, {"optimizer state", e.Optim}, {"activations", e.Activations},
 		}, func(a, b named[int64]) int { return cmp.Compare(a.v, b.v) })
 		out = append(out, fmt.Sprintf("%s %s of %s > limit %s",
-			part.name, gib(part.v), gib(e.Memory), gib(j.MemPerRank)))
+			part.name, GiB(part.v), GiB(e.Memory), GiB(j.MemPerRank)))
 	}
 	parts := []named[float64]{
 		{"compute", e.Compute}, {"tp comm", e.TPComm}, {"pp comm", e.PPComm},
@@ -222,8 +222,8 @@ type named[T cmp.Ordered] struct {
 	v    T
 }
 
-// gib formats bytes as GiB with one decimal, or MiB below one GiB.
-func gib(n int64) string {
+// GiB formats bytes as GiB with one decimal, or MiB below one GiB.
+func GiB(n int64) string {
 	if n < 1<<30 {
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 	}

@@ -70,7 +70,7 @@ func Write(w io.Writer, es []Estimate, top int) error {
 			fits = "yes"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%.3f\t%.0f\t%s\t%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%s\n",
-			i+1, e.Layout, ms(e.Step), e.TokensPerSec, gib(e.Memory), fits,
+			i+1, e.Layout, ms(e.Step), e.TokensPerSec, GiB(e.Memory), fits,
 			ms(e.Compute), ms(e.TPComm), ms(e.PPComm), ms(e.Bubble), ms(e.DPComm), ms(e.Optimizer),
 			strings.Join(e.Reasons, "; "))
 	}
@@ -89,7 +89,7 @@ func choice(e Estimate) string {
 		head = "no layout fits; the first"
 	}
 	return fmt.Sprintf("%s: %s, %.3f ms a step, %.0f tokens/s, %s a rank: %s",
-		head, e.Layout, ms(e.Step), e.TokensPerSec, gib(e.Memory), strings.Join(e.Reasons, "; "))
+		head, e.Layout, ms(e.Step), e.TokensPerSec, GiB(e.Memory), strings.Join(e.Reasons, "; "))
 }
 
 // ms is seconds in milliseconds.
