@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,6 +94,66 @@ func TestAgentsWithoutSSH(t *testing.T) {
 	t.Run("failing rank", func(t *testing.T) {
 		r := gorun(t, "", append(base, "--kill-grace", "1s", "sh", "-c", `[ $GORUN_RANK = 3 ] && exit 7; exec sleep 300`)...)
 		if r.code != 7 || !strings.Contains(r.stderr, "gorun: rank 3 (pid ") || !strings.Contains(r.stderr, " on 127.0.0.4) exited with status 7; stopping the other ranks") {
+			t.Fatal(r)
+		}
+	})
+}
+
+// TestAgentFaults: what goes wrong on a host's side of the agents, through
+// a fake rsh that runs the "remote" command here.
+func TestAgentFaults(t *testing.T) {
+	dir := t.TempDir()
+	script := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	rsh := script("rsh", fakeRsh[len("#!/bin/sh\n"):])
+	t.Run("stdin larger than a pipe", func(t *testing.T) {
+		// Rank 0 reads no stdin and waits in spmd.Init for rank 1, which
+		// its agent starts after it: its stdin, held for rank 0, must not
+		// hold up the frame that starts rank 1.
+		in := strings.Repeat("0123456789abcdef", 32<<10) // 512 KiB
+		r := gorun(t, in, "--launch-agent", rsh, "-H", "127.0.0.2:2", "--init-timeout", "30s", "-np", "2", helloBin(t))
+		if r.code != 0 || strings.Count(r.stdout, " of 2 on ") != 2 {
+			t.Fatal(r)
+		}
+		r = gorun(t, in, "--launch-agent", rsh, "-H", "127.0.0.2:1", "-np", "1", "sh", "-c", "sleep 0.5; wc -c")
+		if r.code != 0 || strings.TrimSpace(r.stdout) != fmt.Sprint(len(in)) {
+			t.Fatal(r)
+		}
+	})
+	t.Run("program gone on the host", func(t *testing.T) {
+		// The program is here but not on the host (the rsh removes it):
+		// a start failure, 127 as a shell says, which no restart retries.
+		prog := script("prog", "exit 0\n")
+		gone := script("rsh-gone", "rm -f "+prog+"\nshift\nexec sh -c \"$*\"\n")
+		r := gorun(t, "", "--launch-agent", gone, "-H", "127.0.0.2:1", "--max-restarts", "2", "-np", "1", prog)
+		if r.code != 127 || !strings.Contains(r.stderr, "gorun: host 127.0.0.2: rank 0: start "+prog+": ") ||
+			strings.Contains(r.stderr, "restart") || strings.Contains(r.stderr, "pid 0") {
+			t.Fatal(r)
+		}
+	})
+	t.Run("wdir missing on the host", func(t *testing.T) {
+		wdir := filepath.Join(dir, "wdir")
+		if err := os.Mkdir(wdir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		gone := script("rsh-nowdir", "rmdir "+wdir+"\nshift\nexec sh -c \"$*\"\n")
+		r := gorun(t, "", "--launch-agent", gone, "-H", "127.0.0.2:1", "--wdir", wdir, "-np", "1", "pwd")
+		if r.code != 2 || !strings.Contains(r.stderr, "gorun: host 127.0.0.2: rank 0: --wdir "+wdir+": no such file or directory on this host") {
+			t.Fatal(r)
+		}
+	})
+	t.Run("another release's agent", func(t *testing.T) {
+		// An agent of protocol 1 (gorun before the stdin acknowledgements)
+		// says its preamble, then waits for its setup.
+		old := script("rsh-old", "printf '\\nGORUN-AGENT 1\\n'\nexec cat >/dev/null\n")
+		r := gorun(t, "", "--launch-agent", old, "-H", "127.0.0.2:1", "--connect-timeout", "20s", "-np", "1", "true")
+		if r.code != 255 || !strings.Contains(r.stderr, `host 127.0.0.2: cannot start its agent: the gorun agent there speaks protocol "1", this gorun "2"`) ||
+			!strings.Contains(r.stderr, "--preload") {
 			t.Fatal(r)
 		}
 	})

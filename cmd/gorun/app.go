@@ -60,7 +60,7 @@ func newApp(sigs <-chan os.Signal) *cli.App {
 // run is the action of the app: config file, then flags, then the launcher.
 func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 	if cliCtx.Bool(flagVersion) {
-		_, err := fmt.Fprintln(cliCtx.App.Writer, "gorun", version())
+		_, err := fmt.Fprintln(cliCtx.App.Writer, "gorun", launch.Version())
 		return err
 	}
 	if cliCtx.Bool(flagAgent) {

@@ -18,6 +18,7 @@ const (
 	flagKillGrace   = "kill-grace"
 	flagInitTimeout = "init-timeout"
 	flagWdir        = "wdir"
+	flagVersion     = "version"
 	flagProfile     = "profile"
 	flagProfileCPU  = "profile-cpu"
 	flagMaxRestarts = "max-restarts"
@@ -91,7 +92,7 @@ func flags() []cli.Flag {
 		&cli.IntFlag{Name: flagMaxRestarts, Usage: "when a rank fails, stop the job and start all its ranks again, up to `N` times, as torchrun --max-restarts (sets GORUN_RESTART_COUNT)"},
 		&cli.DurationFlag{Name: flagKillGrace, Value: launch.DefaultKillGrace, Usage: "wait `DURATION` between SIGTERM and SIGKILL when stopping ranks"},
 		&cli.DurationFlag{Name: flagInitTimeout, Usage: "have each rank's spmd.Init wait `DURATION` for all ranks (sets GORUN_INIT_TIMEOUT; unset, 60s)"},
-		&cli.StringFlag{Name: flagWdir, Usage: "run the ranks in `DIR`"},
+		&cli.StringFlag{Name: flagWdir, Usage: "run the ranks in `DIR`, on every host"},
 		&cli.StringFlag{Name: flagProfile, Usage: "have the ranks write trace files to `DIR` (created; sets GORUN_PROFILE_DIR); goprof reads them. Under --max-restarts DIR holds the last start's, and DIR/start.K the K-th start's (0: the first)"},
 		&cli.BoolFlag{Name: flagProfileCPU, Usage: "with --profile, have each Go rank also write its CPU profile, DIR/rank.N.cpu.pprof (sets GORUN_PROFILE_CPU=1)"},
 		&cli.BoolFlag{Name: flagDryRun, Usage: "print the plan (ranks, hosts, each rank's binding and the environment its start sets; another host's agent chooses GOMAXPROCS and the binding there) and start nothing"},

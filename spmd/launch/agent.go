@@ -3,6 +3,7 @@ package launch
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -32,7 +33,7 @@ import (
 func RunAgent(ctx context.Context, in io.Reader, out io.Writer, log io.Writer, guard []string) int {
 	a := &agent{out: out, log: log, guard: guard, ranks: map[int]*agentRank{}}
 	if err := a.write(append([]byte("\n"+preamble+"\n"), appendFrame(nil, jsonFrame(frameHello, 0, 0, helloMsg{
-		Hostname: hostname(), Pid: os.Getpid(), SSH: os.Getenv("SSH_CONNECTION"),
+		Hostname: hostname(), Pid: os.Getpid(), Version: Version(), SSH: os.Getenv("SSH_CONNECTION"),
 	}))...)); err != nil {
 		fmt.Fprintf(log, "gorun agent: %v\n", err)
 		return 1
@@ -89,7 +90,7 @@ type agent struct {
 // agentRank is a rank this agent started.
 type agentRank struct {
 	proc  proc
-	stdin *os.File // write end of its stdin, or nil
+	stdin *stdinFeed // its stdin, or nil
 	done  chan struct{}
 }
 
@@ -143,13 +144,7 @@ func (a *agent) handle(f frame) {
 		}
 	case frameStdin:
 		if r := a.ranks[f.Rank]; r != nil && r.stdin != nil {
-			if len(f.Payload) == 0 {
-				r.stdin.Close()
-				r.stdin = nil
-			} else if _, err := r.stdin.Write(f.Payload); err != nil {
-				r.stdin.Close()
-				r.stdin = nil
-			}
+			r.stdin.put(f.Payload)
 		}
 	}
 }
@@ -208,13 +203,12 @@ func preloadFiles(dir string) []string {
 	return files
 }
 
-// start starts one rank and reports started, or exited with 127 or 126
-// when it cannot be started.
+// start starts one rank and reports started, or exited with the reason it
+// could not be started (exitMsg.StartErr) and 127 or 126, as a shell would.
 func (a *agent) start(f frame) {
 	var m startMsg
 	if err := f.decode(&m); err != nil {
-		a.logf("rank %d: %v", f.Rank, err)
-		a.send(jsonFrame(frameExited, a.self, f.Rank, exitMsg{Code: 1}))
+		a.startFailed(f.Rank, 1, fmt.Sprintf("rank %d: %v", f.Rank, err))
 		return
 	}
 	if a.setup.Preload {
@@ -223,7 +217,14 @@ func (a *agent) start(f frame) {
 		}
 	}
 	if m.Dir != "" {
-		if fi, err := os.Stat(m.Dir); err != nil || !fi.IsDir() {
+		if fi, err := os.Stat(m.Dir); m.DirSet && err != nil {
+			a.startFailed(f.Rank, 2, fmt.Sprintf("rank %d: --wdir %s: %v on this host; the ranks run in it on every host, so make it there too, or give a directory every host has",
+				f.Rank, m.Dir, errors.Unwrap(err)))
+			return
+		} else if m.DirSet && !fi.IsDir() {
+			a.startFailed(f.Rank, 2, fmt.Sprintf("rank %d: --wdir %s: not a directory on this host", f.Rank, m.Dir))
+			return
+		} else if err != nil || !fi.IsDir() {
 			a.verbosef("rank %d: no directory %s here; running in %s", f.Rank, m.Dir, cwd())
 			m.Dir = ""
 		}
@@ -246,16 +247,18 @@ func (a *agent) start(f frame) {
 			spec.Stdin, stdinW = r, w
 		}
 	}
-	p, err := local{}.Start(spec)
+	p, err := local{}.Start(spec) // closes spec.Stdin
 	if err != nil {
 		if stdinW != nil {
 			stdinW.Close()
 		}
-		a.logf("%v", err)
-		a.send(jsonFrame(frameExited, a.self, f.Rank, exitMsg{Code: startFailure(err)}))
+		a.startFailed(f.Rank, startFailure(err), err.Error())
 		return
 	}
-	r := &agentRank{proc: p, stdin: stdinW, done: make(chan struct{})}
+	r := &agentRank{proc: p, done: make(chan struct{})}
+	if stdinW != nil {
+		r.stdin = newStdinFeed(a, f.Rank, stdinW)
+	}
 	a.ranks[f.Rank] = r
 	a.send(u32Frame(frameStarted, a.self, f.Rank, p.Pid()))
 	go func() {
@@ -265,13 +268,18 @@ func (a *agent) start(f frame) {
 	}()
 }
 
+// startFailed reports that rank could not be started, and why.
+func (a *agent) startFailed(rank, code int, why string) {
+	a.send(jsonFrame(frameExited, a.self, rank, exitMsg{Code: code, StartErr: why}))
+}
+
 // shutdown stops what the agent started: SIGTERM to the ranks and the end
 // of input to the children agents, SIGKILL after the kill grace.
 func (a *agent) shutdown() {
 	var running []*agentRank
 	for _, r := range a.ranks {
 		if r.stdin != nil {
-			r.stdin.Close()
+			r.stdin.stop()
 		}
 		select {
 		case <-r.done:
@@ -317,6 +325,83 @@ func (a *agent) shutdown() {
 		if dir := preloadDir(); dir != "" {
 			os.RemoveAll(dir)
 		}
+	}
+}
+
+// stdinFeed writes what the launcher sends for a rank's stdin into the
+// rank's pipe, on a goroutine of its own: a rank that reads slowly, or not
+// at all, holds up its own input only, never the agent's frames (its
+// signals, the other ranks' input). Each write is acknowledged up
+// (frameStdinAck), and the launcher keeps no more than stdinWindow bytes
+// unacknowledged, so the queue stays that small. When the rank closes its
+// stdin (or exits), the feed says so with an empty acknowledgement, and
+// the launcher sends no more.
+type stdinFeed struct {
+	a    *agent
+	rank int
+	w    *os.File
+
+	mu   sync.Mutex // protects following
+	cond sync.Cond
+	q    [][]byte
+	end  bool // the end of input came, or the feed stopped
+}
+
+func newStdinFeed(a *agent, rank int, w *os.File) *stdinFeed {
+	f := &stdinFeed{a: a, rank: rank, w: w}
+	f.cond.L = &f.mu
+	go f.run()
+	return f
+}
+
+// put queues b for the rank; empty b is the end of its input.
+func (f *stdinFeed) put(b []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.end {
+		return
+	}
+	if len(b) == 0 {
+		f.end = true
+	} else {
+		f.q = append(f.q, b)
+	}
+	f.cond.Signal()
+}
+
+// stop drops what is queued and closes the pipe, which ends a write
+// blocked on it.
+func (f *stdinFeed) stop() {
+	f.mu.Lock()
+	f.end, f.q = true, nil
+	f.cond.Signal()
+	f.mu.Unlock()
+	f.w.Close()
+}
+
+func (f *stdinFeed) run() {
+	defer f.w.Close()
+	for {
+		f.mu.Lock()
+		for len(f.q) == 0 && !f.end {
+			f.cond.Wait()
+		}
+		if len(f.q) == 0 {
+			f.mu.Unlock()
+			return
+		}
+		b := f.q[0]
+		f.q = f.q[1:]
+		f.mu.Unlock()
+		if _, err := f.w.Write(b); err != nil {
+			// The rank closed its stdin or exited: it takes no more.
+			f.mu.Lock()
+			f.end, f.q = true, nil
+			f.mu.Unlock()
+			f.a.send(frame{Type: frameStdinAck, Host: f.a.self, Rank: f.rank})
+			return
+		}
+		f.a.send(u32Frame(frameStdinAck, f.a.self, f.rank, len(b)))
 	}
 }
 

@@ -98,10 +98,19 @@ func TestAgentProtocol(t *testing.T) {
 	p.send(frame{Type: frameStdin, Host: 1, Rank: 5, Payload: []byte("hello\n")})
 	p.send(frame{Type: frameStdin, Host: 1, Rank: 5})
 	var out, errOut strings.Builder
+	acked := 0
 	for {
 		f, err := p.frame()
 		if err != nil {
 			t.Fatal(err)
+		}
+		if f.Type == frameStdinAck && f.Rank == 5 {
+			n, err := f.u32()
+			if err != nil {
+				t.Fatalf("stdin ack %+v: %v", f, err)
+			}
+			acked += n
+			continue
 		}
 		if f.Type == frameOutput && f.Rank == 5 {
 			map[byte]*strings.Builder{1: &out, 2: &errOut}[f.Payload[0]].Write(f.Payload[1:])
@@ -115,6 +124,9 @@ func TestAgentProtocol(t *testing.T) {
 			t.Errorf("exited %+v for rank %d, want code 3 for rank 5", e, f.Rank)
 		}
 		break
+	}
+	if acked != len("hello\n") {
+		t.Errorf("%d bytes of stdin acknowledged, want %d", acked, len("hello\n"))
 	}
 	want := "out 5 127.0.0.1\ngot hello\nsecret " + hex.EncodeToString(secret) + "\n"
 	if out.String() != want || errOut.String() != "err\n" {
@@ -130,10 +142,24 @@ func TestAgentProtocol(t *testing.T) {
 		t.Errorf("signalled rank exited %+v", e)
 	}
 
-	// A program that is not there: exited 127.
+	// A program that is not there: exited 127, with the reason.
 	p.send(jsonFrame(frameStart, 1, 7, startMsg{Path: "/nonexistent/prog"}))
-	if f := p.next(frameExited); f.decode(&e) != nil || e.Code != 127 {
-		t.Errorf("missing program exited %+v, want 127", e)
+	if f := p.next(frameExited); f.decode(&e) != nil || e.Code != 127 || !strings.Contains(e.StartErr, "/nonexistent/prog") {
+		t.Errorf("missing program exited %+v, want 127 and why", e)
+	}
+
+	// A --wdir the host lacks is a start failure (2); the launcher's own
+	// directory, which the host may lack, is not.
+	e = exitMsg{}
+	p.send(jsonFrame(frameStart, 1, 9, startMsg{Path: "/bin/true", Dir: "/nonexistent/dir", DirSet: true}))
+	if f := p.next(frameExited); f.decode(&e) != nil || e.Code != 2 || !strings.Contains(e.StartErr, "--wdir /nonexistent/dir: no such file or directory on this host") {
+		t.Errorf("rank with a missing --wdir exited %+v, want 2 and why", e)
+	}
+	e = exitMsg{}
+	p.send(jsonFrame(frameStart, 1, 10, startMsg{Path: "/bin/true", Dir: "/nonexistent/dir"}))
+	p.next(frameStarted)
+	if f := p.next(frameExited); f.decode(&e) != nil || e.Code != 0 || e.StartErr != "" {
+		t.Errorf("rank in a missing launcher's directory exited %+v, want 0", e)
 	}
 
 	// The launcher's connection drops: the agent kills its ranks and returns.
@@ -159,5 +185,48 @@ func TestAgentMalformedFrame(t *testing.T) {
 	code := RunAgent(context.Background(), in, io.Discard, &log, nil)
 	if code != 1 || !strings.Contains(log.String(), "malformed agent frame") {
 		t.Errorf("RunAgent = %d, log %q; want 1 and the reason", code, log.String())
+	}
+}
+
+// TestAgentStdinNeverBlocks: a rank that does not read its stdin holds up
+// its own input only. Before, the agent wrote stdin frames on the
+// goroutine that reads every frame: with more than a pipe's worth queued
+// for a rank that did not read, the frames after it (the signal to stop
+// it, the start of a rank that it waited for) waited forever.
+func TestAgentStdinNeverBlocks(t *testing.T) {
+	p := startAgent(t)
+	p.next(frameHello)
+	p.send(jsonFrame(frameSetup, 1, 0, setupMsg{Name: "h1", Seed: "127.0.0.1", KillGrace: time.Second}))
+	p.next(frameReady)
+	p.send(jsonFrame(frameStart, 1, 0, startMsg{Path: "/bin/sleep", Args: []string{"60"}, Stdin: true}))
+	p.next(frameStarted)
+	go func() { // not on the test's goroutine: the agent's reading may block
+		chunk := make([]byte, outputChunk)
+		for range 16 { // 512 KiB: 8 pipes' worth
+			p.w.Write(appendFrame(nil, frame{Type: frameStdin, Host: 1, Rank: 0, Payload: chunk}))
+		}
+		p.w.Write(appendFrame(nil, jsonFrame(frameStart, 1, 1, startMsg{Path: "/bin/sh", Args: []string{"-c", "echo second"}})))
+	}()
+	got := make(chan error, 1)
+	go func() {
+		for {
+			f, err := p.frame()
+			switch {
+			case err != nil:
+				got <- err
+				return
+			case f.Type == frameOutput && f.Rank == 1:
+				got <- nil
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the second rank did not start while the first held 512 KiB of stdin unread")
 	}
 }

@@ -24,6 +24,9 @@ type cluster struct {
 	out   *output
 	logf  func(format string, args ...any)
 	sp    *spawner
+	// wdirSet: the ranks' directory is the user's --wdir, which must be
+	// on every host; else the launcher's, which a host may lack.
+	wdirSet bool
 
 	mu      sync.Mutex // protects following
 	hosts   map[int]*remoteHost
@@ -122,7 +125,7 @@ func (c *cluster) frame(f frame) {
 		return
 	}
 	var p *remoteProc
-	if f.Type >= frameStarted && f.Type <= frameExited {
+	if f.Type >= frameStarted && f.Type <= frameExited || f.Type == frameStdinAck {
 		p = h.procs[f.Rank]
 	}
 	c.mu.Unlock()
@@ -141,7 +144,7 @@ func (c *cluster) frame(f frame) {
 		c.out.Logf("host %s: %s", h.t.Name, f.Payload)
 	case frameLost:
 		c.lose(f.Host, string(f.Payload))
-	case frameStarted, frameOutput, frameExited:
+	case frameStarted, frameOutput, frameExited, frameStdinAck:
 		if p != nil {
 			p.frame(f)
 		}
@@ -159,6 +162,10 @@ func (c *cluster) hello(h *remoteHost, f frame) {
 		via = "agent " + m.Via
 	}
 	c.logf("host %s: agent pid %d on %s, started by %s, ssh from %s", h.t.Name, m.Pid, m.Hostname, via, sshClientAddr(m.SSH))
+	if v := Version(); m.Version != v {
+		// The same protocol (the preamble said so), another build.
+		c.logf("host %s: its gorun is %s, this one %s", h.t.Name, m.Version, v)
+	}
 	c.mu.Lock()
 	h.hello = m
 	c.mu.Unlock()
@@ -214,18 +221,40 @@ func (c *cluster) Start(spec *spec) (proc, error) {
 		return nil, fmt.Errorf("rank %d: host %s: %s", spec.Rank.Rank, h.t.Name, h.lost)
 	}
 	p := &remoteProc{c: c, host: h, rank: spec.Rank.Rank, stdout: spec.Stdout, stderr: spec.Stderr,
-		started: make(chan struct{}), done: make(chan struct{})}
+		started: make(chan struct{}), done: make(chan struct{}), credit: make(chan struct{}, 1)}
 	h.procs[p.rank] = p
 	c.mu.Unlock()
 	c.send(jsonFrame(frameStart, h.t.Index, p.rank, startMsg{
-		Path: spec.Path, Args: spec.Args, Dir: spec.Dir, Env: spec.Rank.Env, Stdin: spec.Stdin != nil,
+		Path: spec.Path, Args: spec.Args, Dir: spec.Dir, DirSet: c.wdirSet, Env: spec.Rank.Env, Stdin: spec.Stdin != nil,
 		ShareProcs: spec.Rank.ShareProcs,
 	}))
+	// As a local start, a remote one fails or not before the next rank
+	// starts: a program missing on a host is a start failure, which no
+	// --max-restarts retries.
+	<-p.started
+	if p.startErr != "" {
+		c.mu.Lock()
+		delete(h.procs, p.rank)
+		c.mu.Unlock()
+		if spec.Stdin != nil {
+			spec.Stdin.Close()
+		}
+		return nil, &startError{msg: "host " + h.t.Name + ": " + p.startErr, code: p.status.Code}
+	}
 	if spec.Stdin != nil {
 		go p.forwardStdin(spec.Stdin)
 	}
 	return p, nil
 }
+
+// startError is a rank that its host's agent could not start: why, and
+// the status it gave (startFailure's, on that host).
+type startError struct {
+	msg  string
+	code int
+}
+
+func (e *startError) Error() string { return e.msg }
 
 // close ends the agents' input; they exit once their ranks have. It waits
 // up to wait, then kills the ssh processes still running.
@@ -253,10 +282,17 @@ type remoteProc struct {
 	started chan struct{} // closed when pid is known, or the rank ended
 	done    chan struct{} // closed when status is set
 
-	once   sync.Once // ends the proc once
-	mu     sync.Mutex
+	once     sync.Once // ends the proc once
+	startErr string    // why the agent could not start it; set before started closes
+
+	mu     sync.Mutex // protects following
 	pid    int
 	status status
+	// unacked counts the bytes of stdin sent that the agent has not yet
+	// written to the rank's pipe; stdinShut: the rank takes no more.
+	unacked   int
+	stdinShut bool
+	credit    chan struct{} // wakes forwardStdin when an acknowledgement came
 }
 
 var _ proc = (*remoteProc)(nil)
@@ -314,7 +350,28 @@ func (p *remoteProc) frame(f frame) {
 	case frameExited:
 		var m exitMsg
 		f.decode(&m)
+		if m.StartErr != "" {
+			p.once.Do(func() {
+				// The rank's writers stay open: job.start closes them.
+				p.startErr, p.status = m.StartErr, status{Code: m.Code}
+				closeOnce(p.started)
+				close(p.done)
+			})
+			return
+		}
 		p.end(status{Code: m.Code, Signal: syscall.Signal(m.Signal), LostPeers: m.LostPeers})
+	case frameStdinAck:
+		p.mu.Lock()
+		if n, err := f.u32(); err == nil {
+			p.unacked -= n
+		} else {
+			p.stdinShut = true // an empty acknowledgement
+		}
+		p.mu.Unlock()
+		select {
+		case p.credit <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -329,19 +386,53 @@ func (p *remoteProc) end(st status) {
 	})
 }
 
-// forwardStdin sends what the rank should read to its agent.
+// stdinWindow bounds the bytes of a rank's stdin on their way to its
+// agent and not yet written to the rank's pipe: what gorun reads ahead of
+// a rank that reads slowly, in memory here and on the agent.
+const stdinWindow = 1 << 20
+
+// forwardStdin sends what the rank should read to its agent, at most
+// stdinWindow ahead of what the rank has taken, and stops when the rank
+// takes no more.
 func (p *remoteProc) forwardStdin(f *os.File) {
 	defer f.Close()
 	go func() { <-p.done; f.Close() }()
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, outputChunk)
 	for {
+		if !p.stdinCredit() {
+			return
+		}
 		n, err := f.Read(buf)
 		if n > 0 {
+			p.mu.Lock()
+			p.unacked += n
+			p.mu.Unlock()
 			p.c.send(frame{Type: frameStdin, Host: p.host.t.Index, Rank: p.rank, Payload: append([]byte(nil), buf[:n]...)})
 		}
 		if err != nil {
 			p.c.send(frame{Type: frameStdin, Host: p.host.t.Index, Rank: p.rank})
 			return
+		}
+	}
+}
+
+// stdinCredit waits until less than stdinWindow is unacknowledged; false:
+// the rank takes no more input, or ended.
+func (p *remoteProc) stdinCredit() bool {
+	for {
+		p.mu.Lock()
+		shut, room := p.stdinShut, p.unacked < stdinWindow
+		p.mu.Unlock()
+		switch {
+		case shut:
+			return false
+		case room:
+			return true
+		}
+		select {
+		case <-p.credit:
+		case <-p.done:
+			return false
 		}
 	}
 }

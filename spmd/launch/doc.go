@@ -24,12 +24,18 @@
 // # The agent protocol
 //
 // Over the agent's stdin and stdout, in frames (frame.go): the agent writes
-// the line preamble (what a remote shell printed before it is discarded)
-// and hello; the launcher answers with setup (the job id, the secret, which
-// never appears in any argv, the agent's subtree and how to reach it), the
-// agent with ready, its CPUs and the address its ranks bind (the one that
-// routes to the launcher's seed, or --iface/--net); then start, signal and
-// stdin frames go down, started, output, exited, log and lost frames come up.
+// the line preamble, which names the protocol's version (what a remote
+// shell printed before it is discarded; an agent of another version is
+// refused, naming both), and hello, with its gorun's build; the launcher
+// answers with setup (the job id, the secret, which never appears in any
+// argv, the agent's subtree and how to reach it), the agent with ready, its
+// CPUs and the address its ranks bind (the one that routes to the
+// launcher's seed, or --iface/--net); then start, signal and stdin frames
+// go down, started, output, exited (with the reason when a rank could not
+// be started: the launcher's start of it fails, as a local one would), log,
+// lost and stdin acknowledgement frames come up. An agent writes a rank's
+// stdin on a goroutine of the rank's, never on the one that reads frames,
+// and the launcher sends at most stdinWindow bytes of it unacknowledged.
 // When its input ends the agent stops its ranks (SIGTERM, SIGKILL after the
 // kill grace) and its children agents, and exits; so a dead launcher or
 // link leaves nothing behind. A lost agent ends its host's ranks with a

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -25,8 +26,15 @@ import (
 // and signal payloads are raw bytes. Frames for hosts below an agent in the
 // spawn tree pass through it unchanged, both ways.
 
-// preamble is the line an agent writes before its first frame.
-const preamble = "GORUN-AGENT 1"
+// preamble is the line an agent writes before its first frame: its
+// protocol's name and version. A launcher and an agent speak the same
+// version or not at all: the launcher refuses an agent whose preamble names
+// another (a gorun of another release on that host), saying so.
+const (
+	preamble        = preambleName + " " + protocolVersion
+	preambleName    = "GORUN-AGENT"
+	protocolVersion = "2"
+)
 
 // maxFrame bounds a frame's length; output comes in pieces of at most
 // outputChunk bytes.
@@ -41,18 +49,19 @@ const maxJunk = 1 << 20
 
 // Frame types. Down: launcher to agent; up: agent to launcher.
 const (
-	frameSetup   byte = 1 + iota // down, JSON setupMsg: who the agent is, the job, its subtree
-	frameStart                   // down, JSON startMsg: start one rank
-	frameSignal                  // down, 4 bytes: signal number, for the rank
-	frameStdin                   // down, bytes for the rank's stdin; empty: end of input
-	frameHello                   // up, JSON helloMsg: the agent is up
-	frameReady                   // up, JSON readyMsg: setup done, subtree being started
-	frameStarted                 // up, 4 bytes: the rank's pid
-	frameOutput                  // up, 1 byte stream (1 stdout, 2 stderr) and the bytes
-	frameExited                  // up, JSON exitMsg: the rank ended
-	frameLog                     // up, text: a line for gorun's log
-	frameLost                    // up, text: the agent of host is lost, and why
-	frameLast    = frameLost
+	frameSetup    byte = 1 + iota // down, JSON setupMsg: who the agent is, the job, its subtree
+	frameStart                    // down, JSON startMsg: start one rank
+	frameSignal                   // down, 4 bytes: signal number, for the rank
+	frameStdin                    // down, bytes for the rank's stdin; empty: end of input
+	frameHello                    // up, JSON helloMsg: the agent is up
+	frameReady                    // up, JSON readyMsg: setup done, subtree being started
+	frameStarted                  // up, 4 bytes: the rank's pid
+	frameOutput                   // up, 1 byte stream (1 stdout, 2 stderr) and the bytes
+	frameExited                   // up, JSON exitMsg: the rank ended
+	frameLog                      // up, text: a line for gorun's log
+	frameLost                     // up, text: the agent of host is lost, and why
+	frameStdinAck                 // up, 4 bytes: how many bytes of stdin frames the rank's pipe took
+	frameLast     = frameStdinAck
 )
 
 // frame is one message of the agent protocol.
@@ -128,8 +137,10 @@ func skipPreamble(r *bufio.Reader) (junk []byte, err error) {
 		} else if err != nil {
 			buf.Write(line)
 			return buf.Bytes(), err
-		} else if string(bytes.TrimRight(line, "\r\n")) == preamble {
+		} else if l := string(bytes.TrimRight(line, "\r\n")); l == preamble {
 			return buf.Bytes(), nil
+		} else if v, ok := strings.CutPrefix(l, preambleName+" "); ok {
+			return buf.Bytes(), &protocolError{version: v}
 		} else {
 			buf.Write(line)
 		}
@@ -137,6 +148,16 @@ func skipPreamble(r *bufio.Reader) (junk []byte, err error) {
 			return buf.Bytes(), fmt.Errorf("more than %d bytes of output before the agent's preamble", maxJunk)
 		}
 	}
+}
+
+// protocolError is an agent that speaks another version of the protocol:
+// the gorun on its host is another release.
+type protocolError struct{ version string }
+
+func (e *protocolError) Error() string {
+	return fmt.Sprintf("the gorun agent there speaks protocol %q, this gorun %q: it is another release of gorun "+
+		"(this one is %s); install this one there, at the same path or on PATH, or add --preload to copy it for the job",
+		e.version, protocolVersion, Version())
 }
 
 // Control messages, JSON in frame payloads.
@@ -170,11 +191,14 @@ type target struct {
 
 // startMsg starts one rank (the frame's rank).
 type startMsg struct {
-	Path  string
-	Args  []string `json:",omitempty"`
-	Dir   string   `json:",omitempty"`
-	Env   []string // what gorun sets; the agent adds its own environment
-	Stdin bool     `json:",omitempty"` // stdin frames follow; else /dev/null
+	Path string
+	Args []string `json:",omitempty"`
+	Dir  string   `json:",omitempty"`
+	// DirSet: Dir is the user's --wdir, which must exist on the host;
+	// else it is the launcher's directory, used where the host has it.
+	DirSet bool     `json:",omitempty"`
+	Env    []string // what gorun sets; the agent adds its own environment
+	Stdin  bool     `json:",omitempty"` // stdin frames follow; else /dev/null
 	// ShareProcs: the user chose no GOMAXPROCS; the agent gives the rank
 	// its share of the host's CPUs (rankPlan.ShareProcs).
 	ShareProcs bool `json:",omitempty"`
@@ -184,6 +208,7 @@ type startMsg struct {
 type helloMsg struct {
 	Hostname string
 	Pid      int
+	Version  string `json:",omitempty"` // the agent's gorun build (Version)
 	SSH      string `json:",omitempty"` // SSH_CONNECTION: client ip, port, server ip, port
 	Via      string `json:",omitempty"` // the agent that relayed it, set by that agent
 }
@@ -199,6 +224,10 @@ type exitMsg struct {
 	Code      int   `json:",omitempty"`
 	Signal    int   `json:",omitempty"`
 	LostPeers []int `json:",omitempty"` // status.LostPeers
+	// StartErr: the rank could not be started, and why; Code is then
+	// the status a shell gives (127 not found, 126 not executable) or
+	// 2 for a usage error (a --wdir that is not on the host).
+	StartErr string `json:",omitempty"`
 }
 
 // jsonFrame is a frame with a JSON payload.

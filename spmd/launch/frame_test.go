@@ -88,6 +88,10 @@ func TestSkipPreamble(t *testing.T) {
 	if _, err := skipPreamble(bufio.NewReader(strings.NewReader("bash: gorun: command not found\n"))); err != io.EOF {
 		t.Errorf("no preamble: err = %v, want io.EOF", err)
 	}
+	var pe *protocolError
+	if _, err := skipPreamble(bufio.NewReader(strings.NewReader("motd\nGORUN-AGENT 1\n"))); !errors.As(err, &pe) || pe.version != "1" {
+		t.Errorf("an agent of protocol 1: err = %v, want a protocolError", err)
+	}
 }
 
 // FuzzAgentFrame feeds arbitrary bytes to the decoders of what agents and

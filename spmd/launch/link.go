@@ -27,6 +27,7 @@ type link struct {
 
 	out    outbox
 	stderr tail
+	fatal  string // why the launcher gave the agent up, which says all; set by the reader
 	done   chan struct{} // closed when the reader has reported the end
 
 	mu  sync.Mutex // protects cmd
@@ -94,8 +95,12 @@ func (l *link) read(r *bufio.Reader) string {
 		l.logf("host %s: discarded %d bytes before the agent's preamble: %q", l.t.Name, len(junk), trim(junk, 200))
 	}
 	if err != nil {
-		if err == io.EOF {
+		var pe *protocolError
+		switch {
+		case err == io.EOF:
 			return ""
+		case errors.As(err, &pe):
+			l.fatal = err.Error()
 		}
 		return err.Error()
 	}
@@ -114,6 +119,9 @@ func (l *link) read(r *bufio.Reader) string {
 // exitReason says how the agent's connection ended: "ssh exited 255: ssh:
 // connect to host ... timed out".
 func (l *link) exitReason(reason string, err error) string {
+	if l.fatal != "" {
+		return l.fatal // how the agent's process then ended says nothing more
+	}
 	prog := filepath.Base(l.argv[0])
 	var ee *exec.ExitError
 	switch {

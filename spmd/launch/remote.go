@@ -81,8 +81,11 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 	if err != nil {
 		return 0, false, err
 	}
-	if cfg.Wdir == "" {
-		cfg.Wdir, _ = os.Getwd() // the ranks' directory on every host, if it exists there
+	c.wdirSet = cfg.Wdir != ""
+	if !c.wdirSet {
+		jcfg := *cfg // not cfg itself: a restart of the job runs this again
+		jcfg.Wdir, _ = os.Getwd() // the ranks' directory on every host, if it exists there
+		cfg = &jcfg
 	}
 	j := &job{cfg: cfg, plan: plan, out: out, logf: logf, secret: secret, l: l, starter: c}
 	status := j.run(ctx, seed)

@@ -1,17 +1,15 @@
-package main
+package launch
 
 import (
 	"runtime"
 	"runtime/debug"
 )
 
-// flagVersion prints the version.
-const flagVersion = "version"
-
-// version says which build of gorun this is: the module version, or the
+// Version says which build of gorun this is: the module version, or the
 // commit it was built from (with "-dirty" for uncommitted changes), and
-// the Go release, as gorun --version prints it.
-func version() string {
+// the Go release, as gorun --version prints it. An agent tells the
+// launcher its Version in its hello.
+func Version() string {
 	v := "(unknown)"
 	info, ok := debug.ReadBuildInfo()
 	if ok {
