@@ -168,6 +168,7 @@ func TestRig(t *testing.T) {
 	t.Run("ssh dies", func(t *testing.T) { testRigSSHDies(t, rig, base) })
 	t.Run("tree", func(t *testing.T) { testRigTree(t, rig) })
 	t.Run("preload", func(t *testing.T) { testRigPreload(t, rig) })
+	t.Run("preload programs of one name", func(t *testing.T) { testRigPreloadSameName(t, rig) })
 	t.Run("unreachable", func(t *testing.T) { testRigUnreachable(t, rig) })
 	t.Run("mpmd", func(t *testing.T) { testRigMPMD(t, base) })
 	t.Run("agent killed", func(t *testing.T) { testRigAgentKilled(t, rig) })
@@ -450,7 +451,7 @@ func testRigPreload(t *testing.T, rig *netnstest.Rig) {
 	if r.code != 0 {
 		t.Fatal(r)
 	}
-	pre := regexp.MustCompile(`^\d (/\S+/gorun-preload-\w+)/where\.sh (/\S+/gorun-preload-\w+)/gorun$`)
+	pre := regexp.MustCompile(`^\d (/\S+/gorun-preload-\w+)/1/where\.sh (/\S+/gorun-preload-\w+)/gorun$`)
 	dirs := map[string]bool{}
 	for _, l := range lines(r.stdout) {
 		m := pre.FindStringSubmatch(l)
@@ -466,6 +467,41 @@ func testRigPreload(t *testing.T, rig *netnstest.Rig) {
 	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "gorun-preload-*"))
 	if len(after) > len(before) {
 		t.Errorf("preload directories left: %v", after)
+	}
+}
+
+// testRigPreloadSameName preloads an MPMD job's two programs of one base
+// name from different directories: each rank runs its own program's copy
+// (the second was copied over the first, and every rank ran it), on h1
+// and on h2, which h1's agent preloads from its own copies.
+func testRigPreloadSameName(t *testing.T, rig *netnstest.Rig) {
+	dir := t.TempDir()
+	for _, d := range []string{"a", "b"} {
+		os.Mkdir(filepath.Join(dir, d), 0o755)
+		script := "#!/bin/sh\necho \"$GORUN_RANK " + d + " $GORUN_HOST_ID $0\"\n"
+		if err := os.WriteFile(filepath.Join(dir, d, "prog"), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := gorun(t, "", append(rigArgs(rig), "-H", "h1:2,h2:2", "--map-by", "node", "--preload", "--spawn-radix", "1",
+		"-np", "2", filepath.Join(dir, "a", "prog"), ":", "-np", "2", filepath.Join(dir, "b", "prog"))...)
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	got := lines(r.stdout)
+	sort.Strings(got)
+	want := regexp.MustCompile(`^(\d) ([ab]) (h\d) /\S+/gorun-preload-\w+/([12])/prog$`)
+	var said []string
+	for _, l := range got {
+		m := want.FindStringSubmatch(l)
+		if m == nil {
+			t.Errorf("rank said %q, want its program's preloaded copy", l)
+			continue
+		}
+		said = append(said, strings.Join(m[1:], " "))
+	}
+	if s := strings.Join(said, ", "); s != "0 a h1 1, 1 a h2 1, 2 b h1 2, 3 b h2 2" {
+		t.Errorf("ranks ran %s, want ranks 0 and 1 program a from 1/prog and ranks 2 and 3 program b from 2/prog, on h1 and h2\n%s", s, r)
 	}
 }
 

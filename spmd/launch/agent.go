@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -82,6 +83,9 @@ type agent struct {
 	ranks map[int]*agentRank // by rank
 	guard []string           // the cgroup guard's command; nil: no cgroup
 	cg    *cgroup            // the job's cgroup on this host; nil: none
+	// preload is this host's preload directory (setupMsg.PreloadDir),
+	// removed at the end; "" none.
+	preload string
 
 	wmu sync.Mutex // protects out
 	out io.Writer
@@ -158,6 +162,9 @@ func (a *agent) doSetup(f frame) {
 		return
 	}
 	a.self, a.setup = f.Host, s
+	if isPreloadDir(s.PreloadDir) {
+		a.preload = s.PreloadDir
+	}
 	bind, err := pickAddr(s.Iface, s.Net, s.Seed)
 	if err != nil {
 		if ip := sshServerAddr(os.Getenv("SSH_CONNECTION")); ip != "" && s.Iface == "" && s.Net == "" {
@@ -179,28 +186,12 @@ func (a *agent) doSetup(f frame) {
 				a.send(frame{Type: frameLost, Host: host, Payload: []byte(reason)})
 			},
 		}
-		if s.Preload {
-			if dir := preloadDir(); dir != "" {
-				a.sp.remote.Gorun = dir + "/gorun"
-				a.sp.preload = preloadFiles(dir)
-			}
+		if a.preload != "" {
+			a.sp.preload = preloadFiles(a.preload)
 		}
 		a.sp.start(s.Subtree)
 	}
 	a.send(jsonFrame(frameReady, a.self, 0, readyMsg{BindAddr: bind, CPUs: runtime.NumCPU()}))
-}
-
-// preloadFiles lists what a preloaded agent copies on to its children:
-// gorun first, then the rest of its directory (the program).
-func preloadFiles(dir string) []string {
-	files := []string{dir + "/gorun"}
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if e.Name() != "gorun" && e.Type().IsRegular() {
-			files = append(files, dir+"/"+e.Name())
-		}
-	}
-	return files
 }
 
 // start starts one rank and reports started, or exited with the reason it
@@ -211,10 +202,8 @@ func (a *agent) start(f frame) {
 		a.startFailed(f.Rank, 1, fmt.Sprintf("rank %d: %v", f.Rank, err))
 		return
 	}
-	if a.setup.Preload {
-		if dir := preloadDir(); dir != "" {
-			m.Path = dir + "/" + baseName(m.Path)
-		}
+	if m.Preloaded != "" && a.preload != "" && filepath.IsLocal(m.Preloaded) {
+		m.Path = filepath.Join(a.preload, m.Preloaded)
 	}
 	if m.Dir != "" {
 		if fi, err := os.Stat(m.Dir); m.DirSet && err != nil {
@@ -321,10 +310,8 @@ func (a *agent) shutdown() {
 	if a.setup.JobID != "" {
 		shm.Cleanup(a.setup.JobID) // what ranks that died left in /dev/shm
 	}
-	if a.setup.Preload {
-		if dir := preloadDir(); dir != "" {
-			os.RemoveAll(dir)
-		}
+	if a.preload != "" {
+		os.RemoveAll(a.preload)
 	}
 }
 
@@ -451,11 +438,4 @@ func hostname() string {
 func cwd() string {
 	d, _ := os.Getwd()
 	return d
-}
-
-func baseName(p string) string {
-	if i := strings.LastIndexByte(p, '/'); i >= 0 {
-		return p[i+1:]
-	}
-	return p
 }

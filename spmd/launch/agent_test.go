@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/hex"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -228,5 +230,72 @@ func TestAgentStdinNeverBlocks(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the second rank did not start while the first held 512 KiB of stdin unread")
+	}
+}
+
+// TestAgentPreloaded: an agent runs each rank's program from its own copy
+// in the preload directory that its setup names, programs of one base
+// name apart (it ran dir/BASE for both), and removes the directory at its
+// end.
+func TestAgentPreloaded(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), preloadPrefix+"test")
+	for _, p := range []struct{ name, says string }{{"1/prog", "one"}, {"2/prog", "two"}} {
+		os.MkdirAll(filepath.Join(dir, filepath.Dir(p.name)), 0o700)
+		if err := os.WriteFile(filepath.Join(dir, p.name), []byte("#!/bin/sh\necho "+p.says+"\n"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := startAgent(t)
+	p.next(frameHello)
+	p.send(jsonFrame(frameSetup, 1, 0, setupMsg{Name: "h1", Seed: "127.0.0.1", KillGrace: time.Second, PreloadDir: dir}))
+	p.next(frameReady)
+	for rank, name := range []string{"1/prog", "2/prog"} {
+		p.send(jsonFrame(frameStart, 1, rank, startMsg{Path: "/elsewhere/" + name, Preloaded: name}))
+		var out []byte
+		for {
+			f, err := p.frame()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Type == frameOutput {
+				out = append(out, f.Payload[1:]...)
+			}
+			if f.Type == frameExited {
+				break
+			}
+		}
+		if want := []string{"one\n", "two\n"}[rank]; string(out) != want {
+			t.Errorf("rank %d (%s) said %q, want %q", rank, name, out, want)
+		}
+	}
+	p.w.Close()
+	go io.Copy(io.Discard, p.r)
+	<-p.done
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("the agent left its preload directory %s", dir)
+	}
+}
+
+// TestPreloadFiles: what a preloaded agent copies on to its children is
+// every file of its directory, under the names the launcher gave them.
+func TestPreloadFiles(t *testing.T) {
+	files, names := preloadPrograms([]string{"/a/prog", "/b/prog", "/a/prog", ""})
+	if len(files) != 2 || names["/a/prog"] != "1/prog" || names["/b/prog"] != "2/prog" {
+		t.Fatalf("preloadPrograms = %v, %v", files, names)
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"gorun", "1/prog", "2/prog"} {
+		os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o700)
+		os.WriteFile(filepath.Join(dir, name), []byte(name), 0o700)
+	}
+	var got []string
+	for _, f := range preloadFiles(dir) {
+		got = append(got, f.Name)
+		if b, err := os.ReadFile(f.Path); err != nil || string(b) != f.Name {
+			t.Errorf("%s is %s, holding %q, %v", f.Name, f.Path, b, err)
+		}
+	}
+	if strings.Join(got, " ") != "1/prog 2/prog gorun" {
+		t.Errorf("preloadFiles = %v", got)
 	}
 }

@@ -27,6 +27,9 @@ type cluster struct {
 	// wdirSet: the ranks' directory is the user's --wdir, which must be
 	// on every host; else the launcher's, which a host may lack.
 	wdirSet bool
+	// preloaded names, by path here, the programs that sp.preload copies
+	// to each host's preload directory.
+	preloaded map[string]string
 
 	mu      sync.Mutex // protects following
 	hosts   map[int]*remoteHost
@@ -226,7 +229,7 @@ func (c *cluster) Start(spec *spec) (proc, error) {
 	c.mu.Unlock()
 	c.send(jsonFrame(frameStart, h.t.Index, p.rank, startMsg{
 		Path: spec.Path, Args: spec.Args, Dir: spec.Dir, DirSet: c.wdirSet, Env: spec.Rank.Env, Stdin: spec.Stdin != nil,
-		ShareProcs: spec.Rank.ShareProcs,
+		ShareProcs: spec.Rank.ShareProcs, Preloaded: c.preloaded[spec.Path],
 	}))
 	// As a local start, a remote one fails or not before the next rank
 	// starts: a program missing on a host is a start failure, which no

@@ -103,7 +103,7 @@ func TestConnectWait(t *testing.T) {
 	} {
 		cfg := DefaultConfig()
 		cfg.ConnectTimeout = Duration(tc.per)
-		if got := connectWait(&cfg, tc.radix, tc.n); got != tc.want {
+		if got := connectWait(&cfg, tc.radix, tc.n, false); got != tc.want {
 			t.Errorf("%s: connectWait = %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -176,10 +176,14 @@ type setupMsg struct {
 	Iface     string        `json:",omitempty"` // --iface
 	Net       string        `json:",omitempty"` // --net
 	Ports     string        `json:",omitempty"` // --ports
-	Preload   bool          `json:",omitempty"` // the agent runs from a preload dir
 	KillGrace time.Duration `json:",omitempty"`
 	Connect   time.Duration `json:",omitempty"` // connect timeout for its children
 	Verbose   bool          `json:",omitempty"`
+	// PreloadDir is the directory that the agent's parent copied files
+	// to on its host (gorun with --preload, the programs); "" none. The
+	// parent stamps it; the agent copies it on to its children and
+	// removes it at its end.
+	PreloadDir string `json:",omitempty"`
 }
 
 // target is a host an agent is started on.
@@ -202,6 +206,9 @@ type startMsg struct {
 	// ShareProcs: the user chose no GOMAXPROCS; the agent gives the rank
 	// its share of the host's CPUs (rankPlan.ShareProcs).
 	ShareProcs bool `json:",omitempty"`
+	// Preloaded is the program's name in the host's preload directory
+	// (setupMsg.PreloadDir); "": run Path.
+	Preloaded string `json:",omitempty"`
 }
 
 // helloMsg is an agent's first frame.

@@ -47,7 +47,7 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 	setup := func(t target) setupMsg {
 		return setupMsg{
 			Name: t.Name, JobID: jobID, Secret: secret, Remote: remote, Radix: radix,
-			Seed: bind, Iface: cfg.Iface, Net: cfg.Net, Ports: cfg.Ports, Preload: cfg.Preload,
+			Seed: bind, Iface: cfg.Iface, Net: cfg.Net, Ports: cfg.Ports,
 			KillGrace: time.Duration(cfg.KillGrace), Connect: time.Duration(cfg.ConnectTimeout),
 			Verbose: cfg.Verbose,
 		}
@@ -60,16 +60,19 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 		return s
 	}, out, logf)
 	if cfg.Preload {
-		c.sp.preload = []string{gorun}
+		var programs []string
 		for _, a := range cfg.contexts() {
-			c.sp.preload = append(c.sp.preload, a.Program)
+			programs = append(programs, a.Program)
 		}
+		files, names := preloadPrograms(programs)
+		c.sp.preload, c.preloaded = append([]preloadFile{{Name: preloadGorun, Path: gorun}}, files...), names
 	}
 	// Agents that ran ranks get time to stop them; agents that never
 	// answered (a hung ssh or --launch-agent) are killed at once.
 	closeWait := time.Duration(cfg.KillGrace) + 5*time.Second
 	defer func() { c.close(closeWait) }()
-	if err := c.connect(ctx, targets, connectWait(cfg, radix, len(targets)), time.Duration(cfg.ConnectTimeout)); err != nil {
+	wait := connectWait(cfg, radix, len(targets), c.sp.preload != nil)
+	if err := c.connect(ctx, targets, wait, time.Duration(cfg.ConnectTimeout)); err != nil {
 		closeWait = 0
 		if ctx.Err() != nil {
 			out.Logf("interrupted while starting the agents; stopping them")
@@ -96,7 +99,7 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 // level of the spawn tree and connectMargin, so that ssh, given the same
 // ConnectTimeout, says first why it failed (with --preload, time for the
 // copies too). A connect timeout of 0 is no limit, for ssh too.
-func connectWait(cfg *Config, radix, n int) time.Duration {
+func connectWait(cfg *Config, radix, n int, preload bool) time.Duration {
 	per := time.Duration(cfg.ConnectTimeout)
 	if per <= 0 {
 		return 0
@@ -106,7 +109,7 @@ func connectWait(cfg *Config, radix, n int) time.Duration {
 		levels++
 	}
 	extra := connectMargin
-	if cfg.Preload {
+	if preload {
 		extra += 30 * time.Second
 	}
 	return time.Duration(levels)*per + extra

@@ -31,15 +31,16 @@ func splitTree(hosts []target, radix int) [][]target {
 type spawner struct {
 	remote  remote
 	radix   int
-	via     string   // this node's name, stamped on its children's hellos
-	preload []string // local files to copy first; nil: no preload
+	via     string        // this node's name, stamped on its children's hellos
+	preload []preloadFile // files to copy to each child first; nil: no preload
 	logf    func(format string, args ...any)
 	up      func(f frame)
 	lost    func(host int, reason string)
 
 	mu    sync.Mutex // protects following
 	links []*link
-	route map[int]*link // host index -> the child link whose subtree holds it
+	route map[int]*link  // host index -> the child link whose subtree holds it
+	dirs  map[int]string // host index of a child -> its preload directory
 }
 
 // start starts the agents of hosts' subtree roots.
@@ -47,7 +48,7 @@ func (s *spawner) start(hosts []target) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.route == nil {
-		s.route = map[int]*link{}
+		s.route, s.dirs = map[int]*link{}, map[int]string{}
 	}
 	for _, g := range splitTree(hosts, s.radix) {
 		head := g[0]
@@ -60,7 +61,14 @@ func (s *spawner) start(hosts []target) {
 				if err != nil {
 					return nil, err
 				}
-				return s.remote.Command(head.Name, head.Dest, []string{dir + "/gorun", agentFlag}), nil
+				s.mu.Lock()
+				s.dirs[head.Index] = dir
+				s.mu.Unlock()
+				gorun := s.remote.Gorun
+				if hasGorun(s.preload) {
+					gorun = dir + "/" + preloadGorun
+				}
+				return s.remote.Command(head.Name, head.Dest, []string{gorun, agentFlag}), nil
 			}
 		}
 		l := startLink(head, argv, pre, s.logf, s.fromChild, s.childLost)
@@ -86,12 +94,21 @@ func (s *spawner) fromChild(l *link, f frame) {
 func (s *spawner) childLost(l *link, reason string) { s.lost(l.t.Index, reason) }
 
 // send routes f to the child whose subtree holds f.Host; false if none.
+// The setup of a child this node preloaded gets the child's preload
+// directory stamped, which only this node knows.
 func (s *spawner) send(f frame) bool {
 	s.mu.Lock()
-	l := s.route[f.Host]
+	l, dir := s.route[f.Host], s.dirs[f.Host]
 	s.mu.Unlock()
 	if l == nil {
 		return false
+	}
+	if f.Type == frameSetup && dir != "" {
+		var m setupMsg
+		if f.decode(&m) == nil {
+			m.PreloadDir = dir
+			f = jsonFrame(frameSetup, f.Host, f.Rank, m)
+		}
 	}
 	l.send(f)
 	return true
