@@ -169,6 +169,7 @@ func TestRig(t *testing.T) {
 	t.Run("tree", func(t *testing.T) { testRigTree(t, rig) })
 	t.Run("preload", func(t *testing.T) { testRigPreload(t, rig) })
 	t.Run("preload programs of one name", func(t *testing.T) { testRigPreloadSameName(t, rig) })
+	t.Run("built package", func(t *testing.T) { testRigBuilt(t, rig) })
 	t.Run("unreachable", func(t *testing.T) { testRigUnreachable(t, rig) })
 	t.Run("mpmd", func(t *testing.T) { testRigMPMD(t, base) })
 	t.Run("agent killed", func(t *testing.T) { testRigAgentKilled(t, rig) })
@@ -502,6 +503,39 @@ func testRigPreloadSameName(t *testing.T, rig *netnstest.Rig) {
 	}
 	if s := strings.Join(said, ", "); s != "0 a h1 1, 1 a h2 1, 2 b h1 2, 3 b h2 2" {
 		t.Errorf("ranks ran %s, want ranks 0 and 1 program a from 1/prog and ranks 2 and 3 program b from 2/prog, on h1 and h2\n%s", s, r)
+	}
+}
+
+// testRigBuilt runs a Go package that gorun builds, without --preload:
+// the binary, in a temp dir of this machine, is copied to the other
+// hosts, where the ranks run it (they ran the launcher's path, which
+// only the rig's shared filesystem has), and the copies are removed.
+// Radix 1: h1's agent copies it on to h2.
+func testRigBuilt(t *testing.T, rig *netnstest.Rig) {
+	r := gorun(t, "", append(rigArgs(rig), "-H", "h1:1,h2:1", "--spawn-radix", "1", "--verbose", "-np", "2", "./testdata/where")...)
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	if !strings.Contains(r.stderr, "copying where, which gorun built on this machine, to a temporary directory on each of the 2 other hosts") {
+		t.Errorf("no verbose line says that the program is copied\n%s", r)
+	}
+	ran := regexp.MustCompile(`^\d (/\S+/gorun-preload-\w+)/1/where$`)
+	dirs := map[string]bool{}
+	for _, l := range lines(r.stdout) {
+		m := ran.FindStringSubmatch(l)
+		if m == nil {
+			t.Errorf("rank ran %q, not a copy of the program", l)
+			continue
+		}
+		dirs[m[1]] = true
+	}
+	if len(dirs) != 2 {
+		t.Errorf("want a copy on each host, got %v", dirs)
+	}
+	for d := range dirs {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("%s left behind", d)
+		}
 	}
 }
 

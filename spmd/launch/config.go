@@ -57,6 +57,7 @@ type Config struct {
 	MaxRestarts     int      `toml:"max_restarts"`     // start the job again after a rank's failure, up to this many times
 
 	apps     []App     // every context, the first included, once Run has counted them
+	built    []bool    // by context: gorun built its program, into a temp dir of this machine
 	restart  int       // which start of the job this is (GORUN_RESTART_COUNT)
 	deadline time.Time // --timeout from the job's first start, over every restart
 	runID    string    // the first start's job id: torchrun's run id, the same for every restart

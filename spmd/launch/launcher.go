@@ -151,6 +151,7 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 		}
 		defer cleanup()
 		cfg.apps[i].Program = prog.Path
+		cfg.built = append(cfg.built, prog.Package != "")
 	}
 	cfg.Program = cfg.apps[0].Program
 	// More ranks than cores: a --bind-to without :overload-allowed refuses

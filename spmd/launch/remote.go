@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -59,14 +60,7 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 		s.Subtree, s.Parent = sub[t.Index], parents[t.Index]
 		return s
 	}, out, logf)
-	if cfg.Preload {
-		var programs []string
-		for _, a := range cfg.contexts() {
-			programs = append(programs, a.Program)
-		}
-		files, names := preloadPrograms(programs)
-		c.sp.preload, c.preloaded = append([]preloadFile{{Name: preloadGorun, Path: gorun}}, files...), names
-	}
+	c.sp.preload, c.preloaded = preloads(cfg, gorun, len(targets), logf)
 	// Agents that ran ranks get time to stop them; agents that never
 	// answered (a hung ssh or --launch-agent) are killed at once.
 	closeWait := time.Duration(cfg.KillGrace) + 5*time.Second
@@ -93,6 +87,34 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 	j := &job{cfg: cfg, plan: plan, out: out, logf: logf, secret: secret, l: l, starter: c}
 	status := j.run(ctx, seed)
 	return status, j.failed, nil
+}
+
+// preloads lists what to copy to each host before its agent starts (nil:
+// nothing) and names, by path here, the programs among them: with
+// --preload, gorun and every program; without, the programs gorun built,
+// which live in a temp dir of this machine that no other host sees (it
+// said "not found", status 127, on each of them).
+func preloads(cfg *Config, gorun string, hosts int, logf func(string, ...any)) ([]preloadFile, map[string]string) {
+	programs := make([]string, len(cfg.contexts()))
+	for i, a := range cfg.contexts() {
+		if cfg.Preload || i < len(cfg.built) && cfg.built[i] {
+			programs[i] = a.Program
+		}
+	}
+	files, names := preloadPrograms(programs)
+	if cfg.Preload {
+		return append([]preloadFile{{Name: preloadGorun, Path: gorun}}, files...), names
+	}
+	if len(files) == 0 {
+		return nil, nil
+	}
+	var built []string
+	for _, f := range files {
+		built = append(built, filepath.Base(f.Path))
+	}
+	logf("copying %s, which gorun built on this machine, to a temporary directory on each of the %d other %s, as --preload would (gorun itself is not copied)",
+		strings.Join(built, " and "), hosts, plural(hosts, "host"))
+	return files, names
 }
 
 // connectWait bounds the wait for every agent: the connect timeout per
