@@ -160,6 +160,7 @@ func TestRig(t *testing.T) {
 		}
 	})
 	t.Run("net and ports", func(t *testing.T) { testRigNetPorts(t, rig, base) })
+	t.Run("net not here", func(t *testing.T) { testRigNetNotHere(t, rig) })
 	t.Run("collbench", func(t *testing.T) { testRigCollbench(t, base) })
 	t.Run("topo", func(t *testing.T) { testRigTopo(t, base) })
 	t.Run("tune", func(t *testing.T) { testRigTune(t, rigArgs(rig)) })
@@ -216,6 +217,29 @@ func testRigNetPorts(t *testing.T, rig *netnstest.Rig, base []string) {
 		if err != nil || !subnet.Contains(ip) || port < lo || port > hi {
 			t.Errorf("a listener on %s:%s, want one in %s, ports %d-%d", m[1], m[2], rig.Subnet, lo, hi)
 		}
+	}
+}
+
+// testRigNetNotHere gives a --net that only h1 has an address in (its
+// own, a /32). The launcher has none in it, and listens on its address
+// facing the hosts instead, with a line saying so (it listened on
+// 127.0.0.1, and the ranks waited for it until their init timeout); h2
+// has none either, and the job stops before it starts, naming the host,
+// the flag and the host's addresses (status 2).
+func testRigNetNotHere(t *testing.T, rig *netnstest.Rig) {
+	h1, h2 := rig.Hosts[0], rig.Hosts[1]
+	only := h1.Addr + "/32"
+	args := append(rigArgs(rig), "--net", only, "--init-timeout", "10s")
+	r := gorun(t, "", append(args, "-H", "h1:2", "-np", "2", helloBin(t))...)
+	want := fmt.Sprintf("gorun: --net %s: no local address in it (have ", only)
+	said := fmt.Sprintf("; the launcher listens on %s instead, its address that routes to host h1, as without --net (the hosts still choose theirs by --net)\n", rig.BridgeAddr)
+	if r.code != 0 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, said) {
+		t.Errorf("want status 0 and the line %q...%q\n%s", want, said, r)
+	}
+	r = gorun(t, "", append(args, "-H", "h1:1,h2:1", "-np", "2", helloBin(t))...)
+	want = fmt.Sprintf("gorun: host h2: --net %s: no local address in it (have ", only)
+	if r.code != 2 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, h2.Addr+"/24") || strings.Contains(r.stdout, "rank") {
+		t.Errorf("want status 2, no rank started, and a line %q naming h2's address %s\n%s", want, h2.Addr, r)
 	}
 }
 

@@ -40,16 +40,11 @@ func pickAddr(iface, cidr, peer string) (string, error) {
 func ifaceAddr(name string) (string, error) {
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {
-		var names []string
-		if ifs, err := net.Interfaces(); err == nil {
-			for _, i := range ifs {
-				names = append(names, i.Name)
-			}
-		}
-		if len(names) == 0 {
+		have := interfaces()
+		if have == "" {
 			return "", fmt.Errorf("--iface %s: %w (see ip addr)", name, err)
 		}
-		return "", fmt.Errorf("--iface %s: no interface %s; this host has %s (see ip addr)", name, name, strings.Join(names, ", "))
+		return "", fmt.Errorf("--iface %s: no interface %s; this host has %s (see ip addr)", name, name, have)
 	}
 	addrs, err := ifi.Addrs()
 	if err != nil {
@@ -71,7 +66,27 @@ func ifaceAddr(name string) (string, error) {
 	if v6 != "" {
 		return v6, nil
 	}
-	return "", fmt.Errorf("--iface %s: the interface has no usable IP address", name)
+	return "", fmt.Errorf("--iface %s: the interface has no usable IP address; this host has %s (see ip addr)", name, interfaces())
+}
+
+// interfaces lists this host's interfaces and their addresses for
+// messages: "lo 127.0.0.1/8 ::1/128, eth0 10.0.0.5/24".
+func interfaces() string {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return ""
+	}
+	var list []string
+	for _, i := range ifs {
+		entry := i.Name
+		if addrs, err := i.Addrs(); err == nil {
+			for _, a := range addrs {
+				entry += " " + a.String()
+			}
+		}
+		list = append(list, entry)
+	}
+	return strings.Join(list, ", ")
 }
 
 // netAddr returns the first local address inside cidr.

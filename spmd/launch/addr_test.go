@@ -1,7 +1,9 @@
 package launch
 
 import (
+	"errors"
 	"net"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -81,4 +83,56 @@ func TestHostIP(t *testing.T) {
 	if ip, err := hostIP(remote{Mode: ModeSrun}, target{Name: "localhost", Dest: "x"}); err != nil || net.ParseIP(ip) == nil {
 		t.Errorf("hostIP of srun node localhost = %q, %v", ip, err)
 	}
+}
+
+// TestLauncherAddr: an --iface or --net that matches nothing on the
+// launcher falls back to its address facing the hosts, with a notice
+// naming the flag and the address (the seed listened on 127.0.0.1, and
+// remote ranks waited for it until their init timeout); where no host
+// can be routed to either, it is a usage error.
+func TestLauncherAddr(t *testing.T) {
+	r := remote{Mode: modeSSH, Argv: []string{"rsh"}}
+	here := []target{{Index: 1, Name: "h1", Dest: "127.0.0.2"}}
+	nowhere := []target{{Index: 1, Name: "h1", Dest: "fe80::1"}} // link-local, no zone: no route
+	for _, tc := range []struct {
+		name, iface, cidr string
+		targets           []target
+		addr, notice, err string
+	}{
+		{"route", "", "", here, "127.0.0.1", "", ""},
+		{"net here", "", "127.0.0.0/8", here, "127.0.0.1", "", ""},
+		{"net not here", "", "203.0.113.0/24", here, "127.0.0.1",
+			`--net 203.0.113.0/24: no local address in it \(have .*\); the launcher listens on 127.0.0.1 instead, its address that routes to host h1, as without --net \(the hosts still choose theirs by --net\)`, ""},
+		{"iface not here", "nosuch0", "", here, "127.0.0.1",
+			`--iface nosuch0: no interface nosuch0; this host has .*; the launcher listens on 127.0.0.1 instead, its address that routes to host h1, as without --iface \(the hosts still choose theirs by --iface\)`, ""},
+		{"net not here, no route", "", "203.0.113.0/24", nowhere, "", "",
+			"--net 203.0.113.0/24: no local address in it .*; nor is there a route to the hosts .*host h1.*: give a --net that this machine has"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Iface, cfg.Net = tc.iface, tc.cidr
+			addr, notice, err := launcherAddr(&cfg, r, tc.targets)
+			if addr != tc.addr || !matches(tc.notice, notice) || !matches(tc.err, errString(err)) {
+				t.Errorf("launcherAddr = %q, notice %q, error %v; want %q, %q, %q", addr, notice, err, tc.addr, tc.notice, tc.err)
+			}
+			if tc.err != "" && !errors.Is(err, ErrUsage) {
+				t.Errorf("%v is no usage error", err)
+			}
+		})
+	}
+}
+
+// matches says whether s matches the regexp re, anchored; "" matches "".
+func matches(re, s string) bool {
+	if re == "" || s == "" {
+		return re == s
+	}
+	return regexp.MustCompile(`^` + re + `$`).MatchString(s)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

@@ -166,13 +166,17 @@ func (a *agent) doSetup(f frame) {
 		a.preload = s.PreloadDir
 	}
 	bind, err := pickAddr(s.Iface, s.Net, s.Seed)
-	if err != nil {
-		if ip := sshServerAddr(os.Getenv("SSH_CONNECTION")); ip != "" && s.Iface == "" && s.Net == "" {
-			bind = ip
-		} else {
-			a.logf("%v; ranks will listen on 127.0.0.1", err)
-			bind = "127.0.0.1"
-		}
+	switch ip := sshServerAddr(os.Getenv("SSH_CONNECTION")); {
+	case err != nil && (s.Iface != "" || s.Net != ""):
+		// The user's choice, which ranks on other hosts could not reach
+		// on 127.0.0.1: the launcher stops the job at once.
+		a.send(jsonFrame(frameReady, a.self, 0, readyMsg{Refused: err.Error()}))
+		return
+	case err != nil && ip != "":
+		bind = ip
+	case err != nil:
+		a.logf("%v; ranks will listen on 127.0.0.1", err)
+		bind = "127.0.0.1"
 	}
 	a.bind = bind
 	if a.guard != nil {

@@ -299,3 +299,24 @@ func TestPreloadFiles(t *testing.T) {
 		t.Errorf("preloadFiles = %v", got)
 	}
 }
+
+// TestAgentRefusesAddress: an --iface or --net that matches no address
+// of the agent's host is refused in its ready, naming the flag and the
+// host's addresses; the ranks listened on 127.0.0.1, where the ranks of
+// other hosts waited for them until their init timeout.
+func TestAgentRefusesAddress(t *testing.T) {
+	for _, tc := range []struct {
+		iface, cidr, want string
+	}{
+		{"", "203.0.113.0/24", "--net 203.0.113.0/24: no local address in it (have "},
+		{"nosuch0", "", "--iface nosuch0: no interface nosuch0; this host has "},
+	} {
+		p := startAgent(t)
+		p.next(frameHello)
+		p.send(jsonFrame(frameSetup, 1, 0, setupMsg{Name: "h1", Seed: "127.0.0.1", Iface: tc.iface, Net: tc.cidr}))
+		var ready readyMsg
+		if err := p.next(frameReady).decode(&ready); err != nil || !strings.Contains(ready.Refused, tc.want) || !strings.Contains(ready.Refused, "127.0.0.1/8") || ready.BindAddr != "" {
+			t.Errorf("--iface %q --net %q: ready %+v, %v; want it refused with %q", tc.iface, tc.cidr, ready, err, tc.want)
+		}
+	}
+}

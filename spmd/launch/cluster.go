@@ -43,7 +43,7 @@ type remoteHost struct {
 	t     target
 	hello helloMsg
 	ready bool
-	said  readyMsg // what its agent said when ready
+	said  readyMsg // what its agent said when ready (or refused)
 	lost  string   // why its agent is gone; "" while it is there
 	procs map[int]*remoteProc
 }
@@ -82,10 +82,12 @@ func (c *cluster) connect(ctx context.Context, targets []target, wait, per time.
 	for {
 		c.mu.Lock()
 		var pending []string
-		var failed *remoteHost
+		var failed, refused *remoteHost
 		for _, t := range targets {
 			h := c.hosts[t.Index]
 			switch {
+			case h.said.Refused != "" && refused == nil:
+				refused = h
 			case h.lost != "" && failed == nil:
 				failed = h
 			case !h.ready:
@@ -94,6 +96,9 @@ func (c *cluster) connect(ctx context.Context, targets []target, wait, per time.
 		}
 		changed := c.changed
 		c.mu.Unlock()
+		if refused != nil {
+			return errorf(ErrUsage, "host %s: %s: every host of the job needs an address that it matches", refused.t.Name, refused.said.Refused)
+		}
 		if failed != nil {
 			return &kindError{err: fmt.Errorf("host %s: cannot start its agent: %s", failed.t.Name, failed.lost), kind: errHost}
 		}
@@ -138,7 +143,9 @@ func (c *cluster) frame(f frame) {
 	case frameReady:
 		var m readyMsg
 		f.decode(&m)
-		c.logf("host %s: agent ready, ranks listen on %s", h.t.Name, m.BindAddr)
+		if m.Refused == "" {
+			c.logf("host %s: agent ready, ranks listen on %s", h.t.Name, m.BindAddr)
+		}
 		c.mu.Lock()
 		h.ready, h.said = true, m
 		c.notifyLocked()

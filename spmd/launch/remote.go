@@ -28,10 +28,15 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 		return 0, false, errorf(ErrUsage, "%v", err)
 	}
 	targets := hl.targets()
-	bind, err := launcherAddr(cfg, remote, targets)
-	if err != nil {
+	bind, notice, err := launcherAddr(cfg, remote, targets)
+	switch {
+	case err != nil && (cfg.Iface != "" || cfg.Net != ""):
+		return 0, false, err
+	case err != nil:
 		out.Logf("%v; the seed listens on 127.0.0.1, which only ranks on this machine reach", err)
 		bind = "127.0.0.1"
+	case notice != "" && cfg.restart == 0:
+		out.Logf("%s", notice)
 	}
 	logf("the launcher's address facing the hosts is %s", bind)
 	seed, err := l.openSeed(ctx, SeedConfig{JobID: jobID, Secret: secret, BindAddr: bind, Verbose: cfg.Verbose, Crowd: 1, Gossip: true}, cfg.Ports, out)
@@ -142,11 +147,36 @@ func connectWait(cfg *Config, radix, n int, preload bool) time.Duration {
 const connectMargin = time.Second
 
 // launcherAddr is the address the seed binds: --iface or --net, else the
-// local address that routes to the first remote host.
-func launcherAddr(cfg *Config, remote remote, targets []target) (string, error) {
-	if cfg.Iface != "" || cfg.Net != "" {
-		return pickAddr(cfg.Iface, cfg.Net, "")
+// local address that routes to the first remote hosts. An --iface or
+// --net that matches nothing here falls back to the route, and notice
+// says so: the hosts' networks need not be the launcher's (a login node
+// beside the cluster's fabric), and their agents still pick their own
+// address by it. Where the route fails too, that is a usage error: a seed
+// on 127.0.0.1 made every remote rank wait for it until its init timeout.
+func launcherAddr(cfg *Config, remote remote, targets []target) (addr, notice string, err error) {
+	if cfg.Iface == "" && cfg.Net == "" {
+		addr, _, err = routeToHosts(remote, targets)
+		return addr, "", err
 	}
+	addr, err = pickAddr(cfg.Iface, cfg.Net, "")
+	if err == nil {
+		return addr, "", nil
+	}
+	flag := "--net"
+	if cfg.Iface != "" {
+		flag = "--iface"
+	}
+	routed, host, rerr := routeToHosts(remote, targets)
+	if rerr != nil {
+		return "", "", errorf(ErrUsage, "%v; nor is there a route to the hosts to choose the launcher's address by (%v): give a %s that this machine has", err, rerr, flag)
+	}
+	return routed, fmt.Sprintf("%v; the launcher listens on %s instead, its address that routes to host %s, as without %s (the hosts still choose theirs by %s)",
+		err, routed, host, flag, flag), nil
+}
+
+// routeToHosts returns the local address that routes to the first of
+// targets that can be resolved, and that host's name.
+func routeToHosts(remote remote, targets []target) (ip, host string, err error) {
 	var firstErr error
 	for i, t := range targets {
 		if i == 3 {
@@ -157,13 +187,13 @@ func launcherAddr(cfg *Config, remote remote, targets []target) (string, error) 
 			ip, err = routeTo(ip)
 		}
 		if err == nil {
-			return ip, nil
+			return ip, t.Name, nil
 		}
 		if firstErr == nil {
 			firstErr = fmt.Errorf("host %s: %w", t.Name, err)
 		}
 	}
-	return "", firstErr
+	return "", "", firstErr
 }
 
 // agentCommand checks that the command that starts the agents (ssh, or
