@@ -54,7 +54,7 @@ func TestGoMaxProcs(t *testing.T) {
 		{"with -x", "", []string{"-np", "4", "--bind-to", "none", "-x", "GOMAXPROCS=3", prog}, []int{3, 3, 3, 3}, ""},
 		{"with -x for one program", "", []string{"-np", "1", "--bind-to", "none", prog, ":", "-np", "3", "-x", "GOMAXPROCS=2", prog},
 			[]int{share, 2, 2, 2}, notice(share, 1, "this host")},
-		{"through agents", "", []string{"--launch-agent", rsh, "-H", "127.0.0.2:2,127.0.0.3:1", prog},
+		{"through agents", "", []string{"--launch-agent", rsh, "-H", "127.0.0.2:2,127.0.0.3:1", "--bind-to", "none", prog},
 			[]int{shareOf(2), shareOf(2), cpus}, notice(shareOf(2), 2, "host 127.0.0.2")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,6 +80,30 @@ func TestGoMaxProcs(t *testing.T) {
 				t.Errorf("want the one line %q\n%v", tc.notice, r)
 			}
 		})
+	}
+}
+
+// TestNoticesThroughAgents: what gorun says it sets for a host's Go ranks
+// (OMP_NUM_THREADS, GOMAXPROCS, the binding that auto chose) and what the
+// ranks get are the same whether the host is this machine or another
+// behind an agent, which here has this machine's CPUs; through an agent
+// gorun left out the lines on GOMAXPROCS and the binding.
+func TestNoticesThroughAgents(t *testing.T) {
+	prog, rsh := procsAndRsh(t)
+	np := strconv.Itoa(runtime.NumCPU()) // auto binds them where the CPUs are cores
+	here := runProcs(t, "", "-np", np, prog)
+	there := runProcs(t, "", "--launch-agent", rsh, "-H", "127.0.0.2:"+np, "-np", np, prog)
+	if here.code != 0 || there.code != 0 {
+		t.Fatalf("here:\n%v\nthrough an agent:\n%v", here, there)
+	}
+	if !strings.Contains(here.stderr, "GOMAXPROCS") && !strings.Contains(here.stderr, "binding") {
+		t.Logf("gorun sets neither GOMAXPROCS nor a binding for %s ranks here:\n%v", np, here)
+	}
+	if want := strings.ReplaceAll(here.stderr, "this host", "host 127.0.0.2"); there.stderr != want {
+		t.Errorf("through an agent gorun said\n%s\nwant, as here\n%s", there.stderr, want)
+	}
+	if strings.Join(lines(there.stdout), "\n") != strings.Join(lines(here.stdout), "\n") {
+		t.Errorf("ranks through an agent said\n%s\nwant, as here\n%s", there.stdout, here.stdout)
 	}
 }
 

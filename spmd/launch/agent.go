@@ -195,7 +195,7 @@ func (a *agent) doSetup(f frame) {
 		}
 		a.sp.start(s.Subtree)
 	}
-	a.send(jsonFrame(frameReady, a.self, 0, readyMsg{BindAddr: bind, CPUs: runtime.NumCPU()}))
+	a.send(jsonFrame(frameReady, a.self, 0, readyMsg{BindAddr: bind, CPUs: runtime.NumCPU(), Cores: hostCores()}))
 }
 
 // start starts one rank and reports started, or exited with the reason it

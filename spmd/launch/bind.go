@@ -226,12 +226,19 @@ func bindingFor(env []string, hostCPUs func() ([]cpuInfo, error), host, path str
 // (GORUN_LOCAL_SIZE): one to each core, when they are as many as the
 // cores that hostCPUs lists, and those are at least autoBindMinCores.
 func autoBinds(size string, hostCPUs func() ([]cpuInfo, error)) bool {
-	n, err := strconv.Atoi(size)
-	if err != nil || n < autoBindMinCores {
+	if n, err := strconv.Atoi(size); err != nil || n < autoBindMinCores {
 		return false
 	}
 	cpus, err := hostCPUs()
-	return err == nil && len(bindUnits(cpus, "core")) == n
+	return err == nil && autoBindsOn(size, len(bindUnits(cpus, "core")))
+}
+
+// autoBindsOn says whether auto binds the ranks of a host with cores
+// cores, size of them (GORUN_LOCAL_SIZE): as many as the cores, and at
+// least autoBindMinCores.
+func autoBindsOn(size string, cores int) bool {
+	n, err := strconv.Atoi(size)
+	return err == nil && n >= autoBindMinCores && n == cores
 }
 
 // boundEnv is env with what a rank reads about the CPUs it runs on:
@@ -249,27 +256,63 @@ func boundEnv(env []string, b binding, hostCPUs int) []string {
 	return append(slices.Clip(env), contract.EnvBindTo+"="+b.unit)
 }
 
-// autoBindNotice is the launcher's one line on the ranks that auto binds
-// on this machine, "" when it binds none (another host's agent decides by
-// its own cores and says nothing):
+// autoBindNotice is the launcher's one line on the ranks that auto binds,
+// "" where it binds none: those of the first host, in node order, whose
+// starter binds them, counting the other hosts. gorun judges this
+// machine's ranks by its own CPUs (hostCPUs) and another host's by the
+// cores its agent said it has (cores; 0, not said: nothing foreseen):
 //
 //	binding each of the 16 ranks of this host to a core of its own (one rank per core); --bind-to none leaves them unbound
-func autoBindNotice(p *jobPlan, policy bindPolicy, local map[string]bool, hostCPUs func() ([]cpuInfo, error)) string {
+//	binding each of the 4 ranks of host b to a core of its own (one rank per core), and likewise on 3 more hosts; --bind-to none leaves them unbound
+func autoBindNotice(p *jobPlan, policy bindPolicy, local map[string]bool, hostCPUs func() ([]cpuInfo, error), cores func(host string) int) string {
 	if policy.Unit != "auto" {
 		return ""
 	}
+	first := map[string]rankPlan{} // each host's first rank
 	for _, rp := range p.Ranks {
-		if !local[rp.Host] {
+		if _, ok := first[rp.Host]; !ok {
+			first[rp.Host] = rp
+		}
+	}
+	msg, more := "", 0
+	for _, h := range p.Hosts {
+		rp := first[h]
+		path := p.Apps[rp.App].Program
+		size, _ := envValue(rp.Env, contract.EnvLocalSize)
+		if local[h] {
+			if b, err := bindingFor(rp.Env, hostCPUs, h, path); err != nil || !b.auto {
+				continue
+			}
+		} else if notGoProgram(path) || !autoBindsOn(size, cores(h)) {
+			continue // as the host's agent will judge (bindingFor)
+		}
+		if msg != "" {
+			more++
 			continue
 		}
-		b, err := bindingFor(rp.Env, hostCPUs, rp.Host, p.Apps[rp.App].Program)
-		if err != nil || !b.auto {
-			return ""
+		where := "this host"
+		if !local[h] {
+			where = "host " + h
 		}
-		size, _ := envValue(rp.Env, contract.EnvLocalSize)
-		return fmt.Sprintf("binding each of the %s ranks of this host to a core of its own (one rank per core); --bind-to none leaves them unbound", size)
+		msg = fmt.Sprintf("binding each of the %s ranks of %s to a core of its own (one rank per core)", size, where)
 	}
-	return ""
+	if msg == "" {
+		return ""
+	}
+	if more > 0 {
+		msg += fmt.Sprintf(", and likewise on %d more %s", more, plural(more, "host"))
+	}
+	return msg + "; --bind-to none leaves them unbound"
+}
+
+// hostCores counts the cores among the CPUs this process may run on, as
+// auto binds them; 0 where they cannot be read.
+func hostCores() int {
+	cpus, err := hostCPUs()
+	if err != nil {
+		return 0
+	}
+	return len(bindUnits(cpus, "core"))
 }
 
 // cpuList writes cpus as the kernel's lists do: 0-3,8.

@@ -272,7 +272,9 @@ type nopCloser struct{ *bytes.Buffer }
 func (nopCloser) Close() error { return nil }
 
 // TestAutoBindNotice: the launcher says in one line when auto binds the
-// ranks of this machine, and says nothing for other hosts or policies.
+// ranks of a host, this machine's by its CPUs, another's by the cores its
+// agent said it has (it said nothing of other hosts), and nothing for
+// other policies.
 func TestAutoBindNotice(t *testing.T) {
 	plan := func(hosts ...string) *jobPlan { return planOn(t, hosts...) }
 	here := map[string]bool{"a": true}
@@ -281,16 +283,25 @@ func TestAutoBindNotice(t *testing.T) {
 		name   string
 		plan   *jobPlan
 		policy string
-		cpus   int
+		cpus   int            // this machine's
+		cores  map[string]int // what the agents said
 		want   string
 	}{
-		{"4 ranks on 4 cores here", plan("a", "a", "a", "a"), "auto", 4, want},
-		{"4 ranks on 8 cores here", plan("a", "a", "a", "a"), "auto", 8, ""},
-		{"bound by the user", plan("a", "a", "a", "a"), "core", 4, ""},
-		{"on another host", plan("b", "b", "b", "b"), "auto", 4, ""},
+		{"4 ranks on 4 cores here", plan("a", "a", "a", "a"), "auto", 4, nil, want},
+		{"4 ranks on 8 cores here", plan("a", "a", "a", "a"), "auto", 8, nil, ""},
+		{"bound by the user", plan("a", "a", "a", "a"), "core", 4, nil, ""},
+		{"on another host", plan("b", "b", "b", "b"), "auto", 8, map[string]int{"b": 4},
+			"binding each of the 4 ranks of host b to a core of its own (one rank per core); --bind-to none leaves them unbound"},
+		{"on another host of 8 cores", plan("b", "b", "b", "b"), "auto", 4, map[string]int{"b": 8}, ""},
+		{"on an agent that did not say its cores", plan("b", "b", "b", "b"), "auto", 4, nil, ""},
+		{"here and on another host", plan("a", "a", "b", "b", "c", "c"), "auto", 2, map[string]int{"b": 2, "c": 2},
+			"binding each of the 2 ranks of this host to a core of its own (one rank per core), and likewise on 2 more hosts; --bind-to none leaves them unbound"},
+		{"on the second host only", plan("a", "a", "b", "b"), "auto", 4, map[string]int{"b": 2},
+			"binding each of the 2 ranks of host b to a core of its own (one rank per core); --bind-to none leaves them unbound"},
 	} {
 		policy, _ := parseBindPolicy(tc.policy)
-		if got := autoBindNotice(tc.plan, policy, here, flatCPUs(tc.cpus)); got != tc.want {
+		cores := func(h string) int { return tc.cores[h] }
+		if got := autoBindNotice(tc.plan, policy, here, flatCPUs(tc.cpus), cores); got != tc.want {
 			t.Errorf("%s:\ngot  %q\nwant %q", tc.name, got, tc.want)
 		}
 	}

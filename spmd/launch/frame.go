@@ -224,6 +224,7 @@ type helloMsg struct {
 type readyMsg struct {
 	BindAddr string // the address ranks on this host listen on
 	CPUs     int    `json:",omitempty"` // the CPUs the agent may run on; 0: not said (an older agent)
+	Cores    int    `json:",omitempty"` // the cores among them, as auto binds; 0: not said
 	// Refused says why the agent will not start the host's ranks: an
 	// --iface or --net that matches no address of the host. "": ready.
 	Refused string `json:",omitempty"`

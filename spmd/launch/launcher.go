@@ -312,16 +312,17 @@ func notices(plan *jobPlan, cfg *Config, hl *hostList, agents map[string]readyMs
 		out.Logf("setting OMP_NUM_THREADS=1 for each rank, as torchrun does, since ranks share a host's cores; set it, or pass -x OMP_NUM_THREADS=N, to choose")
 	}
 	policy, _ := parseBindPolicy(cfg.BindTo)
-	shares := foreseeShares(plan, policy, func(host string) (int, bool) {
+	shares := foreseeShares(plan, policy, func(host string) (int, int, bool) {
 		if hl.local[host] {
-			return runtime.NumCPU(), true
+			return runtime.NumCPU(), 0, true
 		}
-		return agents[host].CPUs, false
+		return agents[host].CPUs, agents[host].Cores, false
 	}, hostCPUs)
 	if msg := procsNotice(shares); msg != "" {
 		out.Logf("%s", msg)
 	}
-	if msg := autoBindNotice(plan, policy, hl.local, hostCPUs); msg != "" {
+	cores := func(host string) int { return agents[host].Cores }
+	if msg := autoBindNotice(plan, policy, hl.local, hostCPUs, cores); msg != "" {
 		out.Logf("%s", msg)
 	}
 }

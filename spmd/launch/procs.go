@@ -133,16 +133,17 @@ type hostShares struct {
 }
 
 // foreseeShares works out, per host of p in node order, the shares the
-// starters will give. cpusOf returns a host's CPUs and whether the host is
-// this machine; 0 CPUs: an agent that did not say, older than the rule,
-// which sets none. hostCPUs lists this machine's CPUs, which its ranks are
-// bound among.
-func foreseeShares(p *jobPlan, policy bindPolicy, cpusOf func(host string) (int, bool), hostCPUs func() ([]cpuInfo, error)) []hostShares {
+// starters will give. cpusOf returns a host's CPUs, its cores (another
+// host's agent says both in ready) and whether the host is this machine;
+// 0 CPUs: an agent that did not say, older than the rule, which sets
+// none; 0 cores: one that did not say them. hostCPUs lists this machine's
+// CPUs, which its ranks are bound among.
+func foreseeShares(p *jobPlan, policy bindPolicy, cpusOf func(host string) (cpus, cores int, here bool), hostCPUs func() ([]cpuInfo, error)) []hostShares {
 	hosts := make(map[string]*hostShares, len(p.Hosts))
-	cpus := make(map[string]int, len(p.Hosts))
+	cpus, cores := make(map[string]int, len(p.Hosts)), make(map[string]int, len(p.Hosts))
 	for _, h := range p.Hosts {
-		n, here := cpusOf(h)
-		hosts[h], cpus[h] = &hostShares{host: h, here: here}, n
+		n, c, here := cpusOf(h)
+		hosts[h], cpus[h], cores[h] = &hostShares{host: h, here: here}, n, c
 	}
 	var inherited []string
 	for _, rp := range p.Ranks {
@@ -153,9 +154,13 @@ func foreseeShares(p *jobPlan, policy bindPolicy, cpusOf func(host string) (int,
 		b := binding{}
 		switch {
 		case policy.Unit == "auto" && !hs.here:
-			// Bound by auto, one rank to each core, a rank gets its
-			// core's hardware threads, at least 2: what its unbound share
-			// of the host's CPUs comes to.
+			// The host's agent binds a rank to each core where the host's
+			// ranks are as many as its cores, as gorun does here: the
+			// rank's share is then of its core's hardware threads.
+			size, _ := envValue(rp.Env, contract.EnvLocalSize)
+			if c := cores[rp.Host]; autoBindsOn(size, c) {
+				b = binding{cpus: make([]int, max(1, cpus[rp.Host]/c)), ranks: 1}
+			}
 		case policy.Unit != "none" && !hs.here:
 			// Bound, a rank's share counts the CPUs of its binding,
 			// which only the host knows.

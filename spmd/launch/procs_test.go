@@ -161,8 +161,8 @@ func TestPlanShareProcs(t *testing.T) {
 func TestProcsNotice(t *testing.T) {
 	const tail = "; set GOMAXPROCS to choose another"
 	plan := func(hosts ...string) *jobPlan { return planOn(t, hosts...) }
-	cpus := func(m map[string]int) func(string) (int, bool) {
-		return func(h string) (int, bool) { return m[h], h == "a" }
+	cpus := func(m map[string]int) func(string) (int, int, bool) {
+		return func(h string) (int, int, bool) { return m[h], m[h+" cores"], h == "a" }
 	}
 	a16 := make([]string, 16)
 	for i := range a16 {
@@ -203,8 +203,15 @@ func TestProcsNotice(t *testing.T) {
 			"GOMAXPROCS for each bound rank on 1 host: the CPUs of its binding divided by the ranks bound to them, at least 2" + tail},
 		{"bound to cores elsewhere", plan("b", "b"), "core", map[string]int{"b": 16},
 			"GOMAXPROCS for each bound rank on 1 host: the CPUs of its binding divided by the ranks bound to them, at least 2" + tail},
-		{"auto elsewhere: the unbound share", plan("b", "b"), "auto", map[string]int{"b": 16},
+		{"auto elsewhere: the unbound share", plan("b", "b"), "auto", map[string]int{"b": 16, "b cores": 16},
 			"GOMAXPROCS=8 for each of 2 ranks on 16 CPUs of host b" + tail},
+		// The host's agent binds a rank to each of its 2 cores, as gorun
+		// would here: each bound rank gets 2 (it said nothing, taking
+		// the unbound share, all of the 2 CPUs).
+		{"auto elsewhere: bound to a core each", plan("b", "b"), "auto", map[string]int{"b": 2, "b cores": 2},
+			"GOMAXPROCS=2 for each of 2 ranks of host b, each bound to 1 CPU of its own" + tail},
+		{"auto elsewhere: bound to a core of 2 threads each", plan("b", "b"), "auto", map[string]int{"b": 4, "b cores": 2}, ""},
+		{"auto elsewhere: an agent that did not say its cores", plan("b", "b"), "auto", map[string]int{"b": 2}, ""},
 		{"one rank bound here", plan("a"), "core", map[string]int{"a": 16},
 			"GOMAXPROCS=2 for 1 rank of this host, bound to 1 CPU of its own" + tail},
 		{"16 ranks bound here", plan(a16...), "core", map[string]int{"a": 16},
@@ -262,7 +269,7 @@ func TestProcsNoticeTCP(t *testing.T) {
 	for i := range a16 {
 		a16[i] = "a"
 	}
-	cpus := func(h string) (int, bool) { return 16, h == "a" }
+	cpus := func(h string) (int, int, bool) { return 16, 16, h == "a" }
 	none, _ := parseBindPolicy("none")
 	if got, want := procsNotice(foreseeShares(planOn(t, a16...), none, cpus, flatCPUs(16))), "GOMAXPROCS=1 for each of 16 ranks on 16 CPUs of this host"+tail; got != want {
 		t.Errorf("here:\ngot  %q\nwant %q", got, want)
@@ -288,8 +295,8 @@ func TestAgentShareProcs(t *testing.T) {
 	p.next(frameHello)
 	p.send(jsonFrame(frameSetup, 1, 0, setupMsg{Name: "h1", Seed: "127.0.0.1", KillGrace: time.Second}))
 	var ready readyMsg
-	if err := p.next(frameReady).decode(&ready); err != nil || ready.CPUs != n {
-		t.Fatalf("ready = %+v, %v; want %d CPUs", ready, err, n)
+	if err := p.next(frameReady).decode(&ready); err != nil || ready.CPUs != n || ready.Cores != hostCores() {
+		t.Fatalf("ready = %+v, %v; want %d CPUs and %d cores", ready, err, n, hostCores())
 	}
 	for rank, share := range []bool{true, false} {
 		env := []string{fmt.Sprintf("%s=%d", contract.EnvLocalSize, 2*n)}
