@@ -384,6 +384,13 @@ func TestConnectTimeout(t *testing.T) {
 	if took > 5*time.Second {
 		t.Errorf("gorun took %v to give up on a 1s connect timeout", took)
 	}
+	// Two hosts are theirs, not its (it said "host 127.0.0.2, host
+	// 127.0.0.3: no answer from its agent ...; is it up?").
+	r = gorun(t, "", "-H", "127.0.0.2:1,127.0.0.3:1", "--launch-agent", hang, "--connect-timeout", "1s", "-np", "2", "true")
+	want = "gorun: hosts 127.0.0.2, 127.0.0.3: no answer from their agents after 2s (--connect-timeout 1s); are they up? try " + hang + " 127.0.0.2 true\n"
+	if r.code != 255 || r.stderr != want {
+		t.Errorf("status %d, want 255, and stderr\n%q, want\n%q", r.code, r.stderr, want)
+	}
 }
 
 // TestFlagsOverConfigHosts: a host list or address on the command line

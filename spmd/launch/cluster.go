@@ -109,8 +109,10 @@ func (c *cluster) connect(ctx context.Context, targets []target, wait, per time.
 		select {
 		case <-changed:
 		case <-deadline:
-			return &kindError{err: fmt.Errorf("host %s: no answer from its agent after %v (--connect-timeout %v); is it up? try %s",
-				strings.Join(pending, ", host "), wait, per, c.sp.remote.try(c.byName[pending[0]].t)), kind: errHost}
+			n := len(pending)
+			return &kindError{err: fmt.Errorf("%s %s: no answer from %s after %v (--connect-timeout %v); %s up? try %s",
+				plural(n, "host"), strings.Join(pending, ", "), pronoun(n, "its agent", "their agents"), wait, per,
+				pronoun(n, "is it", "are they"), c.sp.remote.try(c.byName[pending[0]].t)), kind: errHost}
 		case <-ctx.Done():
 			return fmt.Errorf("interrupted while starting the agents: %w", ctx.Err())
 		}

@@ -347,6 +347,15 @@ func (p *jobPlan) Format(w io.Writer) error {
 	return err
 }
 
+// pronoun is one, for one thing, else many: "it" or "them", "its" or
+// "their".
+func pronoun(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
 func plural(n int, s string) string {
 	if n == 1 {
 		return s

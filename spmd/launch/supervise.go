@@ -317,12 +317,7 @@ func (s *supervisor) ranks() string {
 }
 
 // them is the pronoun for the running ranks: "them", or "it" for one.
-func (s *supervisor) them() string {
-	if s.running == 1 {
-		return "it"
-	}
-	return "them"
-}
+func (s *supervisor) them() string { return pronoun(s.running, "it", "them") }
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
