@@ -198,7 +198,9 @@ func isLocalName(name string) bool {
 	return h != "" && (name == h || name == short)
 }
 
-// Map formats the rank-to-host map for --dry-run: "h1: ranks 0-1".
+// Map formats the rank-to-host map for --dry-run: "host h1 (ssh): ranks
+// 0-1", and with the destination that ssh connects to where it is not the
+// name, "host h2 (ssh alice@h2): ranks 2".
 func (hl *hostList) Map() string {
 	var b strings.Builder
 	seen := map[string][]int{}
@@ -210,10 +212,17 @@ func (hl *hostList) Map() string {
 		seen[h] = append(seen[h], r)
 	}
 	how := map[string]string{modeLocal: "local", modeSSH: "ssh", ModeSrun: "srun"}
+	dest := map[string]string{}
+	for _, h := range hl.hosts {
+		dest[h.Name] = h.Destination()
+	}
 	for _, h := range order {
 		via := how[hl.mode]
-		if hl.local[h] {
+		switch {
+		case hl.local[h]:
 			via = "local"
+		case hl.mode == modeSSH && dest[h] != h:
+			via += " " + dest[h]
 		}
 		fmt.Fprintf(&b, "host %s (%s): ranks %s\n", h, via, rankRanges(seen[h]))
 	}

@@ -46,6 +46,9 @@ func TestHostListDryRun(t *testing.T) {
 			[]string{"host node1 (srun): ranks 0-1\nhost node2 (srun): ranks 2-3\n", "GORUN_HOST_ID=node2"}},
 		{"-H wins over slurm", func(c *Config) { c.Hosts = "x:1" }, slurm,
 			[]string{"host x (ssh): ranks 0\n"}},
+		// The user ssh logs in as (it showed "host a (ssh)").
+		{"-H user@host", func(c *Config) { c.Hosts, c.NP = "alice@a:2,b:1", 3 }, nil,
+			[]string{"host a (ssh alice@a): ranks 0-1\nhost b (ssh): ranks 2\n"}},
 		{"localhost is local", func(c *Config) { c.Hosts, c.NP = "localhost:2,b:1", 3 }, nil,
 			[]string{"host localhost (local): ranks 0-1\nhost b (ssh): ranks 2\n"}},
 		// Were two hosts: each bound its ranks to the same cores.
