@@ -158,3 +158,31 @@ func TestAgentFaults(t *testing.T) {
 		}
 	})
 }
+
+// TestAgentGorunMissing: a host without gorun at the launcher's path (the
+// remote shell's status 127) fails the job naming that path and
+// --preload; it said only "rsh exited 127: ... not found". A copy of
+// gorun runs the job, and the launch agent removes it before it runs the
+// agent's command, as a host would lack it.
+func TestAgentGorunMissing(t *testing.T) {
+	dir := t.TempDir()
+	self := filepath.Join(dir, "gorun")
+	b, err := os.ReadFile(gorunBin)
+	if err == nil {
+		err = os.WriteFile(self, b, 0o755)
+	}
+	rsh := filepath.Join(dir, "rsh")
+	if err == nil {
+		err = os.WriteFile(rsh, []byte("#!/bin/sh\nrm -f "+self+"\n"+strings.TrimPrefix(fakeRsh, "#!/bin/sh\n")), 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := gorunCmd(t, "--launch-agent", rsh, "-H", "127.0.0.2:1", "-np", "1", "true")
+	cmd.Path, cmd.Args[0] = self, self
+	r := runGorun(t, cmd)
+	want := "; gorun starts each host's agent as " + self + " there: install the same gorun at that path on every host (as on a shared file system), or give --preload to copy it\n"
+	if r.code != 255 || !strings.HasPrefix(r.stderr, "gorun: host 127.0.0.2: cannot start its agent: rsh exited 127: ") || !strings.HasSuffix(r.stderr, want) {
+		t.Errorf("want status 255 and a line that ends %q\n%v", want, r)
+	}
+}

@@ -29,6 +29,7 @@ type link struct {
 	stderr tail
 	fatal  string // why the launcher gave the agent up, which says all; set by the reader
 	done   chan struct{} // closed when the reader has reported the end
+	code   int           // the agent's command's exit status; set, like onLost's call, on the reader goroutine
 
 	mu  sync.Mutex // protects cmd
 	cmd *exec.Cmd
@@ -126,6 +127,7 @@ func (l *link) exitReason(reason string, err error) string {
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee) && ee.Exited():
+		l.code = ee.ExitCode()
 		reason = joinReason(fmt.Sprintf("%s exited %d", prog, ee.ExitCode()), reason)
 	case errors.As(err, &ee):
 		reason = joinReason(fmt.Sprintf("%s %v", prog, status{Signal: ee.Sys().(syscall.WaitStatus).Signal()}), reason)

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"fmt"
 	"sync"
 	"time"
 )
@@ -91,7 +92,17 @@ func (s *spawner) fromChild(l *link, f frame) {
 	s.up(f)
 }
 
-func (s *spawner) childLost(l *link, reason string) { s.lost(l.t.Index, reason) }
+// childLost reports a child's end. Status 127 is the remote shell's
+// "command not found": gorun is not at its path on that host.
+func (s *spawner) childLost(l *link, reason string) {
+	if l.code == exitNotFound && s.remote.Mode == modeSSH && !hasGorun(s.preload) {
+		reason += fmt.Sprintf("; gorun starts each host's agent as %s there: install the same gorun at that path on every host (as on a shared file system), or give --preload to copy it", s.remote.Gorun)
+	}
+	s.lost(l.t.Index, reason)
+}
+
+// exitNotFound is a shell's status for a command it did not find.
+const exitNotFound = 127
 
 // send routes f to the child whose subtree holds f.Host; false if none.
 // The setup of a child this node preloaded gets the child's preload
