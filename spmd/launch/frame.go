@@ -156,7 +156,7 @@ type protocolError struct{ version string }
 
 func (e *protocolError) Error() string {
 	return fmt.Sprintf("the gorun agent there speaks protocol %q, this gorun %q: it is another release of gorun "+
-		"(this one is %s); install this one there, at the same path or on PATH, or add --preload to copy it for the job",
+		"(this one is %s); install this one there, at the same path, or add --preload to copy it for the job",
 		e.version, protocolVersion, Version())
 }
 

@@ -27,7 +27,7 @@ type link struct {
 
 	out    outbox
 	stderr tail
-	fatal  string // why the launcher gave the agent up, which says all; set by the reader
+	fatal  string        // why the launcher gave the agent up, which says all; set by the reader
 	done   chan struct{} // closed when the reader has reported the end
 	code   int           // the agent's command's exit status; set, like onLost's call, on the reader goroutine
 

@@ -85,7 +85,7 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 	}
 	c.wdirSet = cfg.Wdir != ""
 	if !c.wdirSet {
-		jcfg := *cfg // not cfg itself: a restart of the job runs this again
+		jcfg := *cfg              // not cfg itself: a restart of the job runs this again
 		jcfg.Wdir, _ = os.Getwd() // the ranks' directory on every host, if it exists there
 		cfg = &jcfg
 	}
