@@ -241,6 +241,14 @@ func testRigNetNotHere(t *testing.T, rig *netnstest.Rig) {
 	if r.code != 2 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, h2.Addr+"/24") || strings.Contains(r.stdout, "rank") {
 		t.Errorf("want status 2, no rank started, and a line %q naming h2's address %s\n%s", want, h2.Addr, r)
 	}
+	// --iface lo is there everywhere, but no other host reaches it: the
+	// launcher's seed goes to its routed address, and the hosts refuse.
+	r = gorun(t, "", append(rigArgs(rig), "--iface", "lo", "--init-timeout", "10s", "-H", "h1:1,h2:1", "-np", "2", helloBin(t))...)
+	said = "gorun: --iface lo: 127.0.0.1 is a loopback address, which no other host reaches (have lo 127.0.0.1/8"
+	want = "gorun: host h[12]: --iface lo: 127\\.0\\.0\\.1 is a loopback address, which no other host reaches \\(have lo 127\\.0\\.0\\.1/8" // the first to answer
+	if r.code != 2 || !strings.Contains(r.stderr, said) || !regexp.MustCompile(want).MatchString(r.stderr) || strings.Contains(r.stdout, "rank") {
+		t.Errorf("want status 2, no rank started, and the lines %q and %q\n%s", said, want, r)
+	}
 }
 
 // testRigCollbench checks every collective across hosts with collbench's

@@ -227,3 +227,19 @@ func sshClientAddr(sshConnection string) string {
 	}
 	return f[0]
 }
+
+// isLoopback says whether addr is a loopback address (127.0.0.0/8, ::1).
+func isLoopback(addr string) bool {
+	ip, err := netip.ParseAddr(addr)
+	return err == nil && ip.IsLoopback()
+}
+
+// loopbackError says that --iface or --net chose a loopback address in a
+// job whose other hosts cannot reach it.
+func loopbackError(iface, cidr, addr string) error {
+	flag := "--net " + cidr
+	if iface != "" {
+		flag = "--iface " + iface
+	}
+	return fmt.Errorf("%s: %s is a loopback address, which no other host reaches (have %s)", flag, addr, interfaces())
+}

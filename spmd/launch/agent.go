@@ -166,6 +166,9 @@ func (a *agent) doSetup(f frame) {
 		a.preload = s.PreloadDir
 	}
 	bind, err := pickAddr(s.Iface, s.Net, s.Seed)
+	if err == nil && (s.Iface != "" || s.Net != "") && isLoopback(bind) && !isLoopback(s.Seed) {
+		err = loopbackError(s.Iface, s.Net, bind) // ranks elsewhere could not reach them
+	}
 	switch ip := sshServerAddr(os.Getenv("SSH_CONNECTION")); {
 	case err != nil && (s.Iface != "" || s.Net != ""):
 		// The user's choice, which ranks on other hosts could not reach

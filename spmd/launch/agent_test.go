@@ -306,14 +306,16 @@ func TestPreloadFiles(t *testing.T) {
 // other hosts waited for them until their init timeout.
 func TestAgentRefusesAddress(t *testing.T) {
 	for _, tc := range []struct {
-		iface, cidr, want string
+		iface, cidr, seed, want string
 	}{
-		{"", "203.0.113.0/24", "--net 203.0.113.0/24: no local address in it (have "},
-		{"nosuch0", "", "--iface nosuch0: no interface nosuch0; this host has "},
+		{"", "203.0.113.0/24", "127.0.0.1", "--net 203.0.113.0/24: no local address in it (have "},
+		{"nosuch0", "", "127.0.0.1", "--iface nosuch0: no interface nosuch0; this host has "},
+		// Loopback, where the launcher is not: its ranks would reach no other host.
+		{"lo", "", "198.18.0.1", "--iface lo: 127.0.0.1 is a loopback address, which no other host reaches (have "},
 	} {
 		p := startAgent(t)
 		p.next(frameHello)
-		p.send(jsonFrame(frameSetup, 1, 0, setupMsg{Name: "h1", Seed: "127.0.0.1", Iface: tc.iface, Net: tc.cidr}))
+		p.send(jsonFrame(frameSetup, 1, 0, setupMsg{Name: "h1", Seed: tc.seed, Iface: tc.iface, Net: tc.cidr}))
 		var ready readyMsg
 		if err := p.next(frameReady).decode(&ready); err != nil || !strings.Contains(ready.Refused, tc.want) || !strings.Contains(ready.Refused, "127.0.0.1/8") || ready.BindAddr != "" {
 			t.Errorf("--iface %q --net %q: ready %+v, %v; want it refused with %q", tc.iface, tc.cidr, ready, err, tc.want)

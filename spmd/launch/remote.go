@@ -158,15 +158,24 @@ func launcherAddr(cfg *Config, remote remote, targets []target) (addr, notice st
 		addr, _, err = routeToHosts(remote, targets)
 		return addr, "", err
 	}
-	addr, err = pickAddr(cfg.Iface, cfg.Net, "")
-	if err == nil {
-		return addr, "", nil
-	}
 	flag := "--net"
 	if cfg.Iface != "" {
 		flag = "--iface"
 	}
-	routed, host, rerr := routeToHosts(remote, targets)
+	addr, err = pickAddr(cfg.Iface, cfg.Net, "")
+	routed, host, rerr := "", "", error(nil)
+	if err == nil && isLoopback(addr) {
+		// Right only where the hosts are this machine's own addresses.
+		if routed, host, rerr = routeToHosts(remote, targets); rerr == nil && !isLoopback(routed) {
+			err = loopbackError(cfg.Iface, cfg.Net, addr)
+		}
+	}
+	if err == nil {
+		return addr, "", nil
+	}
+	if routed == "" && rerr == nil {
+		routed, host, rerr = routeToHosts(remote, targets)
+	}
 	if rerr != nil {
 		return "", "", errorf(ErrUsage, "%v; nor is there a route to the hosts to choose the launcher's address by (%v): give a %s that this machine has", err, rerr, flag)
 	}
