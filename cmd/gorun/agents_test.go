@@ -11,7 +11,8 @@ import (
 )
 
 // fakeSrun is an srun that runs its command here, as the node named by
-// --nodelist, the way the agent path uses it.
+// --nodelist, the way the agent path uses it: as srun does for a step of
+// one task on one node, it sets that task's SLURM_* variables.
 const fakeSrun = `#!/bin/sh
 node=
 while [ $# -gt 0 ]; do
@@ -22,7 +23,9 @@ while [ $# -gt 0 ]; do
 	esac
 done
 echo "srun: fake banner on stdout"
-SLURMD_NODENAME=$node exec "$@"
+export SLURMD_NODENAME=$node SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NODEID=0 SLURM_NTASKS=1 SLURM_NPROCS=1 \
+	SLURM_NNODES=1 SLURM_NODELIST=$node SLURM_STEP_NODELIST=$node SLURM_TASKS_PER_NODE=1 SLURM_STEP_NUM_TASKS=1
+exec "$@"
 `
 
 // TestSrunAgents runs a job "inside a Slurm allocation" whose srun is a
@@ -43,6 +46,36 @@ func TestSrunAgents(t *testing.T) {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
 	want := "[0] n1 n1 0 0\n[1] n1 n1 0 1\n[2] n2 n2 1 0"
+	if got := strings.Join(lines(stdout.String()), "\n"); got != want {
+		t.Errorf("ranks said\n%s\nwant\n%s\nstderr:\n%s", got, want, stderr.String())
+	}
+}
+
+// TestSrunTaskEnv: each rank of a job inside Slurm sees the SLURM_*
+// variables of a task of one step of the job's ranks (its rank as
+// SLURM_PROCID, the job's size as SLURM_NTASKS, ...), as under srun -n,
+// not its agent's step of one task, which said 0 and 1 to every rank.
+func TestSrunTaskEnv(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "srun"), []byte(fakeSrun), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := gorunCmd(t, "--tag-output", "sh", "-c", `echo "$SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID $SLURM_NTASKS $SLURM_NPROCS`+
+		` $SLURM_NNODES $SLURM_NODELIST $SLURM_STEP_NODELIST $SLURM_TASKS_PER_NODE $SLURM_STEP_NUM_TASKS"`)
+	cmd.Env = append(cmd.Env, "PATH="+dir+":"+os.Getenv("PATH"),
+		"SLURM_JOB_NODELIST=n[1-3]", "SLURM_TASKS_PER_NODE=2(x2),1")
+	var stdout, stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	want := strings.Join([]string{
+		"[0] 0 0 0 5 5 3 n1,n2,n3 n1,n2,n3 2(x2),1 5",
+		"[1] 1 1 0 5 5 3 n1,n2,n3 n1,n2,n3 2(x2),1 5",
+		"[2] 2 0 1 5 5 3 n1,n2,n3 n1,n2,n3 2(x2),1 5",
+		"[3] 3 1 1 5 5 3 n1,n2,n3 n1,n2,n3 2(x2),1 5",
+		"[4] 4 0 2 5 5 3 n1,n2,n3 n1,n2,n3 2(x2),1 5",
+	}, "\n")
 	if got := strings.Join(lines(stdout.String()), "\n"); got != want {
 		t.Errorf("ranks said\n%s\nwant\n%s\nstderr:\n%s", got, want, stderr.String())
 	}

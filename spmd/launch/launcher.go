@@ -240,6 +240,7 @@ func (l *Launcher) plan(cfg *Config, hl *hostList, jobID, bind string, agents ma
 		MasterAddr: "127.0.0.1",
 		Getenv:     l.Getenv,
 		Ports:      cfg.Ports,
+		Slurm:      hl.mode == ModeSrun,
 	}
 	if !cfg.DryRun {
 		job.MasterPort = freePort(bind, pr)

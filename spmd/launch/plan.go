@@ -65,6 +65,10 @@ type jobInfo struct {
 	MasterPort int               // MASTER_PORT
 	BindAddrs  map[string]string // host -> GORUN_BIND_ADDR; a missing host: unset (its agent sets it)
 	Ports      string            // GORUN_PORTS: LOW-HIGH, or ""
+	// Slurm says that the ranks run inside a Slurm allocation, each
+	// through its node's agent: each gets the SLURM_* variables of a task
+	// of one step of the job's ranks (slurmStep).
+	Slurm bool
 	// Getenv resolves -x VAR without a value; nil means os.Getenv.
 	Getenv func(string) string
 }
@@ -118,6 +122,14 @@ func newPlan(cfg *Config, job jobInfo, hosts []string) (*jobPlan, error) {
 		}
 		localSize[h]++
 	}
+	var step slurmStep
+	if job.Slurm {
+		perNode := make([]int, len(p.Hosts))
+		for i, h := range p.Hosts {
+			perNode[i] = localSize[h]
+		}
+		step = newSlurmStep(p.Hosts, perNode)
+	}
 	local := map[string]int{}
 	for r, h := range hosts {
 		rp := rankPlan{Rank: r, Host: h, LocalRank: local[h], NodeRank: node[h], App: appOf[r], ShareProcs: appProcs[appOf[r]]}
@@ -148,6 +160,9 @@ func newPlan(cfg *Config, job jobInfo, hosts []string) (*jobPlan, error) {
 		}
 		if cfg.runID != "" {
 			env[contract.EnvTorchRunID] = cfg.runID
+		}
+		if job.Slurm {
+			step.setTask(env, rp)
 		}
 		// A rank's stdout is a pipe to gorun, which Python buffers in
 		// blocks: a rank's prints came at its exit, and a rank that the

@@ -44,19 +44,23 @@ func TestPlanGolden(t *testing.T) {
 		name  string
 		cfg   func(*Config)
 		hosts []string
+		slurm bool // inside a Slurm allocation
 	}{
-		{"local1", func(c *Config) { c.NP = 1 }, []string{"a"}},
+		{"local1", func(c *Config) { c.NP = 1 }, []string{"a"}, false},
 		{"local4", func(c *Config) {
 			c.NP, c.Export = 4, []string{"OMP_NUM_THREADS=1", "HOME", "UNSET_VAR"}
 			c.Verbose, c.ProfileDir, c.InitTimeout = true, "/tmp/prof", Duration(30*time.Second)
-		}, []string{"a", "a", "a", "a"}},
-		{"twohosts", func(c *Config) { c.NP = 3 }, []string{"a", "b", "a"}},
+		}, []string{"a", "a", "a", "a"}, false},
+		{"twohosts", func(c *Config) { c.NP = 3 }, []string{"a", "b", "a"}, false},
+		{"slurm", func(c *Config) { c.NP = 4 }, []string{"a", "a", "a", "b"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Program, cfg.Args = "/bin/prog", []string{"-x", "1"}
 			tc.cfg(&cfg)
-			plan, err := newPlan(&cfg, testJob(), tc.hosts)
+			job := testJob()
+			job.Slurm = tc.slurm
+			plan, err := newPlan(&cfg, job, tc.hosts)
 			if err != nil {
 				t.Fatal(err)
 			}
