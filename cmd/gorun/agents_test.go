@@ -81,6 +81,18 @@ func TestSrunTaskEnv(t *testing.T) {
 	}
 }
 
+// TestSrunMissing: inside a Slurm allocation without srun on PATH gorun
+// refuses the job as a usage error before it tries a node, as it does
+// without ssh, instead of losing every node's agent (status 255).
+func TestSrunMissing(t *testing.T) {
+	cmd := gorunCmd(t, "-np", "2", "/bin/true")
+	cmd.Env = append(cmd.Env, "PATH="+t.TempDir(), "SLURM_JOB_NODELIST=n[1-2]", "SLURM_TASKS_PER_NODE=1(x2)")
+	r := runGorun(t, cmd)
+	if r.code != 2 || !strings.HasPrefix(r.stderr, "gorun: srun: not found on PATH; inside a Slurm allocation") || strings.Contains(r.stderr, "host n") {
+		t.Errorf("want status 2 and one line saying srun is not on PATH\n%v", r)
+	}
+}
+
 // fakeRsh is an rsh-like command that runs its command here, whatever the
 // host: the agent path without ssh or root.
 const fakeRsh = `#!/bin/sh

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/launch/hosts"
 )
 
 // runRemote runs a job with ranks on other hosts: it picks the address
@@ -21,7 +23,9 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 		return 0, false, fmt.Errorf("finding gorun's own path for the agents: %w", err)
 	}
 	remote, err := newRemote(hl.mode, cfg.SSHArgs, cfg.LaunchAgent, time.Duration(cfg.ConnectTimeout), gorun)
-	if err == nil && hl.mode != ModeSrun {
+	if err == nil && hl.mode == ModeSrun {
+		err = srunCommand()
+	} else if err == nil {
 		err = agentCommand(remote.Argv[0], cfg.LaunchAgent)
 	}
 	if err != nil {
@@ -220,4 +224,15 @@ func agentCommand(name, launchAgent string) error {
 		return fmt.Errorf("--launch-agent %q: %s: %s; give a command that runs a command on a host, as ssh does", launchAgent, name, why)
 	}
 	return fmt.Errorf("%s: %s; gorun starts its agent on each other host with ssh: install an OpenSSH client, or give --launch-agent", name, why)
+}
+
+// srunCommand fails, as agentCommand does for ssh, where srun, which
+// starts the agents inside a Slurm allocation, is not on PATH: before any
+// host is tried, not as each host's lost agent (status 255).
+func srunCommand() error {
+	if _, err := exec.LookPath("srun"); err == nil {
+		return nil
+	}
+	return fmt.Errorf("srun: not found on PATH; inside a Slurm allocation (%s set) gorun starts its agent on each node with srun: put Slurm's commands on PATH, or give -H or --hostfile to reach the hosts with ssh",
+		hosts.EnvSlurmNodeList)
 }
