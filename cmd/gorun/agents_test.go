@@ -93,6 +93,30 @@ func TestSrunMissing(t *testing.T) {
 	}
 }
 
+// TestSrunOfGorun: gorun run by srun as several tasks (srun -N2 gorun, as
+// torchrun is run) refuses the job on each, which would otherwise start it
+// once per task; a step of one task is let be.
+func TestSrunOfGorun(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		tasks string // SLURM_STEP_NUM_TASKS
+		code  int
+	}{
+		{"one task", "1", 0},
+		{"two tasks", "2", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := gorunCmd(t, "--dry-run", "/bin/true")
+			cmd.Env = append(cmd.Env, "SLURM_JOB_NODELIST=n[1-2]", "SLURM_TASKS_PER_NODE=1(x2)",
+				"SLURM_STEP_ID=0", "SLURM_STEP_NUM_TASKS="+tc.tasks)
+			r := runGorun(t, cmd)
+			if r.code != tc.code || tc.code == 2 && !strings.HasPrefix(r.stderr, "gorun: started as each of the 2 tasks of a Slurm step (SLURM_STEP_NUM_TASKS=2)") {
+				t.Errorf("want status %d\n%v", tc.code, r)
+			}
+		})
+	}
+}
+
 // fakeRsh is an rsh-like command that runs its command here, whatever the
 // host: the agent path without ssh or root.
 const fakeRsh = `#!/bin/sh

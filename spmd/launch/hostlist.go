@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"github.com/gorun-hpc/gorun/spmd/launch/hosts"
@@ -67,6 +68,9 @@ func resolveHosts(cfg *Config, getenv func(string) string) (*hostList, error) {
 		if !ok {
 			return localHosts(cfg, hl)
 		}
+		if err := checkStep(getenv); err != nil {
+			return nil, err
+		}
 		hl.mode, hl.source = ModeSrun, "the Slurm allocation"
 	}
 	if hl.mode == modeSSH {
@@ -94,6 +98,21 @@ func resolveHosts(cfg *Config, getenv func(string) string) (*hostList, error) {
 		}
 	}
 	return hl, nil
+}
+
+// checkStep refuses a gorun that runs as one of several tasks of a Slurm
+// step (srun -N2 gorun, as torchrun is run): each would start the whole
+// job on the allocation's nodes, two jobs where one was meant.
+func checkStep(getenv func(string) string) error {
+	if getenv(envSlurmStepID) == "" {
+		return nil
+	}
+	n, err := strconv.Atoi(getenv(envSlurmStepNumTasks))
+	if err != nil || n < 2 {
+		return nil
+	}
+	return errorf(ErrUsage, "started as each of the %d tasks of a Slurm step (%s=%d), and each would start the whole job on the allocation's nodes: run gorun once, without srun (in the batch script or salloc's shell; it starts one agent per node with srun itself)",
+		n, envSlurmStepNumTasks, n)
 }
 
 // localHosts places every rank on this machine, as without a host list.

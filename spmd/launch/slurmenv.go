@@ -20,6 +20,7 @@ const (
 	envSlurmStepNumTasks  = "SLURM_STEP_NUM_TASKS"
 	envSlurmTasksPerNode  = "SLURM_TASKS_PER_NODE"
 	envSlurmStepTasksNode = "SLURM_STEP_TASKS_PER_NODE"
+	envSlurmStepID        = "SLURM_STEP_ID" // set inside a step: checkStep reads it
 )
 
 // slurmStep is the layout of a job inside a Slurm allocation as srun
