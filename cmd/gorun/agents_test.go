@@ -28,15 +28,31 @@ export SLURMD_NODENAME=$node SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NODEID=0 SLURM
 exec "$@"
 `
 
+// fakeScontrol answers "scontrol show node -o NODE" with an address on
+// this machine, as Slurm would with the node's NodeAddr: gorun asks it
+// for the nodes' addresses, and nothing asks DNS for the fake names.
+const fakeScontrol = `#!/bin/sh
+[ "$1 $2 $3" = "show node -o" ] || exit 1
+echo "NodeName=$4 Arch=x86_64 NodeAddr=127.0.0.1 NodeHostName=$4 State=IDLE"
+`
+
+// fakeSlurm returns a directory with a fake srun and scontrol.
+func fakeSlurm(t *testing.T) string {
+	dir := t.TempDir()
+	for name, script := range map[string]string{"srun": fakeSrun, "scontrol": fakeScontrol} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
 // TestSrunAgents runs a job "inside a Slurm allocation" whose srun is a
 // script: without -np gorun starts one rank per task of
 // SLURM_TASKS_PER_NODE, through one agent per node, each rank with its
 // node's name as host id.
 func TestSrunAgents(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "srun"), []byte(fakeSrun), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := fakeSlurm(t)
 	cmd := gorunCmd(t, "--tag-output", "sh", "-c", `echo "$GORUN_HOST_ID $SLURMD_NODENAME $GORUN_NODE_RANK $GORUN_LOCAL_RANK"`)
 	cmd.Env = append(cmd.Env, "PATH="+dir+":"+os.Getenv("PATH"),
 		"SLURM_JOB_NODELIST=n[1-2]", "SLURM_TASKS_PER_NODE=2,1")
@@ -56,10 +72,7 @@ func TestSrunAgents(t *testing.T) {
 // SLURM_PROCID, the job's size as SLURM_NTASKS, ...), as under srun -n,
 // not its agent's step of one task, which said 0 and 1 to every rank.
 func TestSrunTaskEnv(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "srun"), []byte(fakeSrun), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := fakeSlurm(t)
 	cmd := gorunCmd(t, "--tag-output", "sh", "-c", `echo "$SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID $SLURM_NTASKS $SLURM_NPROCS`+
 		` $SLURM_NNODES $SLURM_NODELIST $SLURM_STEP_NODELIST $SLURM_TASKS_PER_NODE $SLURM_STEP_NUM_TASKS"`)
 	cmd.Env = append(cmd.Env, "PATH="+dir+":"+os.Getenv("PATH"),

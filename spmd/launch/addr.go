@@ -153,20 +153,22 @@ func hostIP(remote remote, t target) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ips, err := net.DefaultResolver.LookupHost(ctx, name)
-	if err == nil && len(ips) > 0 {
-		return ips[0], nil
-	}
 	if remote.Mode == ModeSrun {
+		// Slurm first: it knows its nodes' addresses, which DNS may not
+		// (and a lookup of a node name DNS does not know goes out to
+		// the resolver for nothing).
 		if addr := slurmNodeAddr(ctx, name); addr != "" {
 			return addr, nil
 		}
 	}
+	ips, err := net.DefaultResolver.LookupHost(ctx, name)
+	if err == nil && len(ips) > 0 {
+		return ips[0], nil
+	}
 	return "", fmt.Errorf("cannot resolve %s: %v", name, err)
 }
 
-// slurmNodeAddr asks Slurm for a node's NodeAddr, for node names that DNS
-// does not know.
+// slurmNodeAddr asks Slurm for a node's NodeAddr.
 func slurmNodeAddr(ctx context.Context, node string) string {
 	out, err := exec.CommandContext(ctx, "scontrol", "show", "node", "-o", node).Output()
 	if err != nil {
