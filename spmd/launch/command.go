@@ -59,8 +59,37 @@ func newRemote(mode, sshArgs, launchAgent string, connectTimeout time.Duration, 
 			secs := int((connectTimeout + time.Second - 1) / time.Second)
 			r.Argv = append(r.Argv, "-o", "ConnectTimeout="+strconv.Itoa(secs))
 		}
+		if !mentions(r.Argv[:r.own], "ServerAlive") {
+			r.Argv = append(r.Argv, "-o", "ServerAliveInterval="+strconv.Itoa(sshAliveInterval),
+				"-o", "ServerAliveCountMax="+strconv.Itoa(sshAliveCount))
+		}
 	}
 	return r, nil
+}
+
+// sshAliveInterval and sshAliveCount are the keepalives of the agents'
+// ssh unless the user's ssh words set them: a link that stops carrying
+// anything (a host cut off, a switch down) ends ssh, with status 255, once
+// sshAliveCount keepalives sshAliveInterval seconds apart go unanswered
+// (30 s), and the host is lost. Without them, a dead link went unnoticed
+// while the job ran, or for as long as TCP retries (15 minutes) once
+// gorun had something to send. A frozen agent does not end ssh: its
+// sshd answers the keepalives.
+const (
+	sshAliveInterval = 10
+	sshAliveCount    = 3
+)
+
+// mentions reports whether any of words contains s, ignoring case (ssh
+// reads option names so).
+func mentions(words []string, s string) bool {
+	s = strings.ToLower(s)
+	for _, w := range words {
+		if strings.Contains(strings.ToLower(w), s) {
+			return true
+		}
+	}
+	return false
 }
 
 // Command returns the argv that runs remote (a command and its arguments)
