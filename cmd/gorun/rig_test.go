@@ -174,6 +174,7 @@ func TestRig(t *testing.T) {
 	t.Run("unreachable", func(t *testing.T) { testRigUnreachable(t, rig) })
 	t.Run("mpmd", func(t *testing.T) { testRigMPMD(t, base) })
 	t.Run("agent killed", func(t *testing.T) { testRigAgentKilled(t, rig) })
+	t.Run("tree lost", func(t *testing.T) { testRigTreeLost(t, rig) })
 	checkNoLeftovers(t, rig)
 }
 

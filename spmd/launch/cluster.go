@@ -191,33 +191,52 @@ func (c *cluster) send(f frame) {
 	}
 }
 
-// lose marks host and the hosts below it lost: their ranks end with Lost.
-func (c *cluster) lose(host int, reason string) {
+// lose marks host and the hosts below it in the spawn tree lost, why
+// saying how its agent's connection ended. The ranks running there all end
+// with one status, which names host and the hosts lost with it: whichever
+// of them the supervisor hears of first, the job's line names the host
+// whose connection dropped, not a host below it.
+func (c *cluster) lose(host int, why string) {
 	c.mu.Lock()
 	h := c.hosts[host]
-	if h == nil {
+	if h == nil || h.lost != "" {
 		c.mu.Unlock()
 		return
 	}
+	st, ended, _ := c.markLocked(h, why, "connection to its agent lost ("+why+")")
+	c.mu.Unlock()
+	for _, p := range ended {
+		p.end(st)
+	}
+}
+
+// markLocked marks h lost, why, and the hosts below it in the spawn tree
+// not lost yet with it, and returns the status their running ranks end
+// with (say, and the hosts lost with h), those ranks, and the hosts below
+// that it marked. c.mu must be held.
+func (c *cluster) markLocked(h *remoteHost, why, say string) (status, []*remoteProc, []string) {
 	var ended []*remoteProc
 	mark := func(h *remoteHost, why string) {
-		if h.lost != "" {
-			return
-		}
 		h.lost = why
 		for _, p := range h.procs {
 			ended = append(ended, p)
 		}
 	}
-	mark(h, reason)
-	for _, t := range c.sub[host] {
-		mark(c.hosts[t.Index], "its agent was to be started by the agent on "+h.t.Name+", whose connection was lost")
+	mark(h, why)
+	var with []string
+	for _, t := range c.sub[h.t.Index] {
+		if b := c.hosts[t.Index]; b.lost == "" {
+			mark(b, "it is reached through the agent on "+h.t.Name+", which was lost: "+why)
+			with = append(with, t.Name)
+		}
 	}
 	c.notifyLocked()
-	c.mu.Unlock()
-	for _, p := range ended {
-		p.end(status{Lost: "connection to its agent lost (" + p.host.lost + ")"})
+	if len(with) == 1 {
+		say += "; host " + with[0] + ", reached through its agent, is lost with it"
+	} else if len(with) > 1 {
+		say += "; hosts " + strings.Join(with, ", ") + ", reached through its agent, are lost with it"
 	}
+	return status{Lost: say, LostHost: h.t.Name}, ended, with
 }
 
 // Start starts the rank of spec on its host's agent.

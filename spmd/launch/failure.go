@@ -7,6 +7,7 @@ package launch
 // whose peers fail after them and may be reaped first.
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 )
@@ -43,10 +44,18 @@ func (s *supervisor) ended(e ended) {
 		return
 	}
 	if s.held != nil {
-		s.logf("rank %d failed first (%v), but rank %d was killed: naming rank %d", s.held.rank, s.held.status, e.rank, e.rank)
+		s.logf("rank %d failed first (%v), but rank %d %v: naming %s", s.held.rank, s.held.status, e.rank, e.status, s.named(e))
 		s.held, s.hold = nil, nil
 	}
 	s.fail(e, "")
+}
+
+// named is what the job's line names for e: its rank, or its lost host.
+func (s *supervisor) named(e ended) string {
+	if e.status.Lost != "" {
+		return "host " + cmp.Or(e.status.LostHost, s.plan.Ranks[e.rank].Host)
+	}
+	return "rank " + itoa(e.rank)
 }
 
 // holdOver ends the hold of a failure, unless the held rank reported
@@ -115,7 +124,7 @@ func (s *supervisor) fail(e ended, note string) {
 	s.decide(e.status.ExitCode())
 	s.failed = true
 	if e.status.Lost != "" {
-		s.out.Logf("host %s: %s; stopping the job", rp.Host, e.status.Lost)
+		s.out.Logf("%s: %s; stopping the job", s.named(e), e.status.Lost)
 		s.stop()
 		return
 	}

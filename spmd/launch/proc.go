@@ -64,8 +64,13 @@ type status struct {
 	Code   int            // exit code when Signal is 0
 	Signal syscall.Signal // the signal that killed the rank, or 0
 	// Lost, when set, says that the rank's host was lost and how: its
-	// agent's connection ended with the rank still running.
+	// agent's connection ended with the rank still running, or gorun gave
+	// the host up.
 	Lost string
+	// LostHost is the host that Lost is about: the rank's own, or the
+	// host through whose agent the spawn tree reached it, whose loss
+	// took the rank's host with it.
+	LostHost string
 	// LostPeers are the ranks this rank's spmd reported lost before it
 	// ended (GORUN_STATUS_FD), in order; an agent passes them on.
 	LostPeers []int
@@ -92,6 +97,9 @@ func (s status) ExitCode() int {
 // String says how the rank ended: "exited with status 3" or "was killed by
 // signal 9 (killed)".
 func (s status) String() string {
+	if s.Lost != "" && s.LostHost != "" {
+		return "was lost: host " + s.LostHost + ": " + s.Lost
+	}
 	if s.Lost != "" {
 		return "was lost: " + s.Lost
 	}
