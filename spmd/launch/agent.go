@@ -138,6 +138,10 @@ func (a *agent) handle(f frame) {
 		return
 	}
 	switch f.Type {
+	case framePing:
+		// After the frames before it: a pong also says that the signals
+		// sent before the ping were delivered.
+		a.send(frame{Type: framePong, Host: a.self, Payload: f.Payload})
 	case frameStart:
 		a.start(f)
 	case frameSignal:

@@ -144,6 +144,14 @@ func TestAgentProtocol(t *testing.T) {
 		t.Errorf("signalled rank exited %+v", e)
 	}
 
+	// A ping is answered with its number.
+	p.send(u32Frame(framePing, 1, 0, 7))
+	if f := p.next(framePong); f.Host != 1 {
+		t.Errorf("pong from host %d, want 1", f.Host)
+	} else if n, err := f.u32(); err != nil || n != 7 {
+		t.Errorf("pong of ping %d, %v; want 7", n, err)
+	}
+
 	// A program that is not there: exited 127, with the reason.
 	p.send(jsonFrame(frameStart, 1, 7, startMsg{Path: "/nonexistent/prog"}))
 	if f := p.next(frameExited); f.decode(&e) != nil || e.Code != 127 || !strings.Contains(e.StartErr, "/nonexistent/prog") {

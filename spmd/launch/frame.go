@@ -61,7 +61,9 @@ const (
 	frameLog                      // up, text: a line for gorun's log
 	frameLost                     // up, text: the agent of host is lost, and why
 	frameStdinAck                 // up, 4 bytes: how many bytes of stdin frames the rank's pipe took
-	frameLast     = frameStdinAck
+	framePing                     // down, 4 bytes: a number the agent sends back in a pong
+	framePong                     // up, 4 bytes: the number of the ping answered
+	frameLast     = framePong
 )
 
 // frame is one message of the agent protocol.

@@ -21,6 +21,8 @@ func TestFrameRoundTrip(t *testing.T) {
 		{Type: frameStdin, Host: 3, Rank: 7},
 		jsonFrame(frameExited, 3, 7, exitMsg{Signal: 9}),
 		{Type: frameLost, Host: 4, Payload: []byte("ssh exited 255")},
+		u32Frame(framePing, 4, 0, 1),
+		u32Frame(framePong, 4, 0, 1),
 	}
 	var b []byte
 	for _, f := range frames {
