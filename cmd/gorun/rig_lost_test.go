@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -14,6 +16,27 @@ import (
 
 // Hosts lost while the job runs: an agent killed or frozen, a host cut
 // off from the others. gorun must exit, and name the host.
+
+// startPair starts one sleeping rank on each of h2 and h3 (ranks 0 and
+// 1), rank 0 running script before it sleeps, and returns gorun, its
+// stderr and the ranks' pids.
+func startPair(t *testing.T, rig *netnstest.Rig, script string) (*exec.Cmd, *syncBuffer, []int) {
+	t.Helper()
+	pidfile := filepath.Join(t.TempDir(), "pids")
+	rank := `echo "$GORUN_RANK $$" >> ` + pidfile + `; if [ "$GORUN_RANK" = 0 ]; then ` + script + `; fi; exec sleep 300`
+	cmd := gorunCmd(t, append(rigArgs(rig), "-H", "h2:1,h3:1", "-np", "2", "--kill-grace", "1s", "sh", "-c", rank)...)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	flat := waitPids(t, pidfile, 4)
+	pids := make([]int, 2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		pids[flat[i]] = flat[i+1]
+	}
+	return cmd, &stderr, pids
+}
 
 // waitExit waits for gorun to exit and returns its status; one that is
 // still running after a minute hangs, and is killed.
@@ -30,6 +53,47 @@ func waitExit(t *testing.T, cmd *exec.Cmd, stderr *syncBuffer) int {
 		t.Fatalf("gorun did not exit:\n%s", stderr.String())
 		return 0
 	}
+}
+
+// testRigFrozenAgent freezes h3's agent (SIGSTOP) and stops the job:
+// SIGKILL never reaches h3's rank, so gorun gives h3 up after its further
+// wait and exits with the signal's status. It waited forever.
+func testRigFrozenAgent(t *testing.T, rig *netnstest.Rig) {
+	cmd, stderr, _ := startPair(t, rig, "true")
+	agent := agentOn(t, rig, "h3")
+	syscall.Kill(agent, syscall.SIGSTOP)
+	defer syscall.Kill(agent, syscall.SIGCONT)
+	cmd.Process.Signal(syscall.SIGTERM)
+	if code := waitExit(t, cmd, stderr); code != 143 {
+		t.Errorf("gorun exited %d, want 143 for its SIGTERM\n%s", code, stderr.String())
+	}
+	want := "gorun: host h3: no answer from its agent 5s after SIGKILL was sent; giving it up (rank 1 may still run there)\n"
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+	}
+	// Woken, the agent finds its input ended and stops its rank.
+	syscall.Kill(agent, syscall.SIGCONT)
+	checkNoLeftovers(t, rig)
+}
+
+// testRigPartitionAtStop cuts h3 off and stops the job: as with a frozen
+// agent, gorun gives h3 up and exits. It waited until ssh noticed: never
+// without keepalives.
+func testRigPartitionAtStop(t *testing.T, rig *netnstest.Rig) {
+	cmd, stderr, _ := startPair(t, rig, "true")
+	if err := rig.KillLink("h3"); err != nil {
+		t.Fatal(err)
+	}
+	defer rig.RestoreLink("h3")
+	cmd.Process.Signal(syscall.SIGTERM)
+	if code := waitExit(t, cmd, stderr); code != 143 {
+		t.Errorf("gorun exited %d, want 143 for its SIGTERM\n%s", code, stderr.String())
+	}
+	want := "gorun: host h3: no answer from its agent 5s after SIGKILL was sent; giving it up (rank 1 may still run there)\n"
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+	}
+	endCutOff(t, rig, "h3")
 }
 
 // testRigTreeLost kills the agent on h1, through which the spawn tree
@@ -56,4 +120,44 @@ func testRigTreeLost(t *testing.T, rig *netnstest.Rig) {
 		t.Errorf("want one line naming h1 and the hosts lost with it:\n%s", stderr.String())
 	}
 	checkNoLeftovers(t, rig)
+}
+
+// endCutOff brings host back and ends what the job left there: its agent
+// waits for a connection that gorun gave up, which its sshd does not know
+// of until TCP gives up on it.
+func endCutOff(t *testing.T, rig *netnstest.Rig, host string) {
+	t.Helper()
+	if err := rig.RestoreLink(host); err != nil {
+		t.Error(err)
+	}
+	pids, err := rig.Pids(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pids {
+		syscall.Kill(p, syscall.SIGKILL)
+	}
+	checkNoLeftovers(t, rig)
+}
+
+// launcherSSH lists the ssh processes of this machine's network namespace
+// (not a rig host's) that reach the rig's hosts: those gorun started. Once
+// gorun has exited there must be none.
+func launcherSSH(rig *netnstest.Rig) []int {
+	self, _ := os.Readlink("/proc/self/ns/net")
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	var pids []int
+	for _, dir := range procs {
+		b, _ := os.ReadFile(dir + "/cmdline")
+		args := strings.Split(string(b), "\x00")
+		if filepath.Base(args[0]) != "ssh" || !contains(args, rig.SSHConfig) {
+			continue
+		}
+		if ns, _ := os.Readlink(dir + "/ns/net"); ns == self {
+			var pid int
+			fmt.Sscan(filepath.Base(dir), &pid)
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

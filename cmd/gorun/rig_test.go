@@ -174,6 +174,8 @@ func TestRig(t *testing.T) {
 	t.Run("unreachable", func(t *testing.T) { testRigUnreachable(t, rig) })
 	t.Run("mpmd", func(t *testing.T) { testRigMPMD(t, base) })
 	t.Run("agent killed", func(t *testing.T) { testRigAgentKilled(t, rig) })
+	t.Run("frozen agent", func(t *testing.T) { testRigFrozenAgent(t, rig) })
+	t.Run("partition at stop", func(t *testing.T) { testRigPartitionAtStop(t, rig) })
 	t.Run("tree lost", func(t *testing.T) { testRigTreeLost(t, rig) })
 	checkNoLeftovers(t, rig)
 }
@@ -585,9 +587,16 @@ func testRigUnreachable(t *testing.T, rig *netnstest.Rig) {
 	}
 }
 
-// checkNoLeftovers waits until no process runs on any rig host.
+// checkNoLeftovers waits until no process runs on any rig host, nor an
+// ssh to one on this machine.
 func checkNoLeftovers(t *testing.T, rig *netnstest.Rig) {
 	t.Helper()
+	if pids := launcherSSH(rig); len(pids) > 0 {
+		t.Errorf("ssh processes left on the launcher's side: %s", psList(pids))
+		for _, p := range pids {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+	}
 	for _, h := range rig.Hosts {
 		var pids []int
 		for i := 0; i < 200; i++ {

@@ -46,6 +46,8 @@ type remoteHost struct {
 	said  readyMsg // what its agent said when ready (or refused)
 	lost  string   // why its agent is gone; "" while it is there
 	procs map[int]*remoteProc
+	pings int // the last ping sent to its agent (cluster.ping)
+	pong  int // the last ping its agent answered
 }
 
 // newCluster prepares the agents of targets (host indices from 1).
@@ -156,6 +158,8 @@ func (c *cluster) frame(f frame) {
 		c.out.Logf("host %s: %s", h.t.Name, f.Payload)
 	case frameLost:
 		c.lose(f.Host, string(f.Payload))
+	case framePong:
+		c.pong(h, f)
 	case frameStarted, frameOutput, frameExited, frameStdinAck:
 		if p != nil {
 			p.frame(f)

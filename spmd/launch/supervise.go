@@ -57,10 +57,13 @@ type supervisor struct {
 	// (hold) before it decides the job, in case another rank was killed
 	// by a signal meanwhile: the likelier cause, whose peers then fail
 	// with a status of their own, and may be reaped first.
-	held   *ended
-	hold   <-chan time.Time
-	heldAt time.Time
-	ends   map[int]status // how the ranks that ended did
+	held     *ended
+	hold     <-chan time.Time
+	heldAt   time.Time
+	ends     map[int]status   // how the ranks that ended did
+	agents   hostAgents       // the agents of the ranks on other hosts; nil: none
+	killedAt time.Time        // when SIGKILL was first sent; zero: not yet
+	answer   <-chan time.Time // fires killAnswer after killedAt (silent.go)
 }
 
 // run starts every rank and supervises them until all have ended, then
@@ -70,6 +73,7 @@ type supervisor struct {
 // the rest have started.
 func (j *job) run(ctx context.Context, seed Seed) int {
 	s := &supervisor{job: j, ctxDone: ctx.Done()}
+	s.agents, _ = j.starterOf().(hostAgents)
 	if !j.cfg.deadline.IsZero() {
 		t := time.NewTimer(time.Until(j.cfg.deadline))
 		defer t.Stop()
@@ -138,6 +142,8 @@ func (s *supervisor) poll(exits <-chan ended) {
 			s.stalledStart(m)
 		case <-s.hold:
 			s.holdOver()
+		case <-s.answer:
+			s.answerOver()
 		default:
 			return
 		}
@@ -178,6 +184,8 @@ func (s *supervisor) loop(ctx context.Context, exits <-chan ended) int {
 			s.stalledStart(m)
 		case <-s.hold:
 			s.holdOver()
+		case <-s.answer:
+			s.answerOver()
 		}
 	}
 	s.release()
@@ -195,11 +203,12 @@ func (s *supervisor) timedOut() {
 	s.stop()
 }
 
-// graceOver kills what still runs when the kill grace is over.
+// graceOver kills what still runs when the kill grace is over; ranks on
+// other hosts get killAnswer more to end (silent.go).
 func (s *supervisor) graceOver() {
 	s.grace = nil
 	s.out.Logf("%s did not end within the kill grace of %v (--kill-grace): killing %s (SIGKILL)", s.ranks(), time.Duration(s.cfg.KillGrace), s.them())
-	s.signalAll(syscall.SIGKILL)
+	s.kill()
 }
 
 // signal handles a signal sent to gorun.
@@ -243,7 +252,7 @@ func (s *supervisor) signal(sig os.Signal) {
 	s.signals++
 	if s.signals > 1 {
 		s.out.Logf("%v again: killing %s", sig, s.ranks())
-		s.signalAll(syscall.SIGKILL)
+		s.kill()
 		return
 	}
 	stopSig := syscall.SIGTERM
@@ -329,14 +338,7 @@ func (j *job) start(rp rankPlan, stdin *os.File) (proc, error) {
 		// status 1, not the shell's 126 for a program it cannot run.
 		return nil, fmt.Errorf("%w: %w", errNotProgram, err)
 	}
-	starter := j.starter
-	if starter == nil {
-		starter = j.l.starter
-	}
-	if starter == nil {
-		starter = local{}
-	}
-	p, err := starter.Start(&spec{
+	p, err := j.starterOf().Start(&spec{
 		Rank: rp, Path: j.plan.Apps[rp.App].Program, Args: j.plan.Apps[rp.App].Args, Dir: j.cfg.Wdir,
 		Env:    append(inheritedEnv(), rp.Env...),
 		Secret: j.secret, Stdin: stdin, Stdout: stdout, Stderr: stderr, Cgroup: j.l.cgroup,
@@ -347,6 +349,17 @@ func (j *job) start(rp rankPlan, stdin *os.File) (proc, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// starterOf returns the job's starter: its own, the Launcher's, or local.
+func (j *job) starterOf() starter {
+	switch {
+	case j.starter != nil:
+		return j.starter
+	case j.l.starter != nil:
+		return j.l.starter
+	}
+	return local{}
 }
 
 // startFailure is the job's status when a rank could not be started: 2

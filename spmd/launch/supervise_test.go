@@ -16,14 +16,16 @@ import (
 // status from the test, or with 128+sig when signalled (unless it ignores
 // SIGTERM).
 type fakeStarter struct {
-	mu     sync.Mutex // protects procs
-	procs  []*fakeProc
-	ignore bool // ranks ignore SIGTERM
-	start  chan int
+	mu      sync.Mutex // protects procs
+	procs   []*fakeProc
+	ignore  bool   // ranks ignore SIGTERM
+	stuckOn string // ranks on this host ignore every signal, SIGKILL too
+	start   chan int
 }
 
 func (s *fakeStarter) Start(spec *spec) (proc, error) {
-	p := &fakeProc{pid: 1000 + spec.Rank.Rank, end: make(chan status, 1), ignore: s.ignore, out: spec.Stdout, errw: spec.Stderr}
+	p := &fakeProc{pid: 1000 + spec.Rank.Rank, host: spec.Rank.Host, done: make(chan struct{}), ignore: s.ignore,
+		stuck: spec.Rank.Host == s.stuckOn, out: spec.Stdout, errw: spec.Stderr}
 	fmt.Fprintf(spec.Stdout, "rank %d up\n", spec.Rank.Rank)
 	s.mu.Lock()
 	s.procs = append(s.procs, p)
@@ -40,9 +42,14 @@ func (s *fakeStarter) proc(r int) *fakeProc {
 
 type fakeProc struct {
 	pid       int
+	host      string
 	ignore    bool
-	end       chan status
+	stuck     bool
 	out, errw interface{ Close() error }
+
+	once sync.Once     // ends the rank once: its first end wins
+	done chan struct{} // closed when st is set
+	st   status
 
 	mu      sync.Mutex // protects signals
 	signals []syscall.Signal
@@ -54,25 +61,27 @@ func (p *fakeProc) Signal(sig syscall.Signal) error {
 	p.mu.Lock()
 	p.signals = append(p.signals, sig)
 	p.mu.Unlock()
-	if sig == syscall.SIGKILL || !p.ignore {
+	if !p.stuck && (sig == syscall.SIGKILL || !p.ignore) {
 		p.exit(status{Signal: sig})
 	}
 	return nil
 }
 
+// exit ends the rank with st unless it has ended. (A channel of one
+// status, read and put back by Wait, let a second end fill it between the
+// two: Wait then blocked.)
 func (p *fakeProc) exit(st status) {
-	select {
-	case p.end <- st:
-	default:
-	}
+	p.once.Do(func() {
+		p.st = st
+		close(p.done)
+	})
 }
 
 func (p *fakeProc) Wait() status {
-	st := <-p.end
-	p.end <- st
+	<-p.done
 	p.out.Close()
 	p.errw.Close()
-	return st
+	return p.st
 }
 
 // runFake runs a job of n fake ranks; drive acts on them once all started.
