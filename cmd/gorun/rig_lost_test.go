@@ -96,6 +96,28 @@ func testRigPartitionAtStop(t *testing.T, rig *netnstest.Rig) {
 	endCutOff(t, rig, "h3")
 }
 
+// testRigPartitionBlame cuts h3 off, after which rank 0 on h2 reports its
+// peer there lost and exits 1, as spmd does, long before ssh notices: the
+// lost host is named, with 255, not the healthy rank. It named rank 0,
+// with 1, and then hung on the SIGTERM that could not reach h3.
+func testRigPartitionBlame(t *testing.T, rig *netnstest.Rig) {
+	flag := filepath.Join(t.TempDir(), "cut")
+	cmd, stderr, pids := startPair(t, rig, fmt.Sprintf(`while [ ! -e %s ]; do sleep 0.05; done; echo "lost 1" >&4; exit 1`, flag))
+	if err := rig.KillLink("h3"); err != nil {
+		t.Fatal(err)
+	}
+	defer rig.RestoreLink("h3")
+	os.WriteFile(flag, nil, 0o644)
+	if code := waitExit(t, cmd, stderr); code != 255 {
+		t.Errorf("gorun exited %d, want 255 for the lost host\n%s", code, stderr.String())
+	}
+	want := fmt.Sprintf("gorun: host h3: no answer from its agent within 3s after rank 0 (pid %d on h2) lost rank 1 there and exited with status 1; giving it up and stopping the job\n", pids[0])
+	if !strings.Contains(stderr.String(), want) || strings.Contains(stderr.String(), "gorun: rank 0") {
+		t.Errorf("want only %q:\n%s", want, stderr.String())
+	}
+	endCutOff(t, rig, "h3")
+}
+
 // testRigTreeLost kills the agent on h1, through which the spawn tree
 // (radix 1) reached h2 and, through h2's, h3: the line names h1, the host
 // whose connection dropped, with the hosts lost with it. It named

@@ -9,7 +9,10 @@ package launch
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/contract"
 )
 
 // holdFailure is how long a rank's exit with a failing status waits for
@@ -23,6 +26,15 @@ const holdFailure = 100 * time.Millisecond
 // (GORUN_STATUS_FD) that is still running: the peer that failed first may
 // take a moment after it closed its transport to exit.
 const holdLost = time.Second
+
+// pingWait bounds the hold while the agent of a host where a lost peer
+// of the held rank runs has not answered a ping. A host cut off from the
+// others, or whose agent is frozen, reports nothing: its ssh notices after
+// its keepalives (sshAliveInterval times sshAliveCount), while the ranks
+// of the healthy hosts see their peers there lost within seconds and
+// exit 1, which named a healthy rank instead of the lost host. An agent
+// that answers does so in milliseconds.
+const pingWait = 3 * time.Second
 
 // ended handles the end of one rank; the first failure stops the job,
 // one with an exit status after holdFailure unless a rank killed by a
@@ -40,12 +52,13 @@ func (s *supervisor) ended(e ended) {
 	if e.status.Signal == 0 && e.status.Lost == "" && !s.stopping {
 		if s.held == nil {
 			s.held, s.hold, s.heldAt = &e, time.After(holdFailure), time.Now()
+			s.pingPeers()
 		}
 		return
 	}
 	if s.held != nil {
 		s.logf("rank %d failed first (%v), but rank %d %v: naming %s", s.held.rank, s.held.status, e.rank, e.status, s.named(e))
-		s.held, s.hold = nil, nil
+		s.held, s.hold, s.pinged = nil, nil, nil
 	}
 	s.fail(e, "")
 }
@@ -59,20 +72,122 @@ func (s *supervisor) named(e ended) string {
 }
 
 // holdOver ends the hold of a failure, unless the held rank reported
-// losing a peer that still runs, for at most holdLost.
+// losing a peer that still runs, for at most holdLost, or pingWait while
+// the agent of the peer's host has not answered; one that has not by
+// then is given up and named.
 func (s *supervisor) holdOver() {
 	if s.held == nil {
 		return
 	}
-	if time.Since(s.heldAt) < holdLost {
-		for _, x := range s.held.status.LostPeers {
-			if _, done := s.ends[x]; !done && x >= 0 && x < len(s.procs) {
-				s.hold = time.After(holdFailure)
-				return
-			}
+	if len(s.runningPeers()) > 0 {
+		silent := s.silentPeers()
+		if len(silent) > 0 && time.Since(s.pingedAt) >= s.pingWait() {
+			s.unanswered(silent)
+			return
+		}
+		if time.Since(s.heldAt) < holdLost || len(silent) > 0 {
+			s.hold = time.After(holdFailure)
+			return
 		}
 	}
 	s.release()
+}
+
+// runningPeers returns the ranks the held rank reported lost that still
+// run.
+func (s *supervisor) runningPeers() []int {
+	var peers []int
+	for _, x := range s.held.status.LostPeers {
+		if _, done := s.ends[x]; !done && x >= 0 && x < len(s.procs) && !slices.Contains(peers, x) {
+			peers = append(peers, x)
+		}
+	}
+	return peers
+}
+
+// pingPeers pings the agents of the hosts where the held rank's lost peers
+// still run, other than the held rank's own.
+func (s *supervisor) pingPeers() {
+	if s.agents == nil {
+		return
+	}
+	s.pinged = nil
+	for _, x := range s.runningPeers() {
+		if h := s.plan.Ranks[x].Host; h != s.plan.Ranks[s.held.rank].Host && !slices.Contains(s.pinged, h) {
+			s.pinged = append(s.pinged, h)
+		}
+	}
+	if len(s.pinged) > 0 {
+		s.agents.ping(s.pinged)
+		s.pingedAt = time.Now()
+	}
+}
+
+// silentPeers returns the pinged hosts whose agents have not answered
+// and where the held rank's lost peers still run.
+func (s *supervisor) silentPeers() []string {
+	if len(s.pinged) == 0 {
+		return nil
+	}
+	var hosts []string
+	for _, h := range s.agents.silent(s.pinged) {
+		if len(s.peersOn(h)) > 0 {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts
+}
+
+// peersOn returns the held rank's lost peers that still run on host.
+func (s *supervisor) peersOn(host string) []int {
+	var peers []int
+	for _, x := range s.runningPeers() {
+		if s.plan.Ranks[x].Host == host {
+			peers = append(peers, x)
+		}
+	}
+	return peers
+}
+
+func (s *supervisor) pingWait() time.Duration {
+	if s.l.pingWait > 0 {
+		return s.l.pingWait
+	}
+	return pingWait
+}
+
+// unanswered decides the job by hosts whose agents did not answer within
+// pingWait while the held rank's lost peers ran there: the hosts are
+// given up and named, with status 255, instead of the rank that lost them.
+func (s *supervisor) unanswered(hosts []string) {
+	e := *s.held
+	s.inHostOrder(hosts)
+	var peers []int
+	why := map[string]string{}
+	wait, rp := s.pingWait(), s.plan.Ranks[e.rank]
+	for _, h := range hosts {
+		on := s.peersOn(h)
+		peers = append(peers, on...)
+		why[h] = fmt.Sprintf("no answer from its agent within %v after rank %d on %s lost %s there", wait, e.rank, rp.Host, contract.RankList(on))
+	}
+	slices.Sort(peers)
+	s.held, s.hold, s.pinged = nil, nil, nil
+	var g givenUp
+	for _, h := range hosts {
+		if given := s.agents.giveUp(h, why[h]); len(given) > 0 {
+			g.hosts = append(g.hosts, h)
+			g.with = append(g.with, given[1:]...)
+		}
+	}
+	if len(g.hosts) == 0 { // lost meanwhile: their ranks' ends name them
+		return
+	}
+	s.decide(exitLost)
+	s.failed = true
+	s.out.Logf("%s: no answer from %s within %v after rank %d (pid %d on %s) lost %s there and %v; giving %s up%s and stopping the job",
+		hostNames(g.hosts), oneMany(len(g.hosts), "its agent", "their agents"), wait, e.rank, s.procs[e.rank].Pid(), rp.Host,
+		contract.RankList(peers), e.status, g.them(), g.also())
+	s.stop()
 }
 
 // release decides the job by the failure held, if any: by the rank it
@@ -83,7 +198,7 @@ func (s *supervisor) release() {
 	if e == nil {
 		return
 	}
-	s.held, s.hold = nil, nil
+	s.held, s.hold, s.pinged = nil, nil, nil
 	cause := *e
 	seen := map[int]bool{cause.rank: true}
 next:

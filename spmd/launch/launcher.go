@@ -74,9 +74,9 @@ type Launcher struct {
 	Guard []string
 
 	cgroup *cgroup // the running job's, for its ranks on this machine; nil: none
-	// killAnswer replaces the constant of that name where set: tests
-	// shorten it.
-	killAnswer time.Duration
+	// killAnswer and pingWait replace the constants of those names where
+	// set: tests shorten them.
+	killAnswer, pingWait time.Duration
 }
 
 // Run validates cfg, resolves (and if needed builds) the program, plans the

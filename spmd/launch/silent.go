@@ -4,10 +4,10 @@ package launch
 // hung machine) or whose host is cut off from this one passes on no
 // signal and reports no exit, and its ssh notices only when its
 // keepalives go unanswered (sshAliveInterval), or never without them.
-// So, where a host's silence would hold the job up, the supervisor asks
-// the agent (framePing, answered after the frames before
-// it) and gives up a host whose agent does not answer: its ranks end
-// lost, its ssh is killed, and gorun exits.
+// So, where a host's silence would hold the job up or blame another
+// host's rank, the supervisor asks the agent (framePing, answered after
+// the frames before it) and gives up a host whose agent does not answer:
+// its ranks end lost, its ssh is killed, and gorun exits.
 
 import (
 	"fmt"

@@ -69,7 +69,7 @@ func (a *fakeAgents) pinged() []string {
 }
 
 // runAgents runs a job of one fake rank on each of hosts, through a, with
-// killAnswer cut to 10 ms; drive acts on the ranks once all
+// killAnswer and pingWait cut to 10 ms; drive acts on the ranks once all
 // started. It returns the job's status and gorun's stderr.
 func runAgents(t *testing.T, a *fakeAgents, hosts []string, sigs chan os.Signal, drive func(*fakeStarter)) (int, string) {
 	t.Helper()
@@ -82,7 +82,7 @@ func runAgents(t *testing.T, a *fakeAgents, hosts []string, sigs chan os.Signal,
 		plan.Ranks = append(plan.Ranks, rankPlan{Rank: r, Host: h, NodeRank: r})
 	}
 	out := newOutput(&stdout, &stderr)
-	l := &Launcher{Stdout: &stdout, Stderr: &stderr, Signals: sigs, killAnswer: 10 * time.Millisecond}
+	l := &Launcher{Stdout: &stdout, Stderr: &stderr, Signals: sigs, killAnswer: 10 * time.Millisecond, pingWait: 10 * time.Millisecond}
 	j := &job{l: l, cfg: &cfg, plan: plan, out: out, logf: out.Verbosef, starter: a}
 	done := make(chan int, 1)
 	go func() { done <- j.run(context.Background(), nil) }()
@@ -132,6 +132,41 @@ func TestKillGivesUpBusyHost(t *testing.T) {
 	want := "gorun: host h2: ranks still ran 10ms after SIGKILL was sent, though its agent answered; giving it up\n"
 	if code != 130 || !strings.Contains(errOut, want) {
 		t.Errorf("status %d, want 130; stderr lacks %q:\n%s", code, want, errOut)
+	}
+}
+
+// TestHeldFailureNamesSilentHost: a rank that exits 1 after losing a
+// peer whose host's agent does not answer is not named; the host is,
+// with the lost-host status. It named the healthy rank, with 1.
+func TestHeldFailureNamesSilentHost(t *testing.T) {
+	a := &fakeAgents{fakeStarter: &fakeStarter{}, mute: true}
+	code, errOut := runAgents(t, a, []string{"h1", "h2"}, nil, func(s *fakeStarter) {
+		s.proc(0).exit(status{Code: 1, LostPeers: []int{1}})
+	})
+	if code != 255 {
+		t.Errorf("status %d, want 255 (a lost host)", code)
+	}
+	want := "gorun: host h2: no answer from its agent within 10ms after rank 0 (pid 1000 on h1) lost rank 1 there and exited with status 1; giving it up and stopping the job\n"
+	if !strings.Contains(errOut, want) || strings.Contains(errOut, "gorun: rank 0") {
+		t.Errorf("want only %q:\n%s", want, errOut)
+	}
+	if !slices.Equal(a.pinged(), []string{"h2"}) {
+		t.Errorf("pinged %v, want h2 only", a.pinged())
+	}
+}
+
+// TestHeldFailureAgentAnswers: where the lost peer's agent answers, the
+// rank that failed is named, as before.
+func TestHeldFailureAgentAnswers(t *testing.T) {
+	a := &fakeAgents{fakeStarter: &fakeStarter{}}
+	code, errOut := runAgents(t, a, []string{"h1", "h2"}, nil, func(s *fakeStarter) {
+		s.proc(0).exit(status{Code: 1, LostPeers: []int{1}})
+	})
+	if code != 1 || !strings.Contains(errOut, "gorun: rank 0 (pid 1000 on h1) exited with status 1; stopping the other ranks\n") {
+		t.Errorf("status %d, want 1 naming rank 0:\n%s", code, errOut)
+	}
+	if !slices.Equal(a.pinged(), []string{"h2"}) || len(a.given) > 0 {
+		t.Errorf("pinged %v, gave up %v; want h2 pinged, none given up", a.pinged(), a.given)
 	}
 }
 
