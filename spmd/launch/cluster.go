@@ -366,6 +366,7 @@ func (p *remoteProc) frame(f frame) {
 			p.pid = pid
 			p.mu.Unlock()
 			closeOnce(p.started)
+			p.c.logf("started rank %d (pid %d on %s)", p.rank, pid, p.host.t.Name)
 		}
 	case frameOutput:
 		if len(f.Payload) < 1 {

@@ -105,7 +105,11 @@ func (j *job) run(ctx context.Context, seed Seed) int {
 		j.procs = append(j.procs, p)
 		s.running++
 		go func() { exits <- ended{rp.Rank, p.Wait()} }()
-		j.logf("started rank %d (pid %d on %s)", rp.Rank, p.Pid(), rp.Host)
+		// A remote rank's Pid waits for its agent's word, which a frozen
+		// agent or a host cut off never sends: the cluster logs it.
+		if _, remote := p.(*remoteProc); !remote {
+			j.logf("started rank %d (pid %d on %s)", rp.Rank, p.Pid(), rp.Host)
+		}
 	}
 	if n := len(j.procs); n > 0 && n < len(j.plan.Ranks) && s.stopping && s.decided {
 		j.out.Logf("%d of %d ranks were started before the job stopped", n, len(j.plan.Ranks))
