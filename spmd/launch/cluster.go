@@ -263,33 +263,14 @@ func (c *cluster) Start(spec *spec) (proc, error) {
 		Path: spec.Path, Args: spec.Args, Dir: spec.Dir, DirSet: c.wdirSet, Env: spec.Rank.Env, Stdin: spec.Stdin != nil,
 		ShareProcs: spec.Rank.ShareProcs, Preloaded: c.preloaded[spec.Path],
 	}))
-	// As a local start, a remote one fails or not before the next rank
-	// starts: a program missing on a host is a start failure, which no
-	// --max-restarts retries.
-	<-p.started
-	if p.startErr != "" {
-		c.mu.Lock()
-		delete(h.procs, p.rank)
-		c.mu.Unlock()
-		if spec.Stdin != nil {
-			spec.Stdin.Close()
-		}
-		return nil, &startError{msg: "host " + h.t.Name + ": " + p.startErr, code: p.status.Code}
-	}
+	// Not waiting for the rank's pid: an agent frozen or cut off would
+	// hold the start loop here. A rank its host could not start ends with
+	// status.StartErr, which the supervisor treats as a start failure.
 	if spec.Stdin != nil {
 		go p.forwardStdin(spec.Stdin)
 	}
 	return p, nil
 }
-
-// startError is a rank that its host's agent could not start: why, and
-// the status it gave (startFailure's, on that host).
-type startError struct {
-	msg  string
-	code int
-}
-
-func (e *startError) Error() string { return e.msg }
 
 // close ends the agents' input; they exit once their ranks have. It waits
 // up to wait, then kills the ssh processes still running.
@@ -317,8 +298,7 @@ type remoteProc struct {
 	started chan struct{} // closed when pid is known, or the rank ended
 	done    chan struct{} // closed when status is set
 
-	once     sync.Once // ends the proc once
-	startErr string    // why the agent could not start it; set before started closes
+	once sync.Once // ends the proc once
 
 	mu     sync.Mutex // protects following
 	pid    int
@@ -387,12 +367,7 @@ func (p *remoteProc) frame(f frame) {
 		var m exitMsg
 		f.decode(&m)
 		if m.StartErr != "" {
-			p.once.Do(func() {
-				// The rank's writers stay open: job.start closes them.
-				p.startErr, p.status = m.StartErr, status{Code: m.Code}
-				closeOnce(p.started)
-				close(p.done)
-			})
+			p.end(status{Code: m.Code, StartErr: "host " + p.host.t.Name + ": " + m.StartErr})
 			return
 		}
 		p.end(status{Code: m.Code, Signal: syscall.Signal(m.Signal), LostPeers: m.LostPeers})

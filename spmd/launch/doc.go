@@ -32,7 +32,8 @@
 // CPUs and the address its ranks bind (the one that routes to the
 // launcher's seed, or --iface/--net); then start, signal and stdin frames
 // go down, started, output, exited (with the reason when a rank could not
-// be started: the launcher's start of it fails, as a local one would), log,
+// be started, which the supervisor takes as a start failure, as a local
+// one), log,
 // lost and stdin acknowledgement frames come up. An agent writes a rank's
 // stdin on a goroutine of the rank's, never on the one that reads frames,
 // and the launcher sends at most stdinWindow bytes of it unacknowledged.

@@ -49,6 +49,18 @@ func (s *supervisor) ended(e ended) {
 	if e.status.Success() || s.decided {
 		return
 	}
+	if e.status.StartErr != "" {
+		// As a local start that fails: the job's status is the start's,
+		// and no --max-restarts retries it (s.failed stays false).
+		s.decide(e.status.Code)
+		msg := ""
+		if s.running > 0 {
+			msg = "; stopping the other ranks"
+		}
+		s.out.Logf("%s%s", e.status.StartErr, msg)
+		s.stop()
+		return
+	}
 	if e.status.Signal == 0 && e.status.Lost == "" && !s.stopping {
 		if s.held == nil {
 			s.held, s.hold, s.heldAt = &e, time.After(holdFailure), time.Now()

@@ -74,6 +74,11 @@ type status struct {
 	// LostPeers are the ranks this rank's spmd reported lost before it
 	// ended (GORUN_STATUS_FD), in order; an agent passes them on.
 	LostPeers []int
+	// StartErr, when set, says that the rank's host could not start it,
+	// and why ("host h2: rank 3: start ./prog: ..."); Code is then what
+	// startFailure gave there (127 not found, 126 not executable, 2 a
+	// --wdir the host lacks). The supervisor treats it as a start failure.
+	StartErr string
 }
 
 // exitLost is the status of a rank whose host was lost, as ssh exits when
@@ -81,7 +86,9 @@ type status struct {
 const exitLost = 255
 
 // Success reports whether the rank exited with status 0.
-func (s status) Success() bool { return s.Code == 0 && s.Signal == 0 && s.Lost == "" }
+func (s status) Success() bool {
+	return s.Code == 0 && s.Signal == 0 && s.Lost == "" && s.StartErr == ""
+}
 
 // ExitCode is the shell's view: the exit code, or 128+signal, or exitLost.
 func (s status) ExitCode() int {
@@ -97,6 +104,9 @@ func (s status) ExitCode() int {
 // String says how the rank ended: "exited with status 3" or "was killed by
 // signal 9 (killed)".
 func (s status) String() string {
+	if s.StartErr != "" {
+		return "could not be started: " + s.StartErr
+	}
 	if s.Lost != "" && s.LostHost != "" {
 		return "was lost: host " + s.LostHost + ": " + s.Lost
 	}

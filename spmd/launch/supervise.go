@@ -372,10 +372,7 @@ func (j *job) starterOf() starter {
 // for a usage error (a --bind-to that overloads a core), else as a shell
 // would report the program (127 not found, 126 not executable), else 1.
 func startFailure(err error) int {
-	var se *startError
 	switch {
-	case errors.As(err, &se): // decided on the rank's host
-		return se.code
 	case errors.Is(err, ErrUsage):
 		return 2
 	case errors.Is(err, errNotProgram):
