@@ -3,6 +3,8 @@ package launch
 import (
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -79,6 +81,18 @@ func TestHostIP(t *testing.T) {
 	r := remote{Mode: modeSSH, Argv: []string{"rsh"}}
 	if ip, err := hostIP(r, target{Name: "n", Dest: "bob@127.0.0.1"}); err != nil || ip != "127.0.0.1" {
 		t.Errorf("hostIP of bob@127.0.0.1 = %q, %v", ip, err)
+	}
+	// Inside Slurm, scontrol's NodeAddr first; DNS (here /etc/hosts) where
+	// it has none. A fake scontrol: the real one, without a slurm.conf,
+	// asks DNS for its controller.
+	dir := t.TempDir()
+	scontrol := "#!/bin/sh\n[ \"$4\" = n7 ] && echo NodeName=n7 NodeAddr=198.18.7.7 State=IDLE && exit 0\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(dir, "scontrol"), []byte(scontrol), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	if ip, err := hostIP(remote{Mode: ModeSrun}, target{Name: "n7", Dest: "x"}); err != nil || ip != "198.18.7.7" {
+		t.Errorf("hostIP of srun node n7 = %q, %v; want scontrol's NodeAddr 198.18.7.7", ip, err)
 	}
 	if ip, err := hostIP(remote{Mode: ModeSrun}, target{Name: "localhost", Dest: "x"}); err != nil || net.ParseIP(ip) == nil {
 		t.Errorf("hostIP of srun node localhost = %q, %v", ip, err)
