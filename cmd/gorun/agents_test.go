@@ -130,6 +130,18 @@ func TestSrunOfGorun(t *testing.T) {
 	}
 }
 
+// TestSrunTooManyRanks: more ranks than the allocation's tasks is said in
+// Slurm's words (it said "the host list has 3 slots ...; add slots").
+func TestSrunTooManyRanks(t *testing.T) {
+	cmd := gorunCmd(t, "--dry-run", "-np", "8", "/bin/true")
+	cmd.Env = append(cmd.Env, "SLURM_JOB_NODELIST=n[1-2]", "SLURM_TASKS_PER_NODE=2,1")
+	r := runGorun(t, cmd)
+	want := "gorun: the Slurm allocation: 8 ranks requested but it has 3 tasks on 2 nodes (SLURM_TASKS_PER_NODE); ask salloc or sbatch for more (-n), or pass --oversubscribe\n"
+	if r.code != 2 || r.stderr != want {
+		t.Errorf("want status 2 and %q\n%v", want, r)
+	}
+}
+
 // fakeRsh is an rsh-like command that runs its command here, whatever the
 // host: the agent path without ssh or root.
 const fakeRsh = `#!/bin/sh

@@ -83,6 +83,12 @@ func resolveHosts(cfg *Config, getenv func(string) string) (*hostList, error) {
 	places, err := hosts.Map(hl.hosts, cfg.NP, hosts.MapOptions{
 		Policy: policy, NPerNode: cfg.NPerNode, Oversubscribe: cfg.Oversubscribe,
 	})
+	var se *hosts.SlotsError
+	if errors.As(err, &se) && errors.Is(err, hosts.ErrNotEnoughSlots) && hl.mode == ModeSrun {
+		// In Slurm's words: its tasks are the slots.
+		return nil, errorf(ErrUsage, "%s: %d ranks requested but it has %d %s on %d %s (SLURM_TASKS_PER_NODE); ask salloc or sbatch for more (-n), or pass --oversubscribe",
+			hl.source, se.Requested, se.Slots, plural(se.Slots, "task"), se.Hosts, plural(se.Hosts, "node"))
+	}
 	if err != nil {
 		return nil, errorf(ErrUsage, "%s: %w", hl.source, err)
 	}
