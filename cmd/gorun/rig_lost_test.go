@@ -55,14 +55,10 @@ func waitExit(t *testing.T, cmd *exec.Cmd, stderr *syncBuffer) int {
 	}
 }
 
-// testRigFrozenAgent freezes h3's agent (SIGSTOP) and stops the job:
-// SIGKILL never reaches h3's rank, so gorun gives h3 up after its further
-// wait and exits with the signal's status. It waited forever.
-func testRigFrozenAgent(t *testing.T, rig *netnstest.Rig) {
-	cmd, stderr, _ := startPair(t, rig, "true")
-	agent := agentOn(t, rig, "h3")
-	syscall.Kill(agent, syscall.SIGSTOP)
-	defer syscall.Kill(agent, syscall.SIGCONT)
+// stopGivesUpH3 sends gorun SIGTERM and checks that it exits with the
+// signal's status after giving up h3, whose agent cannot answer.
+func stopGivesUpH3(t *testing.T, cmd *exec.Cmd, stderr *syncBuffer) {
+	t.Helper()
 	cmd.Process.Signal(syscall.SIGTERM)
 	if code := waitExit(t, cmd, stderr); code != 143 {
 		t.Errorf("gorun exited %d, want 143 for its SIGTERM\n%s", code, stderr.String())
@@ -71,6 +67,17 @@ func testRigFrozenAgent(t *testing.T, rig *netnstest.Rig) {
 	if !strings.Contains(stderr.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
 	}
+}
+
+// testRigFrozenAgent freezes h3's agent (SIGSTOP) and stops the job:
+// SIGKILL never reaches h3's rank, so gorun gives h3 up after its further
+// wait and exits with the signal's status. It waited forever.
+func testRigFrozenAgent(t *testing.T, rig *netnstest.Rig) {
+	cmd, stderr, _ := startPair(t, rig, "true")
+	agent := agentOn(t, rig, "h3")
+	syscall.Kill(agent, syscall.SIGSTOP)
+	defer syscall.Kill(agent, syscall.SIGCONT)
+	stopGivesUpH3(t, cmd, stderr)
 	// Woken, the agent finds its input ended and stops its rank.
 	syscall.Kill(agent, syscall.SIGCONT)
 	checkNoLeftovers(t, rig)
@@ -85,14 +92,7 @@ func testRigPartitionAtStop(t *testing.T, rig *netnstest.Rig) {
 		t.Fatal(err)
 	}
 	defer rig.RestoreLink("h3")
-	cmd.Process.Signal(syscall.SIGTERM)
-	if code := waitExit(t, cmd, stderr); code != 143 {
-		t.Errorf("gorun exited %d, want 143 for its SIGTERM\n%s", code, stderr.String())
-	}
-	want := "gorun: host h3: no answer from its agent 5s after SIGKILL was sent; giving it up (rank 1 may still run there)\n"
-	if !strings.Contains(stderr.String(), want) {
-		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
-	}
+	stopGivesUpH3(t, cmd, stderr)
 	endCutOff(t, rig, "h3")
 }
 

@@ -94,7 +94,7 @@ type agent struct {
 // agentRank is a rank this agent started.
 type agentRank struct {
 	proc  proc
-	stdin *stdinFeed // its stdin, or nil
+	stdin *stdinSink // its stdin (feedStdin), or nil
 	done  chan struct{}
 }
 
@@ -152,7 +152,11 @@ func (a *agent) handle(f frame) {
 		}
 	case frameStdin:
 		if r := a.ranks[f.Rank]; r != nil && r.stdin != nil {
-			r.stdin.put(f.Payload)
+			if len(f.Payload) == 0 {
+				r.stdin.end()
+			} else {
+				r.stdin.push(f.Payload)
+			}
 		}
 	}
 }
@@ -257,7 +261,7 @@ func (a *agent) start(f frame) {
 	}
 	r := &agentRank{proc: p, done: make(chan struct{})}
 	if stdinW != nil {
-		r.stdin = newStdinFeed(a, f.Rank, stdinW)
+		r.stdin = a.feedStdin(f.Rank, stdinW)
 	}
 	a.ranks[f.Rank] = r
 	a.send(u32Frame(frameStarted, a.self, f.Rank, p.Pid()))
@@ -326,81 +330,26 @@ func (a *agent) shutdown() {
 	}
 }
 
-// stdinFeed writes what the launcher sends for a rank's stdin into the
-// rank's pipe, on a goroutine of its own: a rank that reads slowly, or not
-// at all, holds up its own input only, never the agent's frames (its
-// signals, the other ranks' input). Each write is acknowledged up
-// (frameStdinAck), and the launcher keeps no more than stdinWindow bytes
-// unacknowledged, so the queue stays that small. When the rank closes its
-// stdin (or exits), the feed says so with an empty acknowledgement, and
-// the launcher sends no more.
-type stdinFeed struct {
-	a    *agent
-	rank int
-	w    *os.File
-
-	mu   sync.Mutex // protects following
-	cond sync.Cond
-	q    [][]byte
-	end  bool // the end of input came, or the feed stopped
-}
-
-func newStdinFeed(a *agent, rank int, w *os.File) *stdinFeed {
-	f := &stdinFeed{a: a, rank: rank, w: w}
-	f.cond.L = &f.mu
-	go f.run()
-	return f
-}
-
-// put queues b for the rank; empty b is the end of its input.
-func (f *stdinFeed) put(b []byte) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.end {
-		return
-	}
-	if len(b) == 0 {
-		f.end = true
-	} else {
-		f.q = append(f.q, b)
-	}
-	f.cond.Signal()
-}
-
-// stop drops what is queued and closes the pipe, which ends a write
-// blocked on it.
-func (f *stdinFeed) stop() {
-	f.mu.Lock()
-	f.end, f.q = true, nil
-	f.cond.Signal()
-	f.mu.Unlock()
-	f.w.Close()
-}
-
-func (f *stdinFeed) run() {
-	defer f.w.Close()
-	for {
-		f.mu.Lock()
-		for len(f.q) == 0 && !f.end {
-			f.cond.Wait()
+// feedStdin is a rank's stdin on this host: the launcher's stdin frames
+// go to a stdinSink, whose goroutine writes them to the rank's pipe, so
+// that a rank that reads slowly, or not at all, holds up its own input
+// only, never the agent's frames (its signals, the other ranks' input).
+// Each write is acknowledged up (frameStdinAck); the launcher keeps no
+// more than stdinWindow bytes unacknowledged, so the sink's queue stays
+// within its limit and push never waits. When the rank closes its stdin
+// (or exits), an empty acknowledgement says so, and the launcher sends no
+// more.
+func (a *agent) feedStdin(rank int, w *os.File) *stdinSink {
+	s := newStdinSink(w, 2*stdinWindow)
+	s.written = func(n int, err error) {
+		if err != nil {
+			a.send(frame{Type: frameStdinAck, Host: a.self, Rank: rank})
+		} else {
+			a.send(u32Frame(frameStdinAck, a.self, rank, n))
 		}
-		if len(f.q) == 0 {
-			f.mu.Unlock()
-			return
-		}
-		b := f.q[0]
-		f.q = f.q[1:]
-		f.mu.Unlock()
-		if _, err := f.w.Write(b); err != nil {
-			// The rank closed its stdin or exited: it takes no more.
-			f.mu.Lock()
-			f.end, f.q = true, nil
-			f.mu.Unlock()
-			f.a.send(frame{Type: frameStdinAck, Host: f.a.self, Rank: f.rank})
-			return
-		}
-		f.a.send(u32Frame(frameStdinAck, f.a.self, f.rank, len(b)))
 	}
+	go s.run()
+	return s
 }
 
 // frameWriter sends a rank's output up in frames.

@@ -167,18 +167,17 @@ func launcherAddr(cfg *Config, remote remote, targets []target) (addr, notice st
 		flag = "--iface"
 	}
 	addr, err = pickAddr(cfg.Iface, cfg.Net, "")
-	routed, host, rerr := "", "", error(nil)
-	if err == nil && isLoopback(addr) {
-		// Right only where the hosts are this machine's own addresses.
-		if routed, host, rerr = routeToHosts(remote, targets); rerr == nil && !isLoopback(routed) {
-			err = loopbackError(cfg.Iface, cfg.Net, addr)
-		}
-	}
-	if err == nil {
+	if err == nil && !isLoopback(addr) {
 		return addr, "", nil
 	}
-	if routed == "" && rerr == nil {
-		routed, host, rerr = routeToHosts(remote, targets)
+	routed, host, rerr := routeToHosts(remote, targets)
+	if err == nil {
+		// A loopback address: right only where the hosts are this
+		// machine's own addresses.
+		if rerr != nil || isLoopback(routed) {
+			return addr, "", nil
+		}
+		err = loopbackError(cfg.Iface, cfg.Net, addr)
 	}
 	if rerr != nil {
 		return "", "", errorf(ErrUsage, "%v; nor is there a route to the hosts to choose the launcher's address by (%v): give a %s that this machine has", err, rerr, flag)

@@ -50,6 +50,9 @@ func forwardStdin(src io.Reader, dsts []*os.File, limit int) {
 type stdinSink struct {
 	f     *os.File
 	limit int
+	// written, if set, is called after each write to the pipe, with the
+	// chunk's length and the write's error: an agent acknowledges it.
+	written func(n int, err error)
 
 	mu   sync.Mutex
 	cond *sync.Cond
@@ -92,6 +95,16 @@ func (s *stdinSink) end() {
 	s.mu.Unlock()
 }
 
+// stop drops what is queued and closes the pipe, which ends a write
+// blocked on it: for a rank being stopped.
+func (s *stdinSink) stop() {
+	s.mu.Lock()
+	s.ended, s.dead, s.q, s.size = true, true, nil, 0
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	s.f.Close()
+}
+
 // run writes the queued chunks to the pipe until the end, or until the
 // pipe fails, and closes it.
 func (s *stdinSink) run() {
@@ -116,6 +129,9 @@ func (s *stdinSink) run() {
 		}
 		s.cond.Broadcast()
 		s.mu.Unlock()
+		if s.written != nil {
+			s.written(len(p), err)
+		}
 		if err != nil {
 			return
 		}
