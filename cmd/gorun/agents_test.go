@@ -246,7 +246,7 @@ func TestAgentFaults(t *testing.T) {
 		// says its preamble, then waits for its setup.
 		old := script("rsh-old", "printf '\\nGORUN-AGENT 1\\n'\nexec cat >/dev/null\n")
 		r := gorun(t, "", "--launch-agent", old, "-H", "127.0.0.2:1", "--connect-timeout", "20s", "-np", "1", "true")
-		if r.code != 255 || !strings.Contains(r.stderr, `host 127.0.0.2: cannot start its agent: the gorun agent there speaks protocol "1", this gorun "2"`) ||
+		if r.code != 255 || !strings.Contains(r.stderr, `host 127.0.0.2: cannot start its agent: the gorun agent there speaks protocol "1", this gorun "3"`) ||
 			!strings.Contains(r.stderr, "--preload") {
 			t.Fatal(r)
 		}

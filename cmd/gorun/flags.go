@@ -38,6 +38,7 @@ const (
 	flagSSHArgs        = "ssh-args"
 	flagLaunchAgent    = "launch-agent"
 	flagConnectTimeout = "connect-timeout"
+	flagAgentTimeout   = "agent-timeout"
 	flagSpawnRadix     = "spawn-radix"
 	flagPreload        = "preload"
 	flagIface          = "iface"
@@ -68,6 +69,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: flagSSHArgs, Usage: "pass `ARGS` to ssh, split like a shell would, as in \"-F cfg -p 2222\""},
 		&cli.StringFlag{Name: flagLaunchAgent, Usage: "start agents with `CMD` HOST COMMAND instead of ssh (an rsh-like command)"},
 		&cli.DurationFlag{Name: flagConnectTimeout, Value: launch.DefaultConnectTimeout, Usage: "give up on a host whose agent has not answered within `DURATION` (and a second, per level of the spawn tree; ssh gets it as ConnectTimeout), killing its ssh or launch agent; 0: no limit"},
+		&cli.DurationFlag{Name: flagAgentTimeout, Value: launch.DefaultAgentTimeout, Usage: "have each host's agent that hears nothing from gorun for `DURATION` (a host cut off, a hung launcher) stop its ranks and exit; gorun sends keepalives six times as often; 0: no limit"},
 		&cli.IntFlag{Name: flagSpawnRadix, Value: launch.DefaultSpawnRadix, Usage: "start at most `N` agents from gorun and from each agent (a tree: O(log hosts) rounds)"},
 		&cli.BoolFlag{Name: flagPreload, Usage: "copy gorun and the program to a temporary directory on each host first (removed at the end)"},
 		&cli.StringFlag{Name: flagIface, Usage: "listen on the address of interface `NAME` on every host (as eth0, ib0)"},
@@ -148,7 +150,7 @@ func applyFlags(cliCtx *cli.Context, cfg *launch.Config) {
 	}
 	for name, dst := range map[string]*launch.Duration{
 		flagTimeout: &cfg.Timeout, flagKillGrace: &cfg.KillGrace, flagInitTimeout: &cfg.InitTimeout,
-		flagConnectTimeout: &cfg.ConnectTimeout,
+		flagConnectTimeout: &cfg.ConnectTimeout, flagAgentTimeout: &cfg.AgentTimeout,
 	} {
 		if set(name) {
 			*dst = launch.Duration(cliCtx.Duration(name))

@@ -1091,12 +1091,33 @@ func waitLine(t *testing.T, buf *syncBuffer, s string) {
 
 // alive reports whether pid is a process that is not a zombie.
 func alive(pid int) bool {
+	st := procState(pid)
+	return st != "" && st != "Z" && st != "X"
+}
+
+// allStopped: every one of pids is stopped (state T), when want; none is,
+// when not.
+func allStopped(want bool, pids []int) bool {
+	for _, p := range pids {
+		if (procState(p) == "T") != want {
+			return false
+		}
+	}
+	return true
+}
+
+// procState is the state letter of pid in /proc (R, S, T, Z...); "" when
+// there is no such process.
+func procState(pid int) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return false
+		return ""
 	}
 	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
 }
 
 // TestAllowRunAsRoot: mpirun's --allow-run-as-root, typed from habit, is
@@ -1250,19 +1271,12 @@ func TestCtrlZ(t *testing.T) {
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
 	}()
-	state := func(pid int) string {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return ""
-		}
-		return strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))[0]
-	}
 	var ranks []int
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
 		for deadline := time.Now().Add(20 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: gorun %s, ranks %v", what, state(cmd.Process.Pid), ranks)
+				t.Fatalf("%s: gorun %s, ranks %v", what, procState(cmd.Process.Pid), ranks)
 			}
 		}
 	}
@@ -1276,14 +1290,7 @@ func TestCtrlZ(t *testing.T) {
 		return len(ranks) == 2
 	})
 	all := func(want bool) func() bool {
-		return func() bool {
-			for _, p := range append([]int{cmd.Process.Pid}, ranks...) {
-				if (state(p) == "T") != want {
-					return false
-				}
-			}
-			return true
-		}
+		return func() bool { return allStopped(want, append([]int{cmd.Process.Pid}, ranks...)) }
 	}
 	cmd.Process.Signal(syscall.SIGTSTP)
 	waitFor("stopped by SIGTSTP", all(true))

@@ -19,12 +19,13 @@ import (
 
 // startPair starts one sleeping rank on each of h2 and h3 (ranks 0 and
 // 1), rank 0 running script before it sleeps, and returns gorun, its
-// stderr and the ranks' pids.
-func startPair(t *testing.T, rig *netnstest.Rig, script string) (*exec.Cmd, *syncBuffer, []int) {
+// stderr and the ranks' pids. flags go to gorun.
+func startPair(t *testing.T, rig *netnstest.Rig, script string, flags ...string) (*exec.Cmd, *syncBuffer, []int) {
 	t.Helper()
 	pidfile := filepath.Join(t.TempDir(), "pids")
 	rank := `echo "$GORUN_RANK $$" >> ` + pidfile + `; if [ "$GORUN_RANK" = 0 ]; then ` + script + `; fi; exec sleep 300`
-	cmd := gorunCmd(t, append(rigArgs(rig), "-H", "h2:1,h3:1", "-np", "2", "--kill-grace", "1s", "sh", "-c", rank)...)
+	args := append(append(rigArgs(rig), flags...), "-H", "h2:1,h3:1", "-np", "2", "--kill-grace", "1s", "sh", "-c", rank)
+	cmd := gorunCmd(t, args...)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -85,15 +86,60 @@ func testRigFrozenAgent(t *testing.T, rig *netnstest.Rig) {
 
 // testRigPartitionAtStop cuts h3 off and stops the job: as with a frozen
 // agent, gorun gives h3 up and exits. It waited until ssh noticed: never
-// without keepalives.
+// without keepalives. Still cut off, h3's agent, hearing no keepalive
+// for --agent-timeout, stops its rank and exits; they ran on until sshd
+// noticed the connection gone, which it never did.
 func testRigPartitionAtStop(t *testing.T, rig *netnstest.Rig) {
-	cmd, stderr, _ := startPair(t, rig, "true")
+	cmd, stderr, pids := startPair(t, rig, "true", "--agent-timeout", "2s")
+	agent := agentOn(t, rig, "h3")
 	if err := rig.KillLink("h3"); err != nil {
 		t.Fatal(err)
 	}
 	defer rig.RestoreLink("h3")
 	stopGivesUpH3(t, cmd, stderr)
+	for deadline := time.Now().Add(30 * time.Second); alive(agent) || alive(pids[1]); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) { // a guard against a hang, not a timing
+			t.Errorf("h3, cut off for 30s: its agent (pid %d, alive %v) or rank 1 (pid %d, alive %v) still runs, with --agent-timeout 2s",
+				agent, alive(agent), pids[1], alive(pids[1]))
+			break
+		}
+	}
 	endCutOff(t, rig, "h3")
+}
+
+// testRigCtrlZ stops a job across hosts with Ctrl-Z for longer than
+// --agent-timeout, h3 reached through h2's agent: the ranks stop with
+// gorun, the agents wait for it, and the ranks continue with it.
+func testRigCtrlZ(t *testing.T, rig *netnstest.Rig) {
+	cmd, stderr, pids := startPair(t, rig, "true", "--agent-timeout", "1s", "--spawn-radix", "1")
+	all := func(want bool) func() bool {
+		return func() bool { return allStopped(want, append([]int{cmd.Process.Pid}, pids...)) }
+	}
+	waitUntil := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) { // a guard against a hang, not a timing
+				t.Fatalf("%s: gorun %q, ranks %q %q\n%s", what, procState(cmd.Process.Pid), procState(pids[0]), procState(pids[1]), stderr.String())
+			}
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTSTP)
+	waitUntil("stopped by Ctrl-Z", all(true))
+	time.Sleep(3 * time.Second) // three agent timeouts: the agents must wait
+	if !alive(pids[0]) || !alive(pids[1]) {
+		t.Fatalf("ranks alive %v %v after Ctrl-Z for 3s with --agent-timeout 1s:\n%s", alive(pids[0]), alive(pids[1]), stderr.String())
+	}
+	cmd.Process.Signal(syscall.SIGCONT)
+	waitUntil("continued by SIGCONT", all(false))
+	time.Sleep(2 * time.Second) // keepalives again: the agents must not give up
+	if !alive(pids[0]) || !alive(pids[1]) {
+		t.Fatalf("ranks alive %v %v 2s after SIGCONT, with --agent-timeout 1s:\n%s", alive(pids[0]), alive(pids[1]), stderr.String())
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if code := waitExit(t, cmd, stderr); code != 143 {
+		t.Errorf("gorun exited %d, want 143 for its SIGTERM\n%s", code, stderr.String())
+	}
+	checkNoLeftovers(t, rig)
 }
 
 // testRigPartitionBlame cuts h3 off, after which rank 0 on h2 reports its

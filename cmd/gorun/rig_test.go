@@ -177,6 +177,7 @@ func TestRig(t *testing.T) {
 	t.Run("frozen agent", func(t *testing.T) { testRigFrozenAgent(t, rig) })
 	t.Run("partition at stop", func(t *testing.T) { testRigPartitionAtStop(t, rig) })
 	t.Run("partition blame", func(t *testing.T) { testRigPartitionBlame(t, rig) })
+	t.Run("ctrl-z", func(t *testing.T) { testRigCtrlZ(t, rig) })
 	t.Run("tree lost", func(t *testing.T) { testRigTreeLost(t, rig) })
 	checkNoLeftovers(t, rig)
 }

@@ -25,7 +25,9 @@ import (
 // agents of its subtree and relays their frames, starts its host's ranks
 // with the same environment contract as Local, forwards their output,
 // exit statuses and the signals sent to them. When in ends (the launcher's
-// connection dropped) or ctx ends (the agent was signalled), it sends
+// connection dropped), when nothing has come on in for the setup's
+// AgentTimeout (watchdog.go: a link cut off, a hung launcher), or when ctx
+// ends (the agent was signalled), it sends
 // SIGTERM to its ranks' process groups, SIGKILL after the kill grace, ends
 // its children agents, kills what is left in the job's cgroup, removes its
 // preload directory, and returns. log gets lines that cannot go up (before
@@ -41,6 +43,7 @@ func RunAgent(ctx context.Context, in io.Reader, out io.Writer, log io.Writer, g
 	}
 	frames := make(chan frame)
 	readDone := make(chan error, 1)
+	w := newWatchdog()
 	go func() {
 		r := bufio.NewReaderSize(in, 64<<10)
 		for {
@@ -49,13 +52,34 @@ func RunAgent(ctx context.Context, in io.Reader, out io.Writer, log io.Writer, g
 				readDone <- err
 				return
 			}
+			w.heardFrame(f)
 			frames <- f
 		}
 	}()
+	var watch <-chan time.Time // the watchdog's checks, once setup armed it
 	for {
 		select {
 		case f := <-frames:
 			a.handle(f)
+			if watch == nil && a.setup.AgentTimeout > 0 {
+				w.arm(a.setup.AgentTimeout)
+				tick := time.NewTicker(w.interval())
+				defer tick.Stop()
+				watch = tick.C
+			}
+		case <-watch:
+			if silent := w.check(); silent > 0 {
+				parent := "gorun"
+				if a.setup.Parent != "" {
+					parent = "the agent of host " + a.setup.Parent
+				}
+				msg := fmt.Sprintf("heard nothing from %s for %v (--agent-timeout %v): cut off, or it hangs; stopping the ranks of host %s",
+					parent, silent.Round(time.Second/10), w.limit, a.setup.Name)
+				a.logf("%s", msg) // for a launcher that is only slow
+				fmt.Fprintf(log, "gorun agent: %s\n", msg)
+				a.shutdown()
+				return 1
+			}
 		case err := <-readDone:
 			a.shutdown()
 			if err != io.EOF {
@@ -127,7 +151,10 @@ func (a *agent) verbosef(format string, args ...any) {
 }
 
 func (a *agent) handle(f frame) {
-	if f.Type == frameSetup && a.self == 0 {
+	switch {
+	case f.Type == frameAlive || f.Type == frameHold:
+		return // for this agent's watchdog, which has counted them
+	case f.Type == frameSetup && a.self == 0:
 		a.doSetup(f)
 		return
 	}
@@ -195,7 +222,7 @@ func (a *agent) doSetup(f frame) {
 	}
 	if len(s.Subtree) > 0 {
 		a.sp = &spawner{
-			remote: s.Remote, radix: s.Radix, via: s.Name, logf: a.verbosef,
+			remote: s.Remote, radix: s.Radix, via: s.Name, logf: a.verbosef, alive: s.AgentTimeout / aliveBeats,
 			up: func(f frame) { a.send(f) },
 			lost: func(host int, reason string) {
 				a.send(frame{Type: frameLost, Host: host, Payload: []byte(reason)})

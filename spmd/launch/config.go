@@ -84,6 +84,7 @@ type Config struct {
 	SSHArgs        string   `toml:"ssh_args"`        // extra ssh arguments, split like a shell
 	LaunchAgent    string   `toml:"launch_agent"`    // rsh-like command instead of ssh
 	ConnectTimeout Duration `toml:"connect_timeout"` // per host, to reach its agent
+	AgentTimeout   Duration `toml:"agent_timeout"`   // an agent that hears nothing from gorun this long stops its ranks; 0: never
 	SpawnRadix     int      `toml:"spawn_radix"`     // agents started per agent
 	Preload        bool     `toml:"preload"`         // copy gorun and the program to each host
 
@@ -130,6 +131,7 @@ const maxRanksPerCPU = 64
 const (
 	DefaultKillGrace      = 5 * time.Second  // between SIGTERM and SIGKILL
 	DefaultConnectTimeout = 10 * time.Second // to reach a host's agent
+	DefaultAgentTimeout   = 30 * time.Second // an agent's wait for word from gorun
 	DefaultSpawnRadix     = 32               // agents one agent starts
 )
 
@@ -140,7 +142,8 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		Stdin: "0", KillGrace: Duration(DefaultKillGrace), MapBy: "slot",
-		ConnectTimeout: Duration(DefaultConnectTimeout), SpawnRadix: DefaultSpawnRadix,
+		ConnectTimeout: Duration(DefaultConnectTimeout), AgentTimeout: Duration(DefaultAgentTimeout),
+		SpawnRadix: DefaultSpawnRadix,
 	}
 }
 
@@ -363,6 +366,12 @@ var valueChecks = []struct {
 	{"--kill-grace", "kill_grace", func(c *Config) error { return negativeDuration(c.KillGrace) }},
 	{"--init-timeout", "init_timeout", func(c *Config) error { return negativeDuration(c.InitTimeout) }},
 	{"--connect-timeout", "connect_timeout", func(c *Config) error { return negativeDuration(c.ConnectTimeout) }},
+	{"--agent-timeout", "agent_timeout", func(c *Config) error {
+		if t := time.Duration(c.AgentTimeout); t > 0 && t < minAgentTimeout {
+			return fmt.Errorf("%v: want 0 (no limit) or at least %v", t, minAgentTimeout)
+		}
+		return negativeDuration(c.AgentTimeout)
+	}},
 	{"--net", "net", func(c *Config) error {
 		if _, err := netip.ParsePrefix(c.Net); c.Net != "" && err != nil {
 			return fmt.Errorf("%q: want a CIDR such as 10.0.0.0/8", c.Net)

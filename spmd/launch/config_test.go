@@ -45,6 +45,7 @@ func TestDecodeTOMLErrors(t *testing.T) {
 		{"bad map_by", "map_by = \"core\"\n", `c.toml:1: map_by "core": want slot or node (gorun places`},
 		{"negative timeout", "timeout = \"-1s\"\n", `c.toml:1: timeout -1s: must not be negative`},
 		{"spawn_radix 0", "spawn_radix = 0\n", `c.toml:1: spawn_radix 0: want at least 1`},
+		{"short agent_timeout", "agent_timeout = \"100ms\"\n", `c.toml:1: agent_timeout 100ms: want 0 (no limit) or at least 1s`},
 		{"bad ports", "ports = \"9-1\"\n", `c.toml:1: ports "9-1": want LOW-HIGH`},
 		{"bad ssh_args", "ssh_args = \"-F 'x\"\n", `c.toml:1: ssh_args "-F 'x": unterminated '`},
 		{"bad stdin", "stdin = \"foo\"\n", `c.toml:1: stdin "foo": want none, all, or a rank number`},

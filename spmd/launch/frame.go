@@ -33,7 +33,7 @@ import (
 const (
 	preamble        = preambleName + " " + protocolVersion
 	preambleName    = "GORUN-AGENT"
-	protocolVersion = "2"
+	protocolVersion = "3"
 )
 
 // maxFrame bounds a frame's length; output comes in pieces of at most
@@ -63,7 +63,9 @@ const (
 	frameStdinAck                 // up, 4 bytes: how many bytes of stdin frames the rank's pipe took
 	framePing                     // down, 4 bytes: a number the agent sends back in a pong
 	framePong                     // up, 4 bytes: the number of the ping answered
-	frameLast     = framePong
+	frameAlive                    // down, empty: the parent is there (keepalive); for its direct child, never relayed
+	frameHold                     // down, empty: the launcher stops (Ctrl-Z) and sends nothing until it continues
+	frameLast     = frameHold
 )
 
 // frame is one message of the agent protocol.
@@ -180,7 +182,11 @@ type setupMsg struct {
 	Ports     string        `json:",omitempty"` // --ports
 	KillGrace time.Duration `json:",omitempty"`
 	Connect   time.Duration `json:",omitempty"` // connect timeout for its children
-	Verbose   bool          `json:",omitempty"`
+	// AgentTimeout: an agent that hears nothing from its parent for this
+	// long stops its ranks and exits (watchdog.go); its parent sends it a
+	// keepalive every AgentTimeout/aliveBeats. 0: no limit, no keepalives.
+	AgentTimeout time.Duration `json:",omitempty"`
+	Verbose      bool          `json:",omitempty"`
 	// PreloadDir is the directory that the agent's parent copied files
 	// to on its host (gorun with --preload, the programs); "" none. The
 	// parent stamps it; the agent copies it on to its children and

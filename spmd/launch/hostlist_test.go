@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // dryRun runs the launcher with --dry-run and the environment env.
@@ -116,6 +117,7 @@ oversubscribe = true
 ssh_args = "-p 2222"
 launch_agent = "rsh"
 connect_timeout = "3s"
+agent_timeout = "1m"
 spawn_radix = 4
 preload = true
 net = "10.0.0.0/8"
@@ -125,7 +127,7 @@ ports = "40000-40100"
 		t.Fatal(err)
 	}
 	want := Config{Hosts: "a:2,b:2", MapBy: "node", NPerNode: 1, Oversubscribe: true, SSHArgs: "-p 2222",
-		LaunchAgent: "rsh", ConnectTimeout: Duration(3e9), SpawnRadix: 4, Preload: true, Net: "10.0.0.0/8", Ports: "40000-40100"}
+		LaunchAgent: "rsh", ConnectTimeout: Duration(3e9), AgentTimeout: Duration(time.Minute), SpawnRadix: 4, Preload: true, Net: "10.0.0.0/8", Ports: "40000-40100"}
 	got := cfg
 	got.Stdin, got.KillGrace, got.origin = "", 0, nil // origin: where the file set each key
 	if !reflect.DeepEqual(got, want) {

@@ -168,10 +168,37 @@ func (l *link) kill() {
 // outbox queues encoded frames and writes them from its own goroutine, so
 // that a slow or dead agent never blocks the caller.
 type outbox struct {
-	mu     sync.Mutex // protects following
-	cond   sync.Cond
-	q      [][]byte
-	closed bool
+	mu      sync.Mutex // protects following
+	cond    sync.Cond
+	q       [][]byte
+	closed  bool
+	writing bool            // drain is writing what it took from q
+	waiters []chan struct{} // flushed's, closed when q is written
+}
+
+// flushed returns a channel closed once what was queued before the call
+// is written (or the outbox is closed).
+func (o *outbox) flushed() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ch := make(chan struct{})
+	if o.closed || len(o.q) == 0 && !o.writing {
+		close(ch)
+	} else {
+		o.waiters = append(o.waiters, ch)
+	}
+	return ch
+}
+
+// wakeLocked closes the flushed channels when nothing is left to write.
+// o.mu must be held.
+func (o *outbox) wakeLocked() {
+	if o.closed || len(o.q) == 0 && !o.writing {
+		for _, ch := range o.waiters {
+			close(ch)
+		}
+		o.waiters = nil
+	}
 }
 
 func (o *outbox) init() { o.cond.L = &o.mu }
@@ -190,6 +217,7 @@ func (o *outbox) close() {
 	defer o.mu.Unlock()
 	o.closed = true
 	o.cond.Signal()
+	o.wakeLocked()
 }
 
 // drain writes queued frames to w until close, then closes w.
@@ -203,6 +231,7 @@ func (o *outbox) drain(w io.WriteCloser) {
 		q := o.q
 		o.q = nil
 		closed := o.closed
+		o.writing = true
 		o.mu.Unlock()
 		for _, b := range q {
 			if _, err := w.Write(b); err != nil {
@@ -210,6 +239,10 @@ func (o *outbox) drain(w io.WriteCloser) {
 				return
 			}
 		}
+		o.mu.Lock()
+		o.writing = false
+		o.wakeLocked()
+		o.mu.Unlock()
 		if closed && len(q) == 0 {
 			return
 		}

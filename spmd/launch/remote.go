@@ -59,7 +59,7 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 			Name: t.Name, JobID: jobID, Secret: secret, Remote: remote, Radix: radix,
 			Seed: bind, Iface: cfg.Iface, Net: cfg.Net, Ports: cfg.Ports,
 			KillGrace: time.Duration(cfg.KillGrace), Connect: time.Duration(cfg.ConnectTimeout),
-			Verbose: cfg.Verbose,
+			AgentTimeout: time.Duration(cfg.AgentTimeout), Verbose: cfg.Verbose,
 		}
 	}
 	sub, parents := map[int][]target{}, map[int]string{}
@@ -70,6 +70,7 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 		return s
 	}, out, logf)
 	c.sp.preload, c.preloaded = preloads(cfg, gorun, len(targets), logf)
+	c.sp.alive = time.Duration(cfg.AgentTimeout) / aliveBeats
 	// Agents that ran ranks get time to stop them; agents that never
 	// answered (a hung ssh or --launch-agent) are killed at once.
 	closeWait := time.Duration(cfg.KillGrace) + 5*time.Second

@@ -62,6 +62,8 @@ func (a *fakeAgents) giveUp(host, why string) []string {
 	return []string{host}
 }
 
+func (a *fakeAgents) hold() {}
+
 func (a *fakeAgents) pinged() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -231,6 +231,9 @@ func (s *supervisor) signal(sig os.Signal) {
 		// itself; as torchrun's workers, in its group, stop with it.
 		s.logf("stopping (SIGSTOP) %s, then gorun (Ctrl-Z)", s.ranks())
 		s.signalAll(syscall.SIGSTOP)
+		if s.agents != nil {
+			s.agents.hold() // the SIGSTOPs written, the watchdogs told to wait
+		}
 		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 		return
 	case syscall.SIGCONT:

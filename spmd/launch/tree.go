@@ -37,11 +37,15 @@ type spawner struct {
 	logf    func(format string, args ...any)
 	up      func(f frame)
 	lost    func(host int, reason string)
+	// alive is the interval of the keepalives sent to each child
+	// (watchdog.go); 0: none.
+	alive time.Duration
 
-	mu    sync.Mutex // protects following
-	links []*link
-	route map[int]*link  // host index -> the child link whose subtree holds it
-	dirs  map[int]string // host index of a child -> its preload directory
+	mu        sync.Mutex    // protects following
+	stopAlive chan struct{} // closed by close to end keepalive; nil before start
+	links     []*link
+	route     map[int]*link  // host index -> the child link whose subtree holds it
+	dirs      map[int]string // host index of a child -> its preload directory
 }
 
 // start starts the agents of hosts' subtree roots.
@@ -50,6 +54,10 @@ func (s *spawner) start(hosts []target) {
 	defer s.mu.Unlock()
 	if s.route == nil {
 		s.route, s.dirs = map[int]*link{}, map[int]string{}
+	}
+	if s.alive > 0 && s.stopAlive == nil {
+		s.stopAlive = make(chan struct{})
+		go s.keepalive(s.alive, s.stopAlive)
 	}
 	for _, g := range splitTree(hosts, s.radix) {
 		head := g[0]
@@ -130,6 +138,10 @@ func (s *spawner) send(f frame) bool {
 func (s *spawner) close(wait time.Duration) {
 	s.mu.Lock()
 	links := s.links
+	if s.stopAlive != nil {
+		close(s.stopAlive)
+		s.stopAlive = nil
+	}
 	s.mu.Unlock()
 	for _, l := range links {
 		l.close()
