@@ -69,7 +69,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: flagSSHArgs, Usage: "pass `ARGS` to ssh, split like a shell would, as in \"-F cfg -p 2222\""},
 		&cli.StringFlag{Name: flagLaunchAgent, Usage: "start agents with `CMD` HOST COMMAND instead of ssh (an rsh-like command)"},
 		&cli.DurationFlag{Name: flagConnectTimeout, Value: launch.DefaultConnectTimeout, Usage: "give up on a host whose agent has not answered within `DURATION` (and a second, per level of the spawn tree; ssh gets it as ConnectTimeout), killing its ssh or launch agent; 0: no limit"},
-		&cli.DurationFlag{Name: flagAgentTimeout, Value: launch.DefaultAgentTimeout, Usage: "have each host's agent that hears nothing from gorun for `DURATION` (a host cut off, a hung launcher) stop its ranks and exit; gorun sends keepalives six times as often; 0: no limit"},
+		&cli.DurationFlag{Name: flagAgentTimeout, Value: launch.DefaultAgentTimeout, Usage: "have each host's agent that hears nothing from gorun for `DURATION` (a host cut off, a hung launcher) stop its ranks and exit, and give up a host whose agent says nothing for as long; both send keepalives six times as often; 0: no limit"},
 		&cli.IntFlag{Name: flagSpawnRadix, Value: launch.DefaultSpawnRadix, Usage: "start at most `N` agents from gorun and from each agent (a tree: O(log hosts) rounds)"},
 		&cli.BoolFlag{Name: flagPreload, Usage: "copy gorun and the program to a temporary directory on each host first (removed at the end)"},
 		&cli.StringFlag{Name: flagIface, Usage: "listen on the address of interface `NAME` on every host (as eth0, ib0)"},

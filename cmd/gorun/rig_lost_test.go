@@ -84,19 +84,58 @@ func testRigFrozenAgent(t *testing.T, rig *netnstest.Rig) {
 	checkNoLeftovers(t, rig)
 }
 
+// testRigFrozenWhileRunning freezes h3's agent while the job runs: no
+// keepalive comes from it, and after --agent-timeout gorun gives h3 up
+// and stops the job with 255, naming it. It waited until the job's end,
+// which never came.
+func testRigFrozenWhileRunning(t *testing.T, rig *netnstest.Rig) {
+	cmd, stderr, _ := startPair(t, rig, "true", "--agent-timeout", "1s")
+	agent := agentOn(t, rig, "h3")
+	syscall.Kill(agent, syscall.SIGSTOP)
+	defer syscall.Kill(agent, syscall.SIGCONT)
+	if code := waitExit(t, cmd, stderr); code != 255 {
+		t.Errorf("gorun exited %d, want 255 for the lost host\n%s", code, stderr.String())
+	}
+	want := regexp.MustCompile(`(?m)^gorun: host h3: connection to its agent lost \(its agent silent for [0-9.]+s, past --agent-timeout 1s: the host cut off, or its agent frozen\); stopping`)
+	if !want.MatchString(stderr.String()) {
+		t.Errorf("stderr lacks %v:\n%s", want, stderr.String())
+	}
+	// Woken, the agent finds its input ended and stops its rank.
+	syscall.Kill(agent, syscall.SIGCONT)
+	checkNoLeftovers(t, rig)
+}
+
 // testRigPartitionAtStop cuts h3 off and stops the job: as with a frozen
 // agent, gorun gives h3 up and exits. It waited until ssh noticed: never
-// without keepalives. Still cut off, h3's agent, hearing no keepalive
-// for --agent-timeout, stops its rank and exits; they ran on until sshd
-// noticed the connection gone, which it never did.
+// without keepalives.
 func testRigPartitionAtStop(t *testing.T, rig *netnstest.Rig) {
+	cmd, stderr, _ := startPair(t, rig, "true")
+	if err := rig.KillLink("h3"); err != nil {
+		t.Fatal(err)
+	}
+	defer rig.RestoreLink("h3")
+	stopGivesUpH3(t, cmd, stderr)
+	endCutOff(t, rig, "h3")
+}
+
+// testRigPartitionWhileRunning cuts h3 off while the job runs: after
+// --agent-timeout without keepalives, gorun gives h3 up and stops the
+// job with 255, naming it, and h3's agent, still cut off, stops its rank
+// and exits. gorun waited for ssh's keepalives (30s), and h3's rank and
+// agent ran on until sshd noticed the connection gone, which it never did.
+func testRigPartitionWhileRunning(t *testing.T, rig *netnstest.Rig) {
 	cmd, stderr, pids := startPair(t, rig, "true", "--agent-timeout", "2s")
 	agent := agentOn(t, rig, "h3")
 	if err := rig.KillLink("h3"); err != nil {
 		t.Fatal(err)
 	}
 	defer rig.RestoreLink("h3")
-	stopGivesUpH3(t, cmd, stderr)
+	if code := waitExit(t, cmd, stderr); code != 255 {
+		t.Errorf("gorun exited %d, want 255 for the lost host\n%s", code, stderr.String())
+	}
+	if want := "gorun: host h3: connection to its agent lost (its agent silent for "; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+	}
 	for deadline := time.Now().Add(30 * time.Second); alive(agent) || alive(pids[1]); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) { // a guard against a hang, not a timing
 			t.Errorf("h3, cut off for 30s: its agent (pid %d, alive %v) or rank 1 (pid %d, alive %v) still runs, with --agent-timeout 2s",

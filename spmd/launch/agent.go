@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -68,6 +69,7 @@ func RunAgent(ctx context.Context, in io.Reader, out io.Writer, log io.Writer, g
 				watch = tick.C
 			}
 		case <-watch:
+			a.alive()
 			if silent := w.check(); silent > 0 {
 				parent := "gorun"
 				if a.setup.Parent != "" {
@@ -111,6 +113,8 @@ type agent struct {
 	// removed at the end; "" none.
 	preload string
 
+	sending atomic.Bool // a keepalive is being sent up (alive)
+
 	wmu sync.Mutex // protects out
 	out io.Writer
 }
@@ -120,6 +124,18 @@ type agentRank struct {
 	proc  proc
 	stdin *stdinSink // its stdin (feedStdin), or nil
 	done  chan struct{}
+}
+
+// alive sends a keepalive up, on a goroutine of its own: a parent that
+// does not read (its stdout held up) must not hold up the watchdog. One
+// not yet written is enough.
+func (a *agent) alive() {
+	if a.sending.CompareAndSwap(false, true) {
+		go func() {
+			a.send(frame{Type: frameAlive, Host: a.self})
+			a.sending.Store(false)
+		}()
+	}
 }
 
 // write sends bytes up to the launcher; frames from several goroutines do
@@ -222,7 +238,7 @@ func (a *agent) doSetup(f frame) {
 	}
 	if len(s.Subtree) > 0 {
 		a.sp = &spawner{
-			remote: s.Remote, radix: s.Radix, via: s.Name, logf: a.verbosef, alive: s.AgentTimeout / aliveBeats,
+			remote: s.Remote, radix: s.Radix, via: s.Name, logf: a.verbosef, agentTimeout: s.AgentTimeout,
 			up: func(f frame) { a.send(f) },
 			lost: func(host int, reason string) {
 				a.send(frame{Type: frameLost, Host: host, Payload: []byte(reason)})

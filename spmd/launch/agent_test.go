@@ -70,6 +70,9 @@ func (p *agentPeer) next(typ byte) frame {
 			p.t.Logf("agent log: %s", f.Payload)
 			continue
 		}
+		if f.Type == frameAlive {
+			continue
+		}
 		if typ != frameOutput && f.Type == frameOutput {
 			p.held = append(p.held, f)
 			continue

@@ -63,7 +63,7 @@ const (
 	frameStdinAck                 // up, 4 bytes: how many bytes of stdin frames the rank's pipe took
 	framePing                     // down, 4 bytes: a number the agent sends back in a pong
 	framePong                     // up, 4 bytes: the number of the ping answered
-	frameAlive                    // down, empty: the parent is there (keepalive); for its direct child, never relayed
+	frameAlive                    // both ways, empty: the parent or child is there (keepalive); never relayed
 	frameHold                     // down, empty: the launcher stops (Ctrl-Z) and sends nothing until it continues
 	frameLast     = frameHold
 )
@@ -183,8 +183,9 @@ type setupMsg struct {
 	KillGrace time.Duration `json:",omitempty"`
 	Connect   time.Duration `json:",omitempty"` // connect timeout for its children
 	// AgentTimeout: an agent that hears nothing from its parent for this
-	// long stops its ranks and exits (watchdog.go); its parent sends it a
-	// keepalive every AgentTimeout/aliveBeats. 0: no limit, no keepalives.
+	// long stops its ranks and exits, and a parent gives up a child as
+	// silent (watchdog.go); each sends the other a keepalive every
+	// AgentTimeout/aliveBeats. 0: no limit, no keepalives.
 	AgentTimeout time.Duration `json:",omitempty"`
 	Verbose      bool          `json:",omitempty"`
 	// PreloadDir is the directory that the agent's parent copied files

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -27,12 +28,16 @@ type link struct {
 
 	out    outbox
 	stderr tail
-	fatal  string        // why the launcher gave the agent up, which says all; set by the reader
 	done   chan struct{} // closed when the reader has reported the end
 	code   int           // the agent's command's exit status; set, like onLost's call, on the reader goroutine
+	// heard is when the last frame came from the agent, in the
+	// parent's watchdog time (watchdog.now); 0 before its hello.
+	heard atomic.Int64
+	busy  atomic.Bool // the reader is handling a frame
 
-	mu  sync.Mutex // protects cmd
-	cmd *exec.Cmd
+	mu    sync.Mutex // protects following
+	cmd   *exec.Cmd
+	fatal string // why this side gave the agent up, which says all
 }
 
 // startLink starts argv and reads the agent's frames; before, preload (if
@@ -101,7 +106,7 @@ func (l *link) read(r *bufio.Reader) string {
 		case err == io.EOF:
 			return ""
 		case errors.As(err, &pe):
-			l.fatal = err.Error()
+			l.setFatal(err.Error())
 		}
 		return err.Error()
 	}
@@ -113,15 +118,25 @@ func (l *link) read(r *bufio.Reader) string {
 			}
 			return err.Error()
 		}
+		// Busy handling a frame (a rank's output that gorun's stdout
+		// does not take), the reader is not hearing the agent: its
+		// silence does not count then.
+		l.heard.Store(int64(mono()))
+		l.busy.Store(true)
 		l.onFrame(l, f)
+		l.busy.Store(false)
+		l.heard.Store(int64(mono()))
 	}
 }
 
 // exitReason says how the agent's connection ended: "ssh exited 255: ssh:
 // connect to host ... timed out".
 func (l *link) exitReason(reason string, err error) string {
-	if l.fatal != "" {
-		return l.fatal // how the agent's process then ended says nothing more
+	l.mu.Lock()
+	fatal := l.fatal
+	l.mu.Unlock()
+	if fatal != "" {
+		return fatal // how the agent's process then ended says nothing more
 	}
 	prog := filepath.Base(l.argv[0])
 	var ee *exec.ExitError
@@ -155,6 +170,16 @@ func (l *link) send(f frame) { l.out.put(appendFrame(nil, f)) }
 // close ends the agent's input once what was queued is written: the agent
 // then stops its ranks and exits.
 func (l *link) close() { l.out.close() }
+
+// setFatal gives the reason the agent's end will be reported with, in
+// place of how its process ended; the first reason stays.
+func (l *link) setFatal(why string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fatal == "" {
+		l.fatal = why
+	}
+}
 
 // kill kills the ssh process group at once.
 func (l *link) kill() {

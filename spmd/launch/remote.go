@@ -70,7 +70,7 @@ func (l *Launcher) runRemote(ctx context.Context, cfg *Config, hl *hostList, job
 		return s
 	}, out, logf)
 	c.sp.preload, c.preloaded = preloads(cfg, gorun, len(targets), logf)
-	c.sp.alive = time.Duration(cfg.AgentTimeout) / aliveBeats
+	c.sp.agentTimeout = time.Duration(cfg.AgentTimeout)
 	// Agents that ran ranks get time to stop them; agents that never
 	// answered (a hung ssh or --launch-agent) are killed at once.
 	closeWait := time.Duration(cfg.KillGrace) + 5*time.Second

@@ -25,7 +25,8 @@ func splitTree(hosts []target, radix int) [][]target {
 }
 
 // spawner starts agents on a subtree of hosts, radix at a time, and routes
-// frames down to them. The launcher has one for all remote hosts, each
+// frames down to them; with alive set, it sends them keepalives and gives
+// up one that falls silent (watchdog.go). The launcher has one for all remote hosts, each
 // agent one for its subtree. Frames coming up go to up unchanged, except a
 // direct child's hello, which gets its host index and via stamped; a child
 // whose connection ends is reported through lost.
@@ -37,9 +38,10 @@ type spawner struct {
 	logf    func(format string, args ...any)
 	up      func(f frame)
 	lost    func(host int, reason string)
-	// alive is the interval of the keepalives sent to each child
-	// (watchdog.go); 0: none.
-	alive time.Duration
+	// agentTimeout is setupMsg.AgentTimeout: keepalives go to each
+	// child every agentTimeout/aliveBeats, and a child silent for
+	// agentTimeout is given up (watchdog.go); 0: neither.
+	agentTimeout time.Duration
 
 	mu        sync.Mutex    // protects following
 	stopAlive chan struct{} // closed by close to end keepalive; nil before start
@@ -55,9 +57,9 @@ func (s *spawner) start(hosts []target) {
 	if s.route == nil {
 		s.route, s.dirs = map[int]*link{}, map[int]string{}
 	}
-	if s.alive > 0 && s.stopAlive == nil {
+	if s.agentTimeout > 0 && s.stopAlive == nil {
 		s.stopAlive = make(chan struct{})
-		go s.keepalive(s.alive, s.stopAlive)
+		go s.keepalive(s.agentTimeout, s.stopAlive)
 	}
 	for _, g := range splitTree(hosts, s.radix) {
 		head := g[0]
@@ -90,6 +92,9 @@ func (s *spawner) start(hosts []target) {
 
 // fromChild passes a frame up, stamping a direct child's hello.
 func (s *spawner) fromChild(l *link, f frame) {
+	if f.Type == frameAlive {
+		return // the link has counted it
+	}
 	if f.Type == frameHello && f.Host == 0 {
 		var h helloMsg
 		if f.decode(&h) == nil {

@@ -17,6 +17,7 @@ package launch
 // apart was stopped itself, and counts its silence anew.
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 )
@@ -29,22 +30,49 @@ const aliveBeats = 6
 // scheduling delays would stop healthy jobs.
 const minAgentTimeout = time.Second
 
-// keepalive sends a frameAlive to each child every interval until stop
-// closes.
-func (s *spawner) keepalive(interval time.Duration, stop <-chan struct{}) {
+// monoBase is where mono counts from.
+var monoBase = time.Now()
+
+// mono is a monotonic clock: the time since this process started, near
+// enough.
+func mono() time.Duration { return time.Since(monoBase) }
+
+// keepalive sends a frameAlive to each child aliveBeats times per limit
+// until stop closes, and gives up a child that has said nothing for limit
+// since its hello: the host cut off (where ssh has no keepalives, or
+// another launch agent carries the link), or its agent frozen. Gaps in its
+// own ticks (this process stopped: Ctrl-Z, a suspended job) restart every
+// child's count.
+func (s *spawner) keepalive(limit time.Duration, stop <-chan struct{}) {
+	interval := limit / aliveBeats
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	last := mono()
 	for {
 		select {
 		case <-stop:
 			return
 		case <-tick.C:
 		}
+		now := mono()
+		stalled := now-last > 2*interval
+		last = now
 		s.mu.Lock()
 		links := s.links
 		s.mu.Unlock()
 		for _, l := range links {
 			l.send(frame{Type: frameAlive, Host: l.t.Index})
+			heard := l.heard.Load()
+			switch {
+			case heard == 0 || l.busy.Load(): // no hello yet, or the reader is busy
+			case stalled:
+				l.heard.CompareAndSwap(heard, int64(now))
+			case now-time.Duration(heard) >= limit:
+				s.logf("host %s: nothing from its agent for %v: giving it up", l.t.Name, (now - time.Duration(heard)).Round(time.Second/10))
+				l.setFatal(fmt.Sprintf("its agent silent for %v, past --agent-timeout %v: the host cut off, or its agent frozen",
+					(now - time.Duration(heard)).Round(time.Second/10), limit))
+				l.kill()
+			}
 		}
 	}
 }
