@@ -172,13 +172,16 @@ func (l *link) send(f frame) { l.out.put(appendFrame(nil, f)) }
 func (l *link) close() { l.out.close() }
 
 // setFatal gives the reason the agent's end will be reported with, in
-// place of how its process ended; the first reason stays.
-func (l *link) setFatal(why string) {
+// place of how its process ended; the first reason stays, and only the
+// first call returns true.
+func (l *link) setFatal(why string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.fatal == "" {
-		l.fatal = why
+	if l.fatal != "" {
+		return false
 	}
+	l.fatal = why
+	return true
 }
 
 // kill kills the ssh process group at once.

@@ -68,10 +68,11 @@ func (s *spawner) keepalive(limit time.Duration, stop <-chan struct{}) {
 			case stalled:
 				l.heard.CompareAndSwap(heard, int64(now))
 			case now-time.Duration(heard) >= limit:
-				s.logf("host %s: nothing from its agent for %v: giving it up", l.t.Name, (now - time.Duration(heard)).Round(time.Second/10))
-				l.setFatal(fmt.Sprintf("its agent silent for %v, past --agent-timeout %v: the host cut off, or its agent frozen",
-					(now - time.Duration(heard)).Round(time.Second/10), limit))
-				l.kill()
+				silent := (now - time.Duration(heard)).Round(time.Second / 10)
+				if l.setFatal(fmt.Sprintf("its agent silent for %v, past --agent-timeout %v: the host cut off, or its agent frozen", silent, limit)) {
+					s.logf("host %s: nothing from its agent for %v: giving it up", l.t.Name, silent)
+					l.kill()
+				}
 			}
 		}
 	}
