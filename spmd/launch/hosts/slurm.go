@@ -11,14 +11,19 @@ const (
 	EnvSlurmNodeList     = "SLURM_JOB_NODELIST"
 	EnvSlurmNodeListOld  = "SLURM_NODELIST" // older name, read when the first is unset
 	EnvSlurmTasksPerNode = "SLURM_TASKS_PER_NODE"
-	EnvSlurmCPUsPerNode  = "SLURM_JOB_CPUS_PER_NODE" // read when SLURM_TASKS_PER_NODE is unset
+	EnvSlurmCPUsPerNode  = "SLURM_JOB_CPUS_PER_NODE" // read when SLURM_TASKS_PER_NODE is unset or the step's
+	EnvSlurmCPUsPerTask  = "SLURM_CPUS_PER_TASK"     // divides SLURM_JOB_CPUS_PER_NODE into tasks
+	EnvSlurmStepID       = "SLURM_STEP_ID"           // set inside a step that srun started
+	EnvSlurmStepNumTasks = "SLURM_STEP_NUM_TASKS"
+	EnvSlurmStepTasks    = "SLURM_STEP_TASKS_PER_NODE"
 )
 
 // FromSlurm returns the hosts of the Slurm allocation the process runs in,
 // with one slot per task Slurm allotted each node. ok is false, with no
 // error, outside Slurm (SLURM_JOB_NODELIST and SLURM_NODELIST unset). Slots
-// come from SLURM_TASKS_PER_NODE, else SLURM_JOB_CPUS_PER_NODE, else one per
-// node. getenv is usually os.Getenv.
+// come from the variable that [SlotsVar] names: SLURM_TASKS_PER_NODE, else
+// SLURM_JOB_CPUS_PER_NODE divided by SLURM_CPUS_PER_TASK (at least one),
+// else one per node. getenv is usually os.Getenv.
 func FromSlurm(getenv func(string) string) (hosts []Host, ok bool, err error) {
 	nodeVar := EnvSlurmNodeList
 	nodeVal := getenv(nodeVar)
@@ -37,11 +42,8 @@ func FromSlurm(getenv func(string) string) (hosts []Host, ok bool, err error) {
 	for i := range counts {
 		counts[i] = 1
 	}
-	for _, v := range []string{EnvSlurmTasksPerNode, EnvSlurmCPUsPerNode} {
+	if v := SlotsVar(getenv); v != "" {
 		val := getenv(v)
-		if val == "" {
-			continue
-		}
 		if counts, err = parseTasksPerNode(v, val); err != nil {
 			return nil, true, err
 		}
@@ -49,7 +51,11 @@ func FromSlurm(getenv func(string) string) (hosts []Host, ok bool, err error) {
 			return nil, true, &EnvError{Var: v, Value: val, Err: ErrSyntax,
 				Msg: fmt.Sprintf("gives counts for %d nodes but %s lists %d nodes", len(counts), nodeVar, len(names))}
 		}
-		break
+		if v == EnvSlurmCPUsPerNode {
+			if err := perTask(getenv, counts); err != nil {
+				return nil, true, err
+			}
+		}
 	}
 	var l list
 	for i, name := range names {
@@ -58,6 +64,50 @@ func FromSlurm(getenv func(string) string) (hosts []Host, ok bool, err error) {
 		}
 	}
 	return l.hosts, true, nil
+}
+
+// SlotsVar names the variable that holds the slots of the Slurm allocation's
+// nodes, "" where none does (one slot per node): SLURM_TASKS_PER_NODE,
+// the tasks Slurm allotted each node, unless it is unset or is a step's.
+// Then SLURM_JOB_CPUS_PER_NODE, where set. A process that srun started as
+// the one task of a step (srun -n1 gorun, as srun -n1 mpirun) sees the
+// job's nodes and CPUs, but srun sets SLURM_TASKS_PER_NODE (and
+// SLURM_NTASKS) to the step's one task, as it does SLURM_STEP_TASKS_PER_NODE,
+// and the job's tasks per node are nowhere in its environment; with
+// srun --preserve-env the two differ, and SLURM_TASKS_PER_NODE is the
+// job's.
+func SlotsVar(getenv func(string) string) string {
+	tasks := getenv(EnvSlurmTasksPerNode)
+	if tasks != "" && !(StepOfOne(getenv) && tasks == getenv(EnvSlurmStepTasks)) {
+		return EnvSlurmTasksPerNode
+	}
+	if getenv(EnvSlurmCPUsPerNode) != "" {
+		return EnvSlurmCPUsPerNode
+	}
+	return ""
+}
+
+// StepOfOne reports whether the process runs as the one task of a Slurm
+// step that srun started (SLURM_STEP_ID set, SLURM_STEP_NUM_TASKS 1).
+func StepOfOne(getenv func(string) string) bool {
+	return getenv(EnvSlurmStepID) != "" && getenv(EnvSlurmStepNumTasks) == "1"
+}
+
+// perTask divides the CPU counts of SLURM_JOB_CPUS_PER_NODE into tasks of
+// SLURM_CPUS_PER_TASK CPUs each (salloc -c), at least one per node.
+func perTask(getenv func(string) string, counts []int) error {
+	val := getenv(EnvSlurmCPUsPerTask)
+	if val == "" {
+		return nil
+	}
+	per, ok := parseCount(val)
+	if !ok {
+		return &EnvError{Var: EnvSlurmCPUsPerTask, Value: val, Err: ErrSyntax, Msg: "want a positive number of CPUs"}
+	}
+	for i, c := range counts {
+		counts[i] = max(1, c/per)
+	}
+	return nil
 }
 
 // ParseNodeList expands a Slurm node list as found in SLURM_JOB_NODELIST:

@@ -162,6 +162,31 @@ func TestFromSlurm(t *testing.T) {
 		{"tasks win over cpus", env("SLURM_JOB_NODELIST", "a", "SLURM_TASKS_PER_NODE", "2", "SLURM_JOB_CPUS_PER_NODE", "8"),
 			[]Host{{Name: "a", Slots: 2}}, true},
 		{"no counts", env("SLURM_JOB_NODELIST", "a,b"), []Host{{Name: "a", Slots: 1}, {Name: "b", Slots: 1}}, true},
+		{"cpus per task", env("SLURM_JOB_NODELIST", "a,b", "SLURM_JOB_CPUS_PER_NODE", "8,3", "SLURM_CPUS_PER_TASK", "2"),
+			[]Host{{Name: "a", Slots: 4}, {Name: "b", Slots: 1}}, true},
+		{"cpus per task, fewer cpus", env("SLURM_JOB_NODELIST", "a", "SLURM_JOB_CPUS_PER_NODE", "1", "SLURM_CPUS_PER_TASK", "2"),
+			[]Host{{Name: "a", Slots: 1}}, true},
+		// srun -n1 inside salloc -N2 -n8: the step's one task in
+		// SLURM_TASKS_PER_NODE, the job's CPUs in SLURM_JOB_CPUS_PER_NODE.
+		{"step of one", env("SLURM_JOB_NODELIST", "n[1-2]", "SLURM_TASKS_PER_NODE", "1", "SLURM_JOB_CPUS_PER_NODE", "4(x2)",
+			"SLURM_STEP_ID", "0", "SLURM_STEP_NUM_TASKS", "1", "SLURM_STEP_TASKS_PER_NODE", "1"),
+			[]Host{{Name: "n1", Slots: 4}, {Name: "n2", Slots: 4}}, true},
+		{"step of one, one node", env("SLURM_JOB_NODELIST", "n1", "SLURM_TASKS_PER_NODE", "1", "SLURM_JOB_CPUS_PER_NODE", "4",
+			"SLURM_STEP_ID", "3", "SLURM_STEP_NUM_TASKS", "1", "SLURM_STEP_TASKS_PER_NODE", "1"),
+			[]Host{{Name: "n1", Slots: 4}}, true},
+		{"step of one, cpus per task", env("SLURM_JOB_NODELIST", "n[1-2]", "SLURM_TASKS_PER_NODE", "1", "SLURM_JOB_CPUS_PER_NODE", "4(x2)",
+			"SLURM_CPUS_PER_TASK", "2", "SLURM_STEP_ID", "0", "SLURM_STEP_NUM_TASKS", "1", "SLURM_STEP_TASKS_PER_NODE", "1"),
+			[]Host{{Name: "n1", Slots: 2}, {Name: "n2", Slots: 2}}, true},
+		{"step of one, no cpus", env("SLURM_JOB_NODELIST", "n[1-2]", "SLURM_TASKS_PER_NODE", "1",
+			"SLURM_STEP_ID", "0", "SLURM_STEP_NUM_TASKS", "1", "SLURM_STEP_TASKS_PER_NODE", "1"),
+			[]Host{{Name: "n1", Slots: 1}, {Name: "n2", Slots: 1}}, true},
+		// srun -n1 --preserve-env leaves the job's SLURM_TASKS_PER_NODE.
+		{"step of one, job's tasks kept", env("SLURM_JOB_NODELIST", "n[1-2]", "SLURM_TASKS_PER_NODE", "3,1", "SLURM_JOB_CPUS_PER_NODE", "4(x2)",
+			"SLURM_STEP_ID", "0", "SLURM_STEP_NUM_TASKS", "1", "SLURM_STEP_TASKS_PER_NODE", "1"),
+			[]Host{{Name: "n1", Slots: 3}, {Name: "n2", Slots: 1}}, true},
+		{"step of two: its tasks", env("SLURM_JOB_NODELIST", "n[1-2]", "SLURM_TASKS_PER_NODE", "1(x2)", "SLURM_JOB_CPUS_PER_NODE", "4(x2)",
+			"SLURM_STEP_ID", "0", "SLURM_STEP_NUM_TASKS", "2", "SLURM_STEP_TASKS_PER_NODE", "1(x2)"),
+			[]Host{{Name: "n1", Slots: 1}, {Name: "n2", Slots: 1}}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -188,6 +213,8 @@ func TestFromSlurmErrors(t *testing.T) {
 		{"bad cpus", env("SLURM_JOB_NODELIST", "a", "SLURM_JOB_CPUS_PER_NODE", "1(x"), `SLURM_JOB_CPUS_PER_NODE="1(x": bad repeat`},
 		{"count mismatch", env("SLURM_JOB_NODELIST", "n[1-3]", "SLURM_TASKS_PER_NODE", "2(x2)"),
 			"gives counts for 2 nodes but SLURM_JOB_NODELIST lists 3 nodes"},
+		{"bad cpus per task", env("SLURM_JOB_NODELIST", "a", "SLURM_JOB_CPUS_PER_NODE", "4", "SLURM_CPUS_PER_TASK", "0"),
+			`SLURM_CPUS_PER_TASK="0": want a positive number of CPUs`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
