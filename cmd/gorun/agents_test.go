@@ -130,6 +130,64 @@ func TestSrunOfGorun(t *testing.T) {
 	}
 }
 
+// stepOfOne is the environment srun -n1 gives its one task inside salloc
+// -N2 -n8 (as Slurm 22.05 set it on a real cluster): the job's nodes and
+// CPUs, but the step's own tasks (one, on n1) in SLURM_TASKS_PER_NODE,
+// SLURM_NTASKS and SLURM_NNODES.
+var stepOfOne = []string{
+	"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=n[1-2]", "SLURM_NODELIST=n[1-2]", "SLURM_JOB_NUM_NODES=2",
+	"SLURM_JOB_CPUS_PER_NODE=4(x2)", "SLURM_NNODES=1", "SLURM_NTASKS=1", "SLURM_NPROCS=1", "SLURM_TASKS_PER_NODE=1",
+	"SLURM_STEP_ID=0", "SLURM_STEPID=0", "SLURM_STEP_NODELIST=n1", "SLURM_STEP_NUM_NODES=1",
+	"SLURM_STEP_NUM_TASKS=1", "SLURM_STEP_TASKS_PER_NODE=1", "SLURM_PROCID=0", "SLURM_LOCALID=0",
+	"SLURM_NODEID=0", "SLURMD_NODENAME=n1", "SLURM_CPUS_ON_NODE=4", "SLURM_DISTRIBUTION=cyclic",
+}
+
+// TestSrunStepOfOne: gorun run as the one task of a step (srun -n1 gorun,
+// as srun -n1 mpirun) places its ranks on the job's allocation, one per
+// CPU of the job's on each node, not on the step's one task (it said that
+// SLURM_TASKS_PER_NODE gave counts for 1 node of 2, or, on one node, that
+// the job had 1 task).
+func TestSrunStepOfOne(t *testing.T) {
+	oneNode := []string{"SLURM_JOB_NODELIST=n1", "SLURM_NODELIST=n1", "SLURM_JOB_NUM_NODES=1", "SLURM_JOB_CPUS_PER_NODE=4"}
+	for _, tc := range []struct {
+		name string
+		np   []string
+		env  []string // over stepOfOne
+		want []string // per rank: node, node rank, local rank, SLURM_PROCID, SLURM_NTASKS, SLURM_TASKS_PER_NODE
+	}{
+		{"two nodes, -np 8", []string{"-np", "8"}, nil, []string{
+			"[0] n1 0 0 0 8 4(x2)", "[1] n1 0 1 1 8 4(x2)", "[2] n1 0 2 2 8 4(x2)", "[3] n1 0 3 3 8 4(x2)",
+			"[4] n2 1 0 4 8 4(x2)", "[5] n2 1 1 5 8 4(x2)", "[6] n2 1 2 6 8 4(x2)", "[7] n2 1 3 7 8 4(x2)"}},
+		{"two nodes, --npernode 1", []string{"--npernode", "1"}, nil, []string{"[0] n1 0 0 0 2 1(x2)", "[1] n2 1 0 1 2 1(x2)"}},
+		{"one node, -np 4", []string{"-np", "4"}, oneNode, []string{
+			"[0] n1 0 0 0 4 4", "[1] n1 0 1 1 4 4", "[2] n1 0 2 2 4 4", "[3] n1 0 3 3 4 4"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := fakeSlurm(t)
+			args := append(append([]string{"--tag-output"}, tc.np...), "sh", "-c",
+				`echo "$SLURMD_NODENAME $GORUN_NODE_RANK $GORUN_LOCAL_RANK $SLURM_PROCID $SLURM_NTASKS $SLURM_TASKS_PER_NODE"`)
+			cmd := gorunCmd(t, args...)
+			cmd.Env = append(append(append(cmd.Env, "PATH="+dir+":"+os.Getenv("PATH")), stepOfOne...), tc.env...)
+			r := runGorun(t, cmd)
+			if got, want := strings.Join(lines(r.stdout), "\n"), strings.Join(tc.want, "\n"); r.code != 0 || got != want {
+				t.Errorf("ranks said\n%s\nwant status 0 and\n%s\n%v", got, want, r)
+			}
+			if !strings.Contains(r.stderr, "gorun: running as the one task of Slurm step 7.0, whose SLURM_TASKS_PER_NODE is its own: placing ranks on the job's allocation, one task per CPU of SLURM_JOB_CPUS_PER_NODE=") {
+				t.Errorf("no line saying where the ranks go\n%v", r)
+			}
+		})
+	}
+	t.Run("too many ranks", func(t *testing.T) {
+		cmd := gorunCmd(t, "--dry-run", "-np", "9", "/bin/true")
+		cmd.Env = append(cmd.Env, stepOfOne...)
+		r := runGorun(t, cmd)
+		want := "gorun: the Slurm job's allocation: 9 ranks requested but it has 8 tasks on 2 nodes (one task per CPU of SLURM_JOB_CPUS_PER_NODE=4(x2)); ask salloc or sbatch for more (-n), or pass --oversubscribe\n"
+		if r.code != 2 || !strings.HasSuffix(r.stderr, want) {
+			t.Errorf("want status 2 and %q\n%v", want, r)
+		}
+	})
+}
+
 // TestSrunTooManyRanks: more ranks than the allocation's tasks is said in
 // Slurm's words (it said "the host list has 3 slots ...; add slots").
 func TestSrunTooManyRanks(t *testing.T) {

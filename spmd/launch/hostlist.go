@@ -23,6 +23,8 @@ type hostList struct {
 	hosts    []hosts.Host // the list, in its order
 	rankHost []string     // host name per rank
 	local    map[string]bool
+	slotsVar string // inside Slurm: the variable the slots came from (hosts.SlotsVar)
+	note     string // inside Slurm, a step of one task: where the ranks go, for --verbose
 }
 
 // resolveHosts reads the host list of cfg: -H, --hostfile, a Slurm
@@ -72,6 +74,12 @@ func resolveHosts(cfg *Config, getenv func(string) string) (*hostList, error) {
 			return nil, err
 		}
 		hl.mode, hl.source = ModeSrun, "the Slurm allocation"
+		hl.slotsVar = hosts.SlotsVar(getenv)
+		if hosts.StepOfOne(getenv) && hl.slotsVar != hosts.EnvSlurmTasksPerNode {
+			hl.source = "the Slurm job's allocation"
+			hl.note = fmt.Sprintf("running as the one task of Slurm step %s.%s, whose %s is its own: placing ranks on the job's allocation, %s (--npernode sets ranks per node)",
+				getenv("SLURM_JOB_ID"), getenv(hosts.EnvSlurmStepID), hosts.EnvSlurmTasksPerNode, slotsSaid(hl.slotsVar, getenv))
+		}
 	}
 	if hl.mode == modeSSH {
 		hl.hosts = mergeLocal(hl.hosts)
@@ -86,8 +94,8 @@ func resolveHosts(cfg *Config, getenv func(string) string) (*hostList, error) {
 	var se *hosts.SlotsError
 	if errors.As(err, &se) && errors.Is(err, hosts.ErrNotEnoughSlots) && hl.mode == ModeSrun {
 		// In Slurm's words: its tasks are the slots.
-		return nil, errorf(ErrUsage, "%s: %d ranks requested but it has %d %s on %d %s (SLURM_TASKS_PER_NODE); ask salloc or sbatch for more (-n), or pass --oversubscribe",
-			hl.source, se.Requested, se.Slots, plural(se.Slots, "task"), se.Hosts, plural(se.Hosts, "node"))
+		return nil, errorf(ErrUsage, "%s: %d ranks requested but it has %d %s on %d %s (%s); ask salloc or sbatch for more (-n), or pass --oversubscribe",
+			hl.source, se.Requested, se.Slots, plural(se.Slots, "task"), se.Hosts, plural(se.Hosts, "node"), slotsSaid(hl.slotsVar, getenv))
 	}
 	if err != nil {
 		return nil, errorf(ErrUsage, "%s: %w", hl.source, err)
@@ -108,7 +116,8 @@ func resolveHosts(cfg *Config, getenv func(string) string) (*hostList, error) {
 
 // checkStep refuses a gorun that runs as one of several tasks of a Slurm
 // step (srun -N2 gorun, as torchrun is run): each would start the whole
-// job on the allocation's nodes, two jobs where one was meant.
+// job on the allocation's nodes, two jobs where one was meant. A step of
+// one task (srun -n1 gorun) runs gorun once, as the batch script would.
 func checkStep(getenv func(string) string) error {
 	if getenv(envSlurmStepID) == "" {
 		return nil
@@ -117,8 +126,25 @@ func checkStep(getenv func(string) string) error {
 	if err != nil || n < 2 {
 		return nil
 	}
-	return errorf(ErrUsage, "started as each of the %d tasks of a Slurm step (%s=%d), and each would start the whole job on the allocation's nodes: run gorun once, without srun (in the batch script or salloc's shell; it starts one agent per node with srun itself)",
+	return errorf(ErrUsage, "started as each of the %d tasks of a Slurm step (%s=%d), and each would start the whole job on the allocation's nodes: run gorun once, in the batch script or salloc's shell or as a step of one task (srun -n1 gorun ...); it starts one agent per node with srun itself",
 		n, envSlurmStepNumTasks, n)
+}
+
+// slotsSaid says where the slots of a Slurm allocation came from: the
+// variable FromSlurm read them from, "SLURM_TASKS_PER_NODE" or
+// "SLURM_JOB_CPUS_PER_NODE=4(x2) / SLURM_CPUS_PER_TASK=2", or one per node.
+func slotsSaid(v string, getenv func(string) string) string {
+	switch {
+	case v == "":
+		return "one task per node, for want of " + hosts.EnvSlurmCPUsPerNode
+	case v == hosts.EnvSlurmTasksPerNode:
+		return v
+	case getenv(hosts.EnvSlurmCPUsPerTask) != "":
+		return fmt.Sprintf("one task per %s CPUs (%s=%s) of %s=%s", getenv(hosts.EnvSlurmCPUsPerTask),
+			hosts.EnvSlurmCPUsPerTask, getenv(hosts.EnvSlurmCPUsPerTask), v, getenv(v))
+	default:
+		return fmt.Sprintf("one task per CPU of %s=%s", v, getenv(v))
+	}
 }
 
 // localHosts places every rank on this machine, as without a host list.

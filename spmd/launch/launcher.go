@@ -115,6 +115,9 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if hl.note != "" {
+		out.Logf("%s", hl.note)
+	}
 	cfg.apps = cfg.contexts() // an SPMD job's one context, of the ranks now counted
 	if err := checkPorts(&cfg, hl); err != nil {
 		return 0, err
