@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/gorun-hpc/gorun/spmd/contract"
@@ -26,6 +27,22 @@ const holdFailure = 100 * time.Millisecond
 // (GORUN_STATUS_FD) that is still running: the peer that failed first may
 // take a moment after it closed its transport to exit.
 const holdLost = time.Second
+
+// holdSignal is how long a rank killed by SIGTERM, SIGINT or SIGHUP that
+// gorun did not send is held before it is named: those are what a job's
+// manager sends to the whole job at once (Slurm's scancel and time limit
+// signal every step of the job, gorun's and its agents'; systemd stops a
+// unit's whole cgroup), and gorun, which gets one too, may get its own
+// after ranks died of theirs and were reaped: on the Slurm rig the
+// ranks' SIGTERM came 12-32 ms before gorun's, and 3 scancels of 5 named
+// a rank as the job's failure.
+const holdSignal = time.Second
+
+// stopSignal reports whether sig is one that stops a whole job: SIGTERM,
+// SIGINT or SIGHUP, which gorun passes on to its ranks when it gets one.
+func stopSignal(sig syscall.Signal) bool {
+	return sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == syscall.SIGHUP
+}
 
 // pingWait bounds the hold while the agent of a host where a lost peer
 // of the held rank runs has not answered a ping. A host cut off from the
@@ -61,6 +78,10 @@ func (s *supervisor) ended(e ended) {
 		s.stop()
 		return
 	}
+	if stopSignal(e.status.Signal) && e.status.Lost == "" && !s.stopping {
+		s.holdStop(e)
+		return
+	}
 	if e.status.Signal == 0 && e.status.Lost == "" && !s.stopping {
 		if s.held == nil {
 			s.held, s.hold, s.heldAt = &e, time.After(holdFailure), time.Now()
@@ -73,6 +94,80 @@ func (s *supervisor) ended(e ended) {
 		s.held, s.hold, s.pinged = nil, nil, nil
 	}
 	s.fail(e, "")
+}
+
+// holdStop holds e, a rank killed by a stop signal that gorun did not
+// send, for holdSignal, in case gorun gets it too (the whole job was
+// signalled): a failure with an exit status held already is the likelier
+// consequence, and a rank killed so held already came first.
+func (s *supervisor) holdStop(e ended) {
+	if s.held != nil && stopSignal(s.held.status.Signal) {
+		return
+	}
+	wait := s.holdSignal()
+	if s.held != nil {
+		s.logf("rank %d failed first (%v), but rank %d %v: holding that instead", s.held.rank, s.held.status, e.rank, e.status)
+	}
+	s.logf("rank %d %v, which gorun did not send: holding it up to %v, in case gorun gets it too (sent to the whole job)", e.rank, e.status, wait)
+	s.held, s.hold, s.heldAt, s.pinged = &e, time.After(wait), time.Now(), nil
+}
+
+// heldStop reports whether the failure held is a rank killed by a stop
+// signal.
+func (s *supervisor) heldStop() bool {
+	return s.held != nil && stopSignal(s.held.status.Signal)
+}
+
+// waitSignal reports whether the job, its ranks ended, still waits for
+// gorun's own stop signal: a rank killed by one is held, and not every
+// rank was (the others failed after losing it, say), which alone would
+// say that the job was signalled as a whole.
+func (s *supervisor) waitSignal() bool {
+	return s.heldStop() && !s.wholeJob(s.held.status.Signal)
+}
+
+func (s *supervisor) holdSignal() time.Duration {
+	if s.l.holdSignal > 0 {
+		return s.l.holdSignal
+	}
+	return holdSignal
+}
+
+// killedBy lists the ranks that ended killed by sig.
+func (s *supervisor) killedBy(sig syscall.Signal) []int {
+	var rs []int
+	for r, st := range s.ends {
+		if st.Signal == sig && st.Lost == "" {
+			rs = append(rs, r)
+		}
+	}
+	slices.Sort(rs)
+	return rs
+}
+
+// sameSignal ends the hold of a rank killed by sig, which gorun got too:
+// the job was signalled as a whole, and no rank failed. It returns what
+// the signal's line adds, or "" where no such rank is held.
+func (s *supervisor) sameSignal(sig syscall.Signal) string {
+	if !s.heldStop() || s.held.status.Signal != sig {
+		return ""
+	}
+	s.held, s.hold, s.pinged = nil, nil, nil
+	ranks := s.killedBy(sig)
+	return fmt.Sprintf("%s had already been killed by it: %s", contract.RankList(ranks), sentToJob)
+}
+
+// sentToJob ends the line of a job whose ranks a stop signal killed that
+// gorun did not send.
+const sentToJob = "it was sent to the whole job (as Slurm's scancel and time limit do), not by gorun"
+
+// wholeJob reports whether every rank of the job, two or more, ended
+// killed by sig, which gorun did not send: the job was signalled as a
+// whole (scancel --signal signals every step but gorun's), and no rank
+// failed first.
+func (s *supervisor) wholeJob(sig syscall.Signal) bool {
+	n := len(s.plan.Ranks)
+	return n > 1 && s.running == 0 && len(s.procs) == n && len(s.killedBy(sig)) == n
 }
 
 // named is what the job's line names for e: its rank, or its lost host.
@@ -211,6 +306,12 @@ func (s *supervisor) release() {
 		return
 	}
 	s.held, s.hold, s.pinged = nil, nil, nil
+	if sig := e.status.Signal; stopSignal(sig) && s.wholeJob(sig) {
+		s.decide(128 + int(sig))
+		s.out.Logf("every rank (%s) was killed by signal %d (%v), which gorun did not send: %s",
+			contract.RankList(s.killedBy(sig)), int(sig), sig, sentToJob)
+		return
+	}
 	cause := *e
 	seen := map[int]bool{cause.rank: true}
 next:

@@ -74,9 +74,9 @@ type Launcher struct {
 	Guard []string
 
 	cgroup *cgroup // the running job's, for its ranks on this machine; nil: none
-	// killAnswer and pingWait replace the constants of those names where
-	// set: tests shorten them.
-	killAnswer, pingWait time.Duration
+	// killAnswer, pingWait and holdSignal replace the constants of those
+	// names where set: tests shorten them, or lengthen holdSignal.
+	killAnswer, pingWait, holdSignal time.Duration
 }
 
 // Run validates cfg, resolves (and if needed builds) the program, plans the

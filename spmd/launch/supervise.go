@@ -164,7 +164,7 @@ func (s *supervisor) loop(ctx context.Context, exits <-chan ended) int {
 		reap, stop = orphanExits()
 		defer stop()
 	}
-	for s.running > 0 {
+	for s.running > 0 || s.waitSignal() {
 		select {
 		case <-reap:
 			// In the goroutine that starts the ranks, so that no rank is
@@ -264,14 +264,22 @@ func (s *supervisor) signal(sig os.Signal) {
 		s.kill()
 		return
 	}
-	stopSig := syscall.SIGTERM
+	stopSig, already := syscall.SIGTERM, ""
 	if ss != 0 {
+		already = s.sameSignal(ss)
 		s.decide(128 + int(ss))
 		stopSig = ss
 	} else {
 		s.decide(1)
 	}
-	s.out.Logf("%v: stopping %s (send it again to kill %s)", sig, s.ranks(), s.them())
+	switch {
+	case already != "" && s.running == 0:
+		s.out.Logf("%v: %s", sig, already)
+	case already != "":
+		s.out.Logf("%v: stopping %s (send it again to kill %s); %s", sig, s.ranks(), s.them(), already)
+	default:
+		s.out.Logf("%v: stopping %s (send it again to kill %s)", sig, s.ranks(), s.them())
+	}
 	s.stopWith(stopSig)
 }
 
