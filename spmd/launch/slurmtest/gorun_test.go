@@ -109,6 +109,7 @@ func TestGorun(t *testing.T) {
 	t.Run("HelloNP", func(t *testing.T) { testHello(t, c, "-np", "6") })
 	t.Run("Placement", func(t *testing.T) { testPlacement(t, c) })
 	t.Run("Sbatch", func(t *testing.T) { testSbatch(t, c) })
+	t.Run("StepOfOne", func(t *testing.T) { testStepOfOne(t, c) })
 	t.Run("RankKilled", func(t *testing.T) { testRankKilled(t, c) })
 }
 
@@ -164,6 +165,21 @@ func testPlacement(t *testing.T, c *Cluster) {
 		t.Fatalf("want status 0\n%v", j)
 	}
 	checkPlacement(t, j)
+}
+
+// testStepOfOne runs gorun as the one task of a step, srun -n1 gorun, as
+// people run srun -n1 mpirun: it places the ranks on the job's three
+// nodes, two per node with --npernode, and says so. It refused the job:
+// the step's SLURM_TASKS_PER_NODE (1) gave one node's count for three.
+func testStepOfOne(t *testing.T, c *Cluster) {
+	j := runJob(c, "salloc", "-N3", "-n6", "srun", "-n1", bin.gorun, "-np", "6", "--npernode", "2", bin.probe)
+	if j.err != nil || j.code != 0 {
+		t.Fatalf("want status 0\n%v", j)
+	}
+	checkPlacement(t, j)
+	if want := "placing ranks on the job's allocation"; !strings.Contains(j.stderr, want) {
+		t.Errorf("stderr lacks %q\n%v", want, j)
+	}
 }
 
 var probeLine = regexp.MustCompile(`(?m)^rank (\d+) of 6 node (\S*) host (\S*) local (\d+) of (\d+) noderank (\d+)$`)
