@@ -31,11 +31,18 @@ type cluster struct {
 	// to each host's preload directory.
 	preloaded map[string]string
 
+	// now is the cluster's clock for telling a silent agent (silent.go):
+	// time.Now, or a test's.
+	now func() time.Time
+
 	mu      sync.Mutex // protects following
 	hosts   map[int]*remoteHost
 	byName  map[string]*remoteHost
 	sub     map[int][]target // host -> the hosts below it
 	changed chan struct{}    // closed and replaced when a host becomes ready or lost
+	// links holds, per host, the reading of the link its frames come up
+	// (shared by the hosts of a subtree of the spawn tree).
+	links map[int]*reading
 }
 
 // remoteHost is one host with an agent.
@@ -48,20 +55,33 @@ type remoteHost struct {
 	procs map[int]*remoteProc
 	pings int // the last ping sent to its agent (cluster.ping)
 	pong  int // the last ping its agent answered
+	// heard is the last ping sent before a frame of its agent's was
+	// read: the agent was there after it, whether or not it answered.
+	heard int
+	// pingAt is when the last ping was sent, and deafAt how long its
+	// link had been deaf (reading.deaf) by then.
+	pingAt time.Time
+	deafAt time.Duration
 }
 
 // newCluster prepares the agents of targets (host indices from 1).
 func newCluster(targets []target, remote remote, radix int, setup func(target) setupMsg, out *output,
 	logf func(string, ...any)) *cluster {
 	c := &cluster{
-		setup: setup, out: out, logf: logf,
+		setup: setup, out: out, logf: logf, now: time.Now,
 		hosts: map[int]*remoteHost{}, byName: map[string]*remoteHost{},
-		sub: map[int][]target{}, changed: make(chan struct{}),
+		sub: map[int][]target{}, changed: make(chan struct{}), links: map[int]*reading{},
 	}
 	for _, t := range targets {
 		h := &remoteHost{t: t, procs: map[int]*remoteProc{}}
 		c.hosts[t.Index] = h
 		c.byName[t.Name] = h
+	}
+	for _, g := range splitTree(targets, radix) { // as spawner.start links them
+		r := &reading{}
+		for _, t := range g {
+			c.links[t.Index] = r
+		}
 	}
 	subtreeOf(targets, radix, "", c.sub, map[int]string{})
 	c.sp = &spawner{remote: remote, radix: radix, logf: logf, up: c.frame, lost: c.lose}
@@ -127,7 +147,8 @@ func (c *cluster) notifyLocked() {
 	c.changed = make(chan struct{})
 }
 
-// frame handles a frame from an agent.
+// frame handles a frame from an agent, on the reader goroutine of the
+// link it came up.
 func (c *cluster) frame(f frame) {
 	c.mu.Lock()
 	h := c.hosts[f.Host]
@@ -136,6 +157,8 @@ func (c *cluster) frame(f frame) {
 		c.out.Logf("a frame of type %d from unknown host %d", f.Type, f.Host)
 		return
 	}
+	c.readLocked(h)
+	defer c.handled(f.Host)
 	var p *remoteProc
 	if f.Type >= frameStarted && f.Type <= frameExited || f.Type == frameStdinAck {
 		p = h.procs[f.Rank]

@@ -45,12 +45,18 @@ func stopSignal(sig syscall.Signal) bool {
 }
 
 // pingWait bounds the hold while the agent of a host where a lost peer
-// of the held rank runs has not answered a ping. A host cut off from the
-// others, or whose agent is frozen, reports nothing: its ssh notices after
-// its keepalives (sshAliveInterval times sshAliveCount), while the ranks
-// of the healthy hosts see their peers there lost within seconds and
-// exit 1, which named a healthy rank instead of the lost host. An agent
-// that answers does so in milliseconds.
+// of the held rank runs has sent nothing since it was pinged. A host cut
+// off from the others, or whose agent is frozen, reports nothing: its ssh
+// notices after its keepalives (sshAliveInterval times sshAliveCount),
+// while the ranks of the healthy hosts see their peers there lost within
+// seconds and exit 1, which named a healthy rank instead of the lost
+// host. A quiet agent answers in milliseconds (under 0.1 s through ssh on
+// the 2-core VM with a load of 12-16, race-built); a busy one's pong
+// waits behind its ranks' output (1.8 s with a rank that printed all it
+// could), but that output says it is there: any frame of the agent's
+// counts (cluster.unheard). The time that gorun spends writing frames
+// that came before, to a stdout that does not take them, does not count
+// towards pingWait either: it reads nothing from the agent meanwhile.
 const pingWait = 3 * time.Second
 
 // ended handles the end of one rank; the first failure stops the job,
@@ -179,20 +185,20 @@ func (s *supervisor) named(e ended) string {
 }
 
 // holdOver ends the hold of a failure, unless the held rank reported
-// losing a peer that still runs, for at most holdLost, or pingWait while
-// the agent of the peer's host has not answered; one that has not by
-// then is given up and named.
+// losing a peer that still runs, for at most holdLost, or while the agent
+// of the peer's host has sent nothing since it was pinged; one that has
+// sent nothing for pingWait is given up and named.
 func (s *supervisor) holdOver() {
 	if s.held == nil {
 		return
 	}
 	if len(s.runningPeers()) > 0 {
-		silent := s.silentPeers()
-		if len(silent) > 0 && time.Since(s.pingedAt) >= s.pingWait() {
-			s.unanswered(silent)
+		unheard, late := s.unheardPeers()
+		if len(late) > 0 {
+			s.unanswered(late)
 			return
 		}
-		if time.Since(s.heldAt) < holdLost || len(silent) > 0 {
+		if time.Since(s.heldAt) < holdLost || len(unheard) > 0 {
 			s.hold = time.After(holdFailure)
 			return
 		}
@@ -226,23 +232,26 @@ func (s *supervisor) pingPeers() {
 	}
 	if len(s.pinged) > 0 {
 		s.agents.ping(s.pinged)
-		s.pingedAt = time.Now()
 	}
 }
 
-// silentPeers returns the pinged hosts whose agents have not answered
-// and where the held rank's lost peers still run.
-func (s *supervisor) silentPeers() []string {
+// unheardPeers returns the pinged hosts whose agents have sent nothing
+// since, where the held rank's lost peers still run; late, those of them
+// whose agents have sent nothing for pingWait.
+func (s *supervisor) unheardPeers() (unheard, late []string) {
 	if len(s.pinged) == 0 {
-		return nil
+		return nil, nil
 	}
-	var hosts []string
-	for _, h := range s.agents.silent(s.pinged) {
+	hosts, over := s.agents.unheard(s.pinged, s.pingWait())
+	for _, h := range hosts {
 		if len(s.peersOn(h)) > 0 {
-			hosts = append(hosts, h)
+			unheard = append(unheard, h)
+			if slices.Contains(over, h) {
+				late = append(late, h)
+			}
 		}
 	}
-	return hosts
+	return unheard, late
 }
 
 // peersOn returns the held rank's lost peers that still run on host.
@@ -263,9 +272,10 @@ func (s *supervisor) pingWait() time.Duration {
 	return pingWait
 }
 
-// unanswered decides the job by hosts whose agents did not answer within
-// pingWait while the held rank's lost peers ran there: the hosts are
-// given up and named, with status 255, instead of the rank that lost them.
+// unanswered decides the job by hosts whose agents sent nothing for
+// pingWait after they were pinged while the held rank's lost peers ran
+// there: the hosts are given up and named, with status 255, instead of
+// the rank that lost them.
 func (s *supervisor) unanswered(hosts []string) {
 	e := *s.held
 	s.inHostOrder(hosts)

@@ -36,6 +36,12 @@ type hostAgents interface {
 	// silent returns those of hosts whose agents have not answered the
 	// last ping sent to them, and are not lost.
 	silent(hosts []string) []string
+	// unheard returns those of hosts whose agents have sent nothing
+	// since the last ping sent to them, neither its pong nor any other
+	// frame, and are not lost; late, those of them that have sent
+	// nothing for wait of the time that this process was reading their
+	// links.
+	unheard(hosts []string, wait time.Duration) (unheard, late []string)
 	// giveUp marks host lost, why, with the hosts the spawn tree
 	// reaches through its agent, and drops its agent's connection; the
 	// ranks running there end with a Lost status. It returns the hosts
@@ -61,6 +67,10 @@ func (c *cluster) ping(hosts []string) {
 		}
 		h.pings++
 		n := h.pings
+		h.pingAt = c.now()
+		if r := c.links[h.t.Index]; r != nil {
+			h.deafAt = r.deaf(h.pingAt)
+		}
 		c.mu.Unlock()
 		c.send(u32Frame(framePing, h.t.Index, 0, n))
 	}
@@ -90,6 +100,71 @@ func (c *cluster) silent(hosts []string) []string {
 		}
 	}
 	return out
+}
+
+func (c *cluster) unheard(hosts []string, wait time.Duration) (unheard, late []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	for _, name := range hosts {
+		h := c.byName[name]
+		if h == nil || h.lost != "" || h.pong >= h.pings || h.heard >= h.pings {
+			continue
+		}
+		unheard = append(unheard, name)
+		read := now.Sub(h.pingAt)
+		if r := c.links[h.t.Index]; r != nil {
+			read -= r.deaf(now) - h.deafAt
+		}
+		if read >= wait {
+			late = append(late, name)
+		}
+	}
+	return unheard, late
+}
+
+// reading is how this process reads the frames that come up one link
+// to an agent: one at a time, each handed on before the next is read. So
+// while it hands one on (a rank's output, to a stdout that does not take
+// it) it hears nothing more from the agents behind that link, and their
+// silence then is not theirs. Its fields are guarded by cluster.mu.
+type reading struct {
+	busy  int           // frames being handed on
+	since time.Time     // when busy last became nonzero
+	spent time.Duration // the time busy before since
+}
+
+// deaf returns how long, until now, frames of the link were being
+// handed on: the time nothing more was read from it.
+func (r *reading) deaf(now time.Time) time.Duration {
+	if r.busy > 0 {
+		return r.spent + now.Sub(r.since)
+	}
+	return r.spent
+}
+
+// readLocked notes that a frame of h's agent was read, and is being
+// handed on until handled: the agent was there after the pings sent to it
+// before. c.mu must be held.
+func (c *cluster) readLocked(h *remoteHost) {
+	h.heard = h.pings
+	if r := c.links[h.t.Index]; r != nil {
+		if r.busy == 0 {
+			r.since = c.now()
+		}
+		r.busy++
+	}
+}
+
+// handled notes that a frame of host's agent has been handed on.
+func (c *cluster) handled(host int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r := c.links[host]; r != nil && r.busy > 0 {
+		if r.busy--; r.busy == 0 {
+			r.spent += c.now().Sub(r.since)
+		}
+	}
 }
 
 // giveUp gives host up. Where this process started the host's agent, its

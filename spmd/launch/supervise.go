@@ -63,7 +63,6 @@ type supervisor struct {
 	ends     map[int]status   // how the ranks that ended did
 	agents   hostAgents       // the agents of the ranks on other hosts; nil: none
 	pinged   []string         // the hosts of the held failure's lost peers (failure.go)
-	pingedAt time.Time        // when their agents were pinged
 	killedAt time.Time        // when SIGKILL was first sent; zero: not yet
 	answer   <-chan time.Time // fires killAnswer after killedAt (silent.go)
 }
