@@ -1109,15 +1109,10 @@ func allStopped(want bool, pids []int) bool {
 // procState is the state letter of pid in /proc (R, S, T, Z...); "" when
 // there is no such process.
 func procState(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
+	if f := procStat(pid); len(f) > 0 {
+		return f[0]
 	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) == 0 {
-		return ""
-	}
-	return f[0]
+	return ""
 }
 
 // TestAllowRunAsRoot: mpirun's --allow-run-as-root, typed from habit, is
