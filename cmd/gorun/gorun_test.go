@@ -15,10 +15,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/launch/testhost"
 )
 
 var (
@@ -1061,22 +1062,7 @@ func waitPids(t *testing.T, file string, n int) []int {
 }
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex // protects b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testhost.SyncBuffer
 
 // waitLine waits until buf holds s.
 func waitLine(t *testing.T, buf *syncBuffer, s string) {

@@ -6,10 +6,11 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorun-hpc/gorun/spmd/launch/testhost"
 )
 
 // testCluster is a cluster of n hosts h1..hn in a spawn tree of radix,
@@ -112,19 +113,4 @@ func TestStartDoesNotWaitForRemotePid(t *testing.T) {
 }
 
 // syncWriter is a bytes.Buffer safe for concurrent use.
-type syncWriter struct {
-	mu sync.Mutex // protects b
-	b  bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
+type syncWriter = testhost.SyncBuffer
