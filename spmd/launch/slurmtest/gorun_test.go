@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -111,6 +112,75 @@ func TestGorun(t *testing.T) {
 	t.Run("Sbatch", func(t *testing.T) { testSbatch(t, c) })
 	t.Run("StepOfOne", func(t *testing.T) { testStepOfOne(t, c) })
 	t.Run("RankKilled", func(t *testing.T) { testRankKilled(t, c) })
+	t.Run("AgentFrozen", func(t *testing.T) { testAgentFrozen(t, c) })
+}
+
+// testAgentFrozen freezes the agent on n2 while the job runs. srun, which
+// carries the agents' links, has no keepalive of its own: after
+// --agent-timeout without one from that agent, gorun gives n2 up and
+// stops the job with 255, naming it. It waited for the job's end, which
+// never came.
+func testAgentFrozen(t *testing.T, c *Cluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), jobTimeout)
+	defer cancel()
+	var stdout, stderr testhost.SyncBuffer
+	cmd := c.CommandContext(ctx, "salloc", "-N3", "-n6", bin.gorun, "--agent-timeout", "1s", "-np", "6", "sleep", "300")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	agent := 0
+	for deadline := time.Now().Add(time.Minute); agent == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) { // a guard against a hang, not a timing
+			t.Fatalf("no agent of gorun on n2 with its ranks; stderr:\n%s", stderr.String())
+		}
+		agent = agentWithRanks(c, "n2", 2)
+	}
+	syscall.Kill(agent, syscall.SIGSTOP)
+	defer syscall.Kill(agent, syscall.SIGCONT)
+	err := cmd.Wait()
+	code := -1
+	if cmd.ProcessState != nil {
+		code = cmd.ProcessState.ExitCode()
+	}
+	if code != 255 {
+		t.Errorf("salloc gorun exited %d (%v), want 255 for the lost node\n%s", code, err, stderr.String())
+	}
+	want := regexp.MustCompile(`(?m)^gorun: host n2: connection to its agent lost \(its agent silent for [0-9.]+s, past --agent-timeout 1s`)
+	if !want.MatchString(stderr.String()) {
+		t.Errorf("stderr lacks %v:\n%s", want, stderr.String())
+	}
+	syscall.Kill(agent, syscall.SIGCONT)
+	if left := waitGone(20*time.Second, c.Pids); len(left) > 0 {
+		t.Errorf("processes of the job left: %s", psLines(left))
+	}
+}
+
+// agentWithRanks returns the pid of the gorun agent that Slurm runs on
+// node, once it has started n ranks; 0 before.
+func agentWithRanks(c *Cluster, node string, n int) int {
+	ps := procs()
+	for _, p := range ps {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.pid))
+		args := strings.Split(string(cmdline), "\x00")
+		if len(args) < 2 || args[0] != bin.gorun || args[1] != "--agent" || !c.ownConf(p.conf) {
+			continue
+		}
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.pid))
+		if envValue(env, "SLURMD_NODENAME") != node {
+			continue
+		}
+		children := 0
+		for _, q := range ps {
+			if q.ppid == p.pid {
+				children++
+			}
+		}
+		if children >= n {
+			return p.pid
+		}
+	}
+	return 0
 }
 
 var planLine = regexp.MustCompile(`(?m)^rank (\d+): host (\S+), node (\d+), local rank (\d+)$`)
