@@ -113,14 +113,14 @@ func testRigFrozenAgent(t *testing.T, rig *netnstest.Rig) {
 // and stops the job with 255, naming it. It waited until the job's end,
 // which never came.
 func testRigFrozenWhileRunning(t *testing.T, rig *netnstest.Rig) {
-	cmd, stderr, _ := startPair(t, rig, "true", "--agent-timeout", "1s")
+	cmd, stderr, _ := startPair(t, rig, "true", "--agent-timeout", "3s")
 	agent := agentOn(t, rig, "h3")
 	syscall.Kill(agent, syscall.SIGSTOP)
 	defer syscall.Kill(agent, syscall.SIGCONT)
 	if code := waitExit(t, cmd, stderr); code != 255 {
 		t.Errorf("gorun exited %d, want 255 for the lost host\n%s", code, stderr.String())
 	}
-	want := regexp.MustCompile(`(?m)^gorun: host h3: connection to its agent lost \(its agent silent for [0-9.]+s, past --agent-timeout 1s: the host cut off, or its agent frozen\); stopping`)
+	want := regexp.MustCompile(`(?m)^gorun: host h3: connection to its agent lost \(its agent silent for [0-9.]+s, past --agent-timeout 3s: the host cut off, or its agent frozen\); stopping`)
 	if !want.MatchString(stderr.String()) {
 		t.Errorf("stderr lacks %v:\n%s", want, stderr.String())
 	}
@@ -166,7 +166,7 @@ func testRigPartitionAtStop(t *testing.T, rig *netnstest.Rig) {
 // and exits. gorun waited for ssh's keepalives (30s), and h3's rank and
 // agent ran on until sshd noticed the connection gone, which it never did.
 func testRigPartitionWhileRunning(t *testing.T, rig *netnstest.Rig) {
-	cmd, stderr, pids := startPair(t, rig, "true", "--agent-timeout", "2s")
+	cmd, stderr, pids := startPair(t, rig, "true", "--agent-timeout", "3s")
 	agent := agentOn(t, rig, "h3")
 	if err := rig.KillLink("h3"); err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func testRigPartitionWhileRunning(t *testing.T, rig *netnstest.Rig) {
 	}
 	for deadline := time.Now().Add(30 * time.Second); alive(agent) || alive(pids[1]); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) { // a guard against a hang, not a timing
-			t.Errorf("h3, cut off for 30s: its agent (pid %d, alive %v) or rank 1 (pid %d, alive %v) still runs, with --agent-timeout 2s",
+			t.Errorf("h3, cut off for 30s: its agent (pid %d, alive %v) or rank 1 (pid %d, alive %v) still runs, with --agent-timeout 3s",
 				agent, alive(agent), pids[1], alive(pids[1]))
 			break
 		}
@@ -192,7 +192,7 @@ func testRigPartitionWhileRunning(t *testing.T, rig *netnstest.Rig) {
 // --agent-timeout, h3 reached through h2's agent: the ranks stop with
 // gorun, the agents wait for it, and the ranks continue with it.
 func testRigCtrlZ(t *testing.T, rig *netnstest.Rig) {
-	cmd, stderr, pids := startPair(t, rig, "true", "--agent-timeout", "1s", "--spawn-radix", "1")
+	cmd, stderr, pids := startPair(t, rig, "true", "--agent-timeout", "2s", "--spawn-radix", "1")
 	all := func(want bool) func() bool {
 		return func() bool { return allStopped(want, append([]int{cmd.Process.Pid}, pids...)) }
 	}
@@ -206,15 +206,15 @@ func testRigCtrlZ(t *testing.T, rig *netnstest.Rig) {
 	}
 	cmd.Process.Signal(syscall.SIGTSTP)
 	waitUntil("stopped by Ctrl-Z", all(true))
-	time.Sleep(3 * time.Second) // three agent timeouts: the agents must wait
+	time.Sleep(5 * time.Second) // over two agent timeouts: the agents must wait
 	if !alive(pids[0]) || !alive(pids[1]) {
-		t.Fatalf("ranks alive %v %v after Ctrl-Z for 3s with --agent-timeout 1s:\n%s", alive(pids[0]), alive(pids[1]), stderr.String())
+		t.Fatalf("ranks alive %v %v after Ctrl-Z for 5s with --agent-timeout 2s:\n%s", alive(pids[0]), alive(pids[1]), stderr.String())
 	}
 	cmd.Process.Signal(syscall.SIGCONT)
 	waitUntil("continued by SIGCONT", all(false))
-	time.Sleep(2 * time.Second) // keepalives again: the agents must not give up
+	time.Sleep(3 * time.Second) // keepalives again: the agents must not give up
 	if !alive(pids[0]) || !alive(pids[1]) {
-		t.Fatalf("ranks alive %v %v 2s after SIGCONT, with --agent-timeout 1s:\n%s", alive(pids[0]), alive(pids[1]), stderr.String())
+		t.Fatalf("ranks alive %v %v 3s after SIGCONT, with --agent-timeout 2s:\n%s", alive(pids[0]), alive(pids[1]), stderr.String())
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	if code := waitExit(t, cmd, stderr); code != 143 {

@@ -124,7 +124,7 @@ func testAgentFrozen(t *testing.T, c *Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), jobTimeout)
 	defer cancel()
 	var stdout, stderr testhost.SyncBuffer
-	cmd := c.CommandContext(ctx, "salloc", "-N3", "-n6", bin.gorun, "--agent-timeout", "1s", "-np", "6", "sleep", "300")
+	cmd := c.CommandContext(ctx, "salloc", "-N3", "-n6", bin.gorun, "--agent-timeout", "3s", "-np", "6", "sleep", "300")
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -146,7 +146,7 @@ func testAgentFrozen(t *testing.T, c *Cluster) {
 	if code != 255 {
 		t.Errorf("salloc gorun exited %d (%v), want 255 for the lost node\n%s", code, err, stderr.String())
 	}
-	want := regexp.MustCompile(`(?m)^gorun: host n2: connection to its agent lost \(its agent silent for [0-9.]+s, past --agent-timeout 1s`)
+	want := regexp.MustCompile(`(?m)^gorun: host n2: connection to its agent lost \(its agent silent for [0-9.]+s, past --agent-timeout 3s`)
 	if !want.MatchString(stderr.String()) {
 		t.Errorf("stderr lacks %v:\n%s", want, stderr.String())
 	}
