@@ -1,0 +1,94 @@
+package launch
+
+// Signals sent to gorun while its job runs: passed on, or a stop.
+
+import (
+	"os"
+	"syscall"
+	"time"
+)
+
+// signal handles a signal sent to gorun.
+func (s *supervisor) signal(sig os.Signal) {
+	ss, _ := sig.(syscall.Signal)
+	switch ss {
+	case syscall.SIGUSR1, syscall.SIGUSR2:
+		s.logf("forwarding %v to %s", ss, s.ranks())
+		s.signalAll(ss)
+		return
+	case syscall.SIGTSTP:
+		// Ctrl-Z: the ranks run in process groups of their own, which
+		// the terminal's stop does not reach, so gorun stops them, then
+		// itself; as torchrun's workers, in its group, stop with it.
+		s.logf("stopping (SIGSTOP) %s, then gorun (Ctrl-Z)", s.ranks())
+		s.signalAll(syscall.SIGSTOP)
+		if s.agents != nil {
+			s.agents.hold() // the SIGSTOPs written, the watchdogs told to wait
+		}
+		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		return
+	case syscall.SIGCONT:
+		// fg, bg or kill -CONT: the ranks go on with gorun.
+		s.logf("continuing (SIGCONT) %s", s.ranks())
+		s.signalAll(syscall.SIGCONT)
+		return
+	case syscall.SIGPIPE:
+		// gorun's stdout or stderr is a pipe whose reader has gone (gorun
+		// ... | head). A gorun that died of it, as the default action has
+		// it, left the ranks to die of theirs, or to run on, and their
+		// files in /dev/shm; so the job stops as for a SIGTERM, with the
+		// status of a process killed by SIGPIPE. Every write to the closed
+		// pipe brings another: they stop nothing more. A SIGPIPE of a
+		// write to a rank's stdin, which it did not read, stops nothing.
+		if s.piped || !s.out.closed() {
+			return
+		}
+		s.piped = true
+		s.decide(128 + int(ss))
+		s.out.Logf("gorun's output is closed (SIGPIPE): stopping %s", s.ranks())
+		s.stopWith(syscall.SIGTERM)
+		return
+	}
+	s.signals++
+	if s.signals > 1 {
+		s.out.Logf("%v again: killing %s", sig, s.ranks())
+		s.kill()
+		return
+	}
+	stopSig, already := syscall.SIGTERM, ""
+	if ss != 0 {
+		already = s.sameSignal(ss)
+		s.decide(128 + int(ss))
+		stopSig = ss
+	} else {
+		s.decide(1)
+	}
+	switch {
+	case already != "" && s.running == 0:
+		s.out.Logf("%v: %s", sig, already)
+	case already != "":
+		s.out.Logf("%v: stopping %s (send it again to kill %s); %s", sig, s.ranks(), s.them(), already)
+	default:
+		s.out.Logf("%v: stopping %s (send it again to kill %s)", sig, s.ranks(), s.them())
+	}
+	s.stopWith(stopSig)
+}
+
+// signalLag bounds how long a cancelled context waits for the signal that
+// cancelled it.
+const signalLag = 20 * time.Millisecond
+
+// cancelled stops the job when ctx ends. gorun's context ends on the same
+// signals that Signals delivers, and the two arrive in either order: a stop
+// on the context alone sent the ranks SIGTERM before the signal was seen,
+// and the job exited with the first rank's 143 instead of the 130 of an
+// interrupt (TestRig/sigint failed so once). The signal, if one comes
+// within signalLag, decides the status.
+func (s *supervisor) cancelled() {
+	select {
+	case sig := <-s.l.Signals:
+		s.signal(sig)
+	case <-time.After(signalLag):
+		s.stop()
+	}
+}
