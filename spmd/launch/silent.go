@@ -186,31 +186,6 @@ func (c *cluster) giveUp(host, why string) []string {
 	return append([]string{host}, with...)
 }
 
-func (c *cluster) hold() { c.sp.hold(holdFlush) }
-
-// holdFlush bounds how long gorun, stopping itself, waits for its frames
-// to be written to the agents' connections.
-const holdFlush = time.Second
-
-// hold sends each child a frameHold, then waits up to wait until every
-// link has written what was queued.
-func (s *spawner) hold(wait time.Duration) {
-	s.mu.Lock()
-	links := s.links
-	s.mu.Unlock()
-	for _, l := range links {
-		l.send(frame{Type: frameHold, Host: l.t.Index})
-	}
-	deadline := time.After(wait)
-	for _, l := range links {
-		select {
-		case <-l.out.flushed():
-		case <-deadline:
-			return
-		}
-	}
-}
-
 // kill kills the ssh of host's agent if this spawner started it.
 func (s *spawner) kill(host int) {
 	s.mu.Lock()

@@ -130,3 +130,28 @@ func (w *watchdog) check() time.Duration {
 	}
 	return 0
 }
+
+func (c *cluster) hold() { c.sp.hold(holdFlush) }
+
+// holdFlush bounds how long gorun, stopping itself, waits for its frames
+// to be written to the agents' connections.
+const holdFlush = time.Second
+
+// hold sends each child a frameHold, then waits up to wait until every
+// link has written what was queued.
+func (s *spawner) hold(wait time.Duration) {
+	s.mu.Lock()
+	links := s.links
+	s.mu.Unlock()
+	for _, l := range links {
+		l.send(frame{Type: frameHold, Host: l.t.Index})
+	}
+	deadline := time.After(wait)
+	for _, l := range links {
+		select {
+		case <-l.out.flushed():
+		case <-deadline:
+			return
+		}
+	}
+}
