@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/strategies/internal/replica"
 	"github.com/gorun-hpc/gorun/strategies/nn"
 )
 
@@ -91,7 +92,7 @@ func New(ctx context.Context, comm *spmd.Comm, model nn.Model, cfg Config) (*DDP
 	if err != nil {
 		return nil, fmt.Errorf("dp: %w", err)
 	}
-	if err := agreeSize(ctx, c, len(st.W)); err != nil {
+	if err := replica.Same(ctx, c, st, "dp"); err != nil {
 		c.Free()
 		return nil, err
 	}
@@ -108,18 +109,6 @@ func New(ctx context.Context, comm *spmd.Comm, model nn.Model, cfg Config) (*DDP
 	d.left = make([]int, len(d.buckets))
 	d.works = make([]Work, len(d.buckets))
 	return d, nil
-}
-
-// agreeSize fails every rank if the ranks' models differ in size.
-func agreeSize(ctx context.Context, c *spmd.Comm, n int) error {
-	lim := []int64{int64(n), -int64(n)}
-	if err := prims.AllReduce(ctx, c, lim, prims.Max[int64]()); err != nil {
-		return fmt.Errorf("dp: comparing model sizes: %w", err)
-	}
-	if lim[0] != -lim[1] {
-		return fmt.Errorf("dp: the ranks' models differ: %d to %d parameters (this rank %d); every rank must build the same model", -lim[1], lim[0], n)
-	}
-	return nil
 }
 
 // Comm is the driver's own communicator (a duplicate of the one New got).

@@ -1,9 +1,14 @@
 package hybrid_test
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
+	"github.com/gorun-hpc/gorun/compress"
+	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/spmdtest"
 	"github.com/gorun-hpc/gorun/strategies/hybrid"
 	"github.com/gorun-hpc/gorun/strategies/nn"
 )
@@ -31,6 +36,41 @@ func TestValidateMessages(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%v, want %q", err, tc.want)
 			}
+		})
+	}
+}
+
+// TestNewReturnsErrors: an error after the mesh is built (here the
+// optimizer's) comes back from New on every layout, through zero, dp
+// with a codec and the pipeline's sync alike, and what New built is
+// closed, not a panic on a nil engine.
+func TestNewReturnsErrors(t *testing.T) {
+	refuse := func(params []*nn.Param, lo, hi int) (nn.Optimizer, error) {
+		return nil, errors.New("this optimizer refuses")
+	}
+	for _, tc := range []struct {
+		name     string
+		pp, zero int
+		codec    bool
+	}{
+		{"zero 0", 1, 0, false}, {"zero 3", 1, 3, false}, {"dp with a codec", 1, 0, true}, {"pipeline", 2, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spmdtest.Run(t, 2, func(ctx context.Context, w *spmd.World) error {
+				cfg := hybrid.Config{Model: testModel, TP: 1, PP: tc.pp, Zero: tc.zero, Micro: 2, Seed: testSeed, Optimizer: refuse}
+				if tc.codec {
+					codec, err := compress.Parse("topk", testSeed)
+					if err != nil {
+						return err
+					}
+					cfg.Compress = codec
+				}
+				e, err := hybrid.New(ctx, w.Comm, cfg)
+				if e != nil || err == nil || !strings.Contains(err.Error(), "this optimizer refuses") {
+					t.Errorf("rank %d: New returned %v, %v; want nil and the optimizer's error", w.Rank(), e, err)
+				}
+				return nil
+			})
 		})
 	}
 }

@@ -49,11 +49,13 @@ func New(ctx context.Context, c *spmd.Comm, cfg Config) (e *Engine, err error) {
 		return nil, err
 	}
 	e = &Engine{cfg: cfg, rng: tp.NewRNG(cfg.Seed)}
-	defer func() {
+	// Close what is built on any error below, with the engine as it is
+	// now: a return of nil, err clears e before deferred calls run.
+	defer func(e *Engine) {
 		if err != nil {
 			e.Close()
 		}
-	}()
+	}(e)
 	if e.mesh, err = NewMesh(ctx, c, cfg.TP, cfg.DP, cfg.PP); err != nil {
 		return nil, err
 	}
@@ -76,8 +78,10 @@ func New(ctx context.Context, c *spmd.Comm, cfg Config) (e *Engine, err error) {
 			return nil, err
 		}
 		e.hook = dp.WithCompression(cfg.Compress)
-		e.ddp, err = dp.New(ctx, e.mesh.DPComm, e.parts[0], dp.Config{Hook: e.hook})
-		return e, err
+		if e.ddp, err = dp.New(ctx, e.mesh.DPComm, e.parts[0], dp.Config{Hook: e.hook}); err != nil {
+			return nil, err
+		}
+		return e, nil
 	}
 	if cfg.PP == 1 {
 		e.zero, err = zero.New(ctx, e.mesh.DPComm, e.parts[0], zero.Config{Stage: cfg.Zero, Optimizer: cfg.Optimizer, Compress: cfg.Compress})
@@ -86,8 +90,10 @@ func New(ctx context.Context, c *spmd.Comm, cfg Config) (e *Engine, err error) {
 		}
 		return e, nil
 	}
-	e.sync, err = newSync(ctx, e.mesh.DPComm, e.parts, cfg)
-	return e, err
+	if e.sync, err = newSync(ctx, e.mesh.DPComm, e.parts, cfg); err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 // Mesh returns the rank's place in the mesh and its groups.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/strategies/internal/replica"
 	"github.com/gorun-hpc/gorun/strategies/nn"
 )
 
@@ -63,6 +64,10 @@ func New(ctx context.Context, comm *spmd.Comm, model nn.Model, cfg Config, opt N
 		return nil, fmt.Errorf("ps: %w", err)
 	}
 	st := model.Store()
+	if err := replica.Same(ctx, c, st, "ps"); err != nil {
+		c.Free()
+		return nil, err
+	}
 	d := &PS{comm: c, cfg: cfg, model: model}
 	for k := 0; k < cfg.Servers; k++ {
 		lo, hi := prims.Block(len(st.W), cfg.Servers, k)

@@ -10,6 +10,7 @@ import (
 	"github.com/gorun-hpc/gorun/prims"
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/strategies/dp"
+	"github.com/gorun-hpc/gorun/strategies/internal/replica"
 	"github.com/gorun-hpc/gorun/strategies/nn"
 	"github.com/gorun-hpc/gorun/topo"
 )
@@ -118,12 +119,14 @@ func New(ctx context.Context, comm *spmd.Comm, model nn.Model, cfg Config) (z *Z
 		return nil, fmt.Errorf("zero: %w", err)
 	}
 	z = &Zero{cfg: cfg, model: model, st: st, comm: c, world: c.Size(), add16: prims.OpFunc(compress.AddBF16)}
-	defer func() {
+	// Close what is built on any error below, with the driver as it is
+	// now: a return of nil, err clears z before deferred calls run.
+	defer func(z *Zero) {
 		if err != nil {
 			z.Close()
 		}
-	}()
-	if err := agreeSize(ctx, c, len(st.W), len(st.Units)); err != nil {
+	}(z)
+	if err := replica.Same(ctx, c, st, "zero"); err != nil {
 		return nil, err
 	}
 	// In pieces, so that the collective's scratch, which a communicator
@@ -182,18 +185,6 @@ func New(ctx context.Context, comm *spmd.Comm, model nn.Model, cfg Config) (z *Z
 
 // broadcastPiece is the most elements New broadcasts in one call (4 MiB).
 const broadcastPiece = 1 << 20
-
-// agreeSize fails every rank if the ranks' models differ.
-func agreeSize(ctx context.Context, c *spmd.Comm, n, units int) error {
-	lim := []int64{int64(n), -int64(n), int64(units), -int64(units)}
-	if err := prims.AllReduce(ctx, c, lim, prims.Max[int64]()); err != nil {
-		return fmt.Errorf("zero: comparing models: %w", err)
-	}
-	if lim[0] != -lim[1] || lim[2] != -lim[3] {
-		return fmt.Errorf("zero: the ranks' models differ: %d to %d parameters in %d to %d units (this rank %d in %d); every rank must build the same model", -lim[1], lim[0], -lim[3], lim[2], n, units)
-	}
-	return nil
-}
 
 // groups makes the shard and replica groups.
 func (z *Zero) groups(ctx context.Context) error {
