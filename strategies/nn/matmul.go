@@ -29,6 +29,25 @@ func matmul(transA, transB bool, m, n, k int, a, b []float32, beta float32, c []
 // (row strides) lda, ldb and ldc: parts of larger matrices.
 func matmulStrided(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	installGEMM.Do(installFast)
+	// A tensor-parallel rank left with none of a layer's columns or rows
+	// multiplies empty matrices: an empty product, or (k = 0) a sum of
+	// nothing, which BLAS's checks of the operands' lengths refuse.
+	switch {
+	case m == 0 || n == 0:
+		return
+	case k == 0:
+		for i := range m {
+			row := c[i*ldc : i*ldc+n]
+			if beta == 0 {
+				clear(row)
+				continue
+			}
+			for j := range row {
+				row[j] *= beta
+			}
+		}
+		return
+	}
 	ga := blas32.General{Rows: m, Cols: k, Stride: lda, Data: a}
 	tA := blas.NoTrans
 	if transA {

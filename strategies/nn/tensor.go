@@ -31,7 +31,7 @@ func (t *Tensor) Len() int { return len(t.Data) }
 func (t *Tensor) Cols() int { return t.Shape[len(t.Shape)-1] }
 
 // Rows is the product of every dimension but the last.
-func (t *Tensor) Rows() int { return len(t.Data) / t.Cols() }
+func (t *Tensor) Rows() int { return numel(t.Shape[:len(t.Shape)-1]) }
 
 // View returns a tensor of another shape over the same data.
 func (t *Tensor) View(shape ...int) *Tensor { return FromData(t.Data, shape...) }

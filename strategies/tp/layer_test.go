@@ -394,6 +394,16 @@ func TestLayers(t *testing.T) {
 	for _, size := range []int{2, 3} {
 		cases = append(cases, columnCase(size, 6, 12, false, true, false))
 	}
+	// Fewer columns or rows than ranks: the last ranks hold none (an empty
+	// product, a zero partial sum) and the group still computes the whole
+	// layer, forward and backward.
+	for _, size := range []int{2, 3} {
+		cases = append(cases,
+			columnCase(size, 8, 1, false, false, false),
+			columnRowCase(size, 6, 1, 6, false),
+			rowCase(size, 1, 6, false),
+		)
+	}
 	for _, c := range cases {
 		t.Run(c.name, c.check)
 	}
