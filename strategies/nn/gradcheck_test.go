@@ -1,7 +1,9 @@
 package nn
 
 import (
+	"errors"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -233,6 +235,24 @@ func TestCrossEntropyGrad(t *testing.T) {
 	for r := 2 * 6; r < 3*6; r++ {
 		if g[r] != 0 {
 			t.Fatalf("ignored row's gradient[%d] = %g, want 0", r, g[r])
+		}
+	}
+}
+
+// TestCrossEntropyNothingToAverage: no rows is an error; rows whose
+// targets are all ignored give PyTorch's NaN and a zero gradient.
+func TestCrossEntropyNothingToAverage(t *testing.T) {
+	var ce CrossEntropy
+	if _, err := ce.Forward(NewTensor(0, 6), nil); !errors.Is(err, ErrShape) || !strings.Contains(err.Error(), "a batch of no rows") {
+		t.Errorf("no rows: %v, want an ErrShape about a batch of no rows", err)
+	}
+	loss, err := ce.Forward(randTensor(5, 3, 6), []int32{-1, -1, -100})
+	if err != nil || !math.IsNaN(float64(loss)) {
+		t.Errorf("all ignored: %v, %v; want NaN, no error", loss, err)
+	}
+	for i, v := range ce.Backward(1).Data {
+		if v != 0 {
+			t.Fatalf("all ignored: gradient[%d] = %g, want 0", i, v)
 		}
 	}
 }

@@ -4,7 +4,10 @@ import "math"
 
 // CrossEntropy is softmax cross-entropy over logits of shape [..., V]
 // against one class id per row, averaged over the rows whose target is not
-// negative (a negative target is ignored, as PyTorch's ignore_index).
+// negative (a negative target is ignored, as PyTorch's ignore_index). Where
+// every target is ignored the mean is of nothing: the loss is NaN, as
+// PyTorch's, so that a step with nothing to learn from shows in the log,
+// and the gradient zero, so that it harms no parameter.
 type CrossEntropy struct {
 	p       *Tensor // softmax of the logits, kept for Backward
 	targets []int32
@@ -13,12 +16,15 @@ type CrossEntropy struct {
 }
 
 // Forward returns the mean loss. It returns an error that wraps ErrShape
-// if there is not one target per row, and one that wraps ErrIndex for a
-// target of V or more.
+// if there is not one target per row or no row at all, and one that wraps
+// ErrIndex for a target of V or more.
 func (c *CrossEntropy) Forward(logits *Tensor, targets []int32) (float32, error) {
 	rows, v := logits.Rows(), logits.Cols()
 	if len(targets) != rows {
 		return 0, errorf(ErrShape, "cross-entropy: %d targets for %d rows of logits: pass one target per row", len(targets), rows)
+	}
+	if rows == 0 {
+		return 0, errorf(ErrShape, "cross-entropy: a batch of no rows: pass at least one (with data parallelism, a global batch of at least one example a rank)")
 	}
 	c.p = Resize(c.p, logits.Shape...)
 	c.targets = targets
@@ -39,7 +45,7 @@ func (c *CrossEntropy) Forward(logits *Tensor, targets []int32) (float32, error)
 		total += lse - float64(x[t])
 	}
 	if c.counted == 0 {
-		return 0, nil
+		return float32(math.NaN()), nil // see CrossEntropy
 	}
 	return float32(total / float64(c.counted)), nil
 }

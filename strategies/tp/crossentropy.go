@@ -18,7 +18,7 @@ import (
 // no communication: each rank's columns of softmax - onehot are its own
 // exponentials over the summed ones. Rows whose target is negative are
 // ignored, as nn.CrossEntropy ignores them; the loss is the mean over the
-// others.
+// others (NaN where there are none, as nn's).
 type CrossEntropy struct {
 	G      *Group
 	Vocab  int
@@ -47,6 +47,9 @@ func (c *CrossEntropy) Forward(logits *nn.Tensor, targets []int32) (float32, err
 	rows, v := logits.Rows(), logits.Cols()
 	if len(targets) != rows {
 		return 0, fmt.Errorf("cross-entropy: %d targets for %d rows of logits: pass one target per row: %w", len(targets), rows, nn.ErrShape)
+	}
+	if rows == 0 {
+		return 0, fmt.Errorf("cross-entropy: a batch of no rows: pass at least one (with data parallelism, a global batch of at least one example a rank): %w", nn.ErrShape)
 	}
 	if v != c.Hi-c.Lo {
 		return 0, fmt.Errorf("cross-entropy: logits of %d columns for vocabulary block [%d, %d): %w", v, c.Lo, c.Hi, nn.ErrShape)
@@ -109,7 +112,7 @@ func (c *CrossEntropy) Forward(logits *nn.Tensor, targets []int32) (float32, err
 		total += math.Log(float64(sums[r])) - float64(tgt[r])
 	}
 	if c.counted == 0 {
-		return 0, nil
+		return float32(math.NaN()), nil // as nn.CrossEntropy's
 	}
 	return float32(total / float64(c.counted)), nil
 }
