@@ -135,12 +135,13 @@ func shareCodec(ctx context.Context, c *spmd.Comm, saved *savedCodec, cfg config
 	)
 	follow := []int32{0}
 	if c.Rank() == 0 && saved != nil {
-		if states, note, err = saved.plan(cfg, codec, idle, c.Size(), buckets); err != nil {
-			return "", err
-		}
+		states, note, err = saved.plan(cfg, codec, idle, c.Size(), buckets)
 		if states != nil {
 			follow[0] = 1
 		}
+	}
+	if err := workload.RootSays(ctx, c, err, 0); err != nil {
+		return "", err
 	}
 	if err := prims.Broadcast(ctx, c, follow, 0); err != nil {
 		return "", fmt.Errorf("resume: %w", err)

@@ -246,16 +246,20 @@ func TestResumeOtherData(t *testing.T) {
 	}
 }
 
-// TestFailureSaidOnce: a rank whose run fails says why before it closes
-// its world (workload.Close), so that the lines of the peers that lose it
-// come after, and Main does not say it again.
+// TestFailureSaidOnce: a resume that rank 0 alone refuses is said once, by
+// rank 0, which gorun names; the other ranks stop with its reason
+// (workload.RootSays) and quietly, not with lines of a lost peer.
 func TestFailureSaidOnce(t *testing.T) {
 	gorun, ddp := build(t)
 	dir := t.TempDir()
 	job(t, gorun, ddp, 2, append([]string{"--steps", "1", "--ckpt", dir}, small...)...)
-	out, stderr, err := proctest.Run(gorun, ddp, 2, append(append([]string{"--steps", "2", "--ckpt", dir, "--resume"}, small...), "--hidden", "7")...)
-	want := "checkpoint does not match"
-	if err == nil || strings.Count(stderr, want) != 1 {
-		t.Fatalf("a resume with another --hidden: %v; want one line saying %q:\n%s%s", err, want, out, stderr)
+	for _, tc := range []struct{ name, dir, want string }{
+		{"another --hidden", dir, "checkpoint does not match"},
+		{"no checkpoint", filepath.Join(dir, "none"), "--resume: no checkpoint at "},
+	} {
+		out, stderr, err := proctest.Run(gorun, ddp, 3, append(append([]string{"--steps", "2", "--ckpt", tc.dir, "--resume"}, small...), "--hidden", "7")...)
+		if err == nil || strings.Count(stderr, tc.want) != 1 || strings.Contains(stderr, "peer lost") || !strings.Contains(stderr, "gorun: rank 0 ") {
+			t.Errorf("a resume with %s: %v; want one line saying %q, gorun naming rank 0 and no peer lost:\n%s%s", tc.name, err, tc.want, out, stderr)
+		}
 	}
 }

@@ -51,39 +51,14 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	}
 	ck := &nn.Checkpoint{Store: st, Optimizer: opt, Streams: wl.Streams}
 	var saved *savedCodec // rank 0's, when it loaded a checkpoint
-	if cfg.resume && w.Rank() == 0 {
-		path := filepath.Join(cfg.ckpt, ckptFile)
-		_, err := os.Stat(path)
-		notice := ""
-		ck.Check = func(saved map[string]string) (err error) {
-			notice, err = wl.CheckSaved(cfg.ckpt, saved)
-			return err
+	if cfg.resume {
+		// Rank 0 alone reads the checkpoint; the others stop with its
+		// reason when it cannot, not at their next collective.
+		if w.Rank() == 0 {
+			saved, err = loadResume(cfg, wl, ck, w.Env(), out)
 		}
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			if err := workload.ForeignCheckpoint(cfg.ckpt, false); err != nil {
-				return err
-			}
-			if w.Env().MaxRestarts == 0 {
-				return fmt.Errorf("--resume: no checkpoint at %s: train with --ckpt %s first", path, cfg.ckpt)
-			}
-			// A first start under gorun --max-restarts, or a failure
-			// before the first checkpoint: train from the start.
-			fmt.Fprintf(out, "no checkpoint at %s yet: training from step 0\n", path)
-		default:
-			if err := ck.Load(path); err != nil {
-				return err
-			}
-			saved = &savedCodec{meta: ck.Meta, blobs: ck.Blobs, path: path, dir: cfg.ckpt}
-			if notice != "" {
-				fmt.Fprintln(out, notice)
-			}
-			if !ck.Verified {
-				fmt.Fprintf(out, "note: %s has no sha256 (saved before checkpoints carried one): loaded unverified; the next save adds one\n", path)
-			}
-			if w.Env().RestartCount > 0 {
-				fmt.Fprintf(out, "restart %d: resuming from step %d\n", w.Env().RestartCount, ck.Step)
-			}
+		if err := workload.RootSays(ctx, w.Comm, err, 0); err != nil {
+			return err
 		}
 	}
 	tl := &timeline{}
@@ -197,6 +172,47 @@ func save(ck *nn.Checkpoint, dir string) error {
 		return fmt.Errorf("--ckpt: %w", err)
 	}
 	return ck.Save(filepath.Join(dir, ckptFile))
+}
+
+// loadResume is rank 0's part of --resume: it reads --ckpt's checkpoint
+// into ck (nothing where none is there yet under gorun --max-restarts) and
+// returns what its codec state needs.
+func loadResume(cfg config, wl *workload.Workload, ck *nn.Checkpoint, env spmd.Env, out io.Writer) (*savedCodec, error) {
+	var saved *savedCodec
+	path := filepath.Join(cfg.ckpt, ckptFile)
+	_, err := os.Stat(path)
+	notice := ""
+	ck.Check = func(saved map[string]string) (err error) {
+		notice, err = wl.CheckSaved(cfg.ckpt, saved)
+		return err
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := workload.ForeignCheckpoint(cfg.ckpt, false); err != nil {
+			return nil, err
+		}
+		if env.MaxRestarts == 0 {
+			return nil, fmt.Errorf("--resume: no checkpoint at %s: train with --ckpt %s first", path, cfg.ckpt)
+		}
+		// A first start under gorun --max-restarts, or a failure
+		// before the first checkpoint: train from the start.
+		fmt.Fprintf(out, "no checkpoint at %s yet: training from step 0\n", path)
+	default:
+		if err := ck.Load(path); err != nil {
+			return nil, err
+		}
+		saved = &savedCodec{meta: ck.Meta, blobs: ck.Blobs, path: path, dir: cfg.ckpt}
+		if notice != "" {
+			fmt.Fprintln(out, notice)
+		}
+		if !ck.Verified {
+			fmt.Fprintf(out, "note: %s has no sha256 (saved before checkpoints carried one): loaded unverified; the next save adds one\n", path)
+		}
+		if env.RestartCount > 0 {
+			fmt.Fprintf(out, "restart %d: resuming from step %d\n", env.RestartCount, ck.Step)
+		}
+	}
+	return saved, nil
 }
 
 // shareResume sends what rank 0 loaded (DDP's New already sent the

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"hash/fnv"
@@ -87,4 +88,26 @@ func BroadcastString(ctx context.Context, c *spmd.Comm, s string, root int) (str
 		return "", err
 	}
 	return string(b), nil
+}
+
+// RootSays ends, on every rank of c, a part of a run that root alone
+// takes (reading a checkpoint), with root's error err (the others pass
+// theirs, nil): every rank returns root's, so that the others stop with
+// its reason rather than at their next collective with a lost peer. Under
+// Main only root says it: Close lets the others leave after it, quietly.
+func RootSays(ctx context.Context, c *spmd.Comm, err error, root int) error {
+	msg := ""
+	if c.Rank() == root && err != nil {
+		msg = err.Error()
+	}
+	got, berr := BroadcastString(ctx, c, msg, root)
+	switch {
+	case c.Rank() == root && err != nil:
+		return err
+	case berr != nil:
+		return berr
+	case got != "":
+		return heard{errors.New(got)}
+	}
+	return nil
 }

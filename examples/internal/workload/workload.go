@@ -318,7 +318,13 @@ var mainName string
 // not say it again. Use it as defer workload.Close(w, &err), err the run
 // function's named result.
 func Close(w *spmd.World, err *error) {
-	if *err != nil && *err != flag.ErrHelp && mainName != "" {
+	if errors.As(*err, new(heard)) && mainName != "" {
+		// Another rank says why (RootSays): this one leaves after it,
+		// so that gorun names that rank first, and says nothing.
+		*err = said{*err}
+		time.Sleep(hearFirst)
+	}
+	if *err != nil && *err != flag.ErrHelp && mainName != "" && !errors.As(*err, new(said)) {
 		fmt.Fprintln(os.Stderr, message(mainName, *err))
 		*err = said{*err}
 		// gorun reads each rank's stderr on its own: a peer's line
@@ -332,10 +338,19 @@ func Close(w *spmd.World, err *error) {
 // sayFirst is how long a failed rank waits between saying why and closing.
 const sayFirst = 20 * time.Millisecond
 
+// hearFirst is how long a rank that failed with another's error (heard)
+// waits before it closes: past that rank's sayFirst and exit.
+const hearFirst = 10 * sayFirst
+
 // said is an error Close has printed.
 type said struct{ error }
 
 func (s said) Unwrap() error { return s.error }
+
+// heard is another rank's error, which that rank says (RootSays).
+type heard struct{ error }
+
+func (h heard) Unwrap() error { return h.error }
 
 // message is err for people: each of its lines (errors.Join puts one
 // error on each) prefixed with "name: ", unless the line says it already.
