@@ -40,6 +40,15 @@ func TestFlagMistakes(t *testing.T) {
 	}
 }
 
+// TestShapeFlagNames: --dim and --context, examples/ddp's and zero's names
+// for the GPT's width and context, set --embd and --block.
+func TestShapeFlagNames(t *testing.T) {
+	c, err := parseFlags(flag.NewFlagSet("gpt", flag.ContinueOnError), []string{"--dim", "64", "--context", "32"})
+	if err != nil || c.embd != 64 || c.block != 32 {
+		t.Errorf("--dim 64 --context 32: embd %d, block %d, %v; want 64 and 32", c.embd, c.block, err)
+	}
+}
+
 // TestCheckMesh: a mesh that does not fit the job names the flags and the
 // number of ranks.
 func TestCheckMesh(t *testing.T) {

@@ -108,6 +108,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&c.heads, "heads", 4, "attention heads (they divide --embd, and --tp divides them)")
 	fs.IntVar(&c.embd, "embd", 128, "embedding width")
 	fs.IntVar(&c.block, "block", 64, "tokens per sequence (the context)")
+	// examples/ddp, zero and ps name the same GPT's shape --dim and --context.
+	fs.IntVar(&c.embd, "dim", 128, "the same as --embd")
+	fs.IntVar(&c.block, "context", 64, "the same as --block")
 	fs.IntVar(&c.vocab, "vocab", 0, "vocabulary size: 0 for the corpus's own (about 100 bytes); a larger one pads the tables, as nanoGPT pads 50257 to 50304")
 	fs.Float64Var(&c.dropout, "dropout", 0, "dropout probability")
 	fs.IntVar(&c.tp, "tp", 1, "tensor-parallel size (ranks that split each layer)")
