@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/gorun-hpc/gorun/spmd"
+	"github.com/gorun-hpc/gorun/spmd/contract"
 	"github.com/gorun-hpc/gorun/topo"
 )
 
@@ -19,10 +21,12 @@ import (
 // TORCH_DISTRIBUTED_DEBUG=DETAIL checks the collectives' fingerprints.
 // Without it, mismatches go unseen where the algorithm cannot tell (see
 // the package doc). It costs two message hops per call.
-var checking = os.Getenv(CheckEnv) == "1"
+// It takes what strconv.ParseBool takes (1, true, 0, false, ...); spmd.Init
+// refuses any other value, so that a check asked for is never silently off.
+var checking, _ = strconv.ParseBool(os.Getenv(CheckEnv))
 
 // CheckEnv is the variable that turns the calls' check on (=1).
-const CheckEnv = "GORUN_CHECK_COLLECTIVES"
+const CheckEnv = contract.EnvCheckColls
 
 // checkTag carries the check's fingerprints and verdicts on the
 // collective context.

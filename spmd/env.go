@@ -121,6 +121,13 @@ func ReadEnv(getenv func(string) string) (Env, error) {
 		}
 		e.NoHugePages = !on
 	}
+	if s := getenv(contract.EnvCheckColls); s != "" {
+		// prims reads it; checked here, so that a check asked for in
+		// other words ("yes") fails Init rather than stays off.
+		if _, err := strconv.ParseBool(s); err != nil {
+			return e, fmt.Errorf("%s=%q: want 1 or 0 (1: the ranks compare each collective call before it runs)", contract.EnvCheckColls, s)
+		}
+	}
 	if s := getenv(contract.EnvPorts); s != "" {
 		pr, err := contract.ParsePortRange(s)
 		if err != nil {

@@ -34,8 +34,14 @@ func TestReadEnv(t *testing.T) {
 	if e, err = read(map[string]string{contract.EnvHugePages: "1"}); err != nil || e.NoHugePages {
 		t.Fatalf("GORUN_SHM_HUGEPAGES=1: %+v, %v", e, err)
 	}
+	for _, v := range []string{"1", "true", "0", "false"} {
+		if _, err = read(map[string]string{contract.EnvCheckColls: v}); err != nil {
+			t.Errorf("%s=%s: %v", contract.EnvCheckColls, v, err)
+		}
+	}
 	for _, c := range []struct{ name, val, want string }{
 		{contract.EnvHugePages, "off", "want 1 or 0"},
+		{contract.EnvCheckColls, "yes", "want 1 or 0"},
 		{contract.EnvSingleCopy, "-1", "want a byte count"},
 		{contract.EnvSingleCopy, "64X", "want a byte count"},
 		{contract.EnvTransport, "rdma", "want tcp or shm"},

@@ -15,36 +15,37 @@ import (
 // The launcher-to-rank contract: the environment gorun (or its agent) gives
 // every rank. gorun(1) lists each variable under ENVIRONMENT.
 const (
-	EnvRank           = "GORUN_RANK"            // this rank, 0..size-1
-	EnvSize           = "GORUN_SIZE"            // number of ranks in the job
-	EnvLocalRank      = "GORUN_LOCAL_RANK"      // rank among the ranks of this host
-	EnvLocalSize      = "GORUN_LOCAL_SIZE"      // number of ranks on this host
-	EnvNodeRank       = "GORUN_NODE_RANK"       // index of this host among the job's hosts
-	EnvNodeCount      = "GORUN_NODE_COUNT"      // number of hosts in the job
-	EnvJobID          = "GORUN_JOB_ID"          // job id; labels the gossip
-	EnvSeeds          = "GORUN_SEEDS"           // comma-separated gossip seed addresses
-	EnvRendezvous     = "GORUN_RENDEZVOUS"      // the launcher's rendezvous "ip:port" (net/rendezvous)
-	EnvHostID         = "GORUN_HOST_ID"         // host identity; overrides hostname+boot id
-	EnvProfileDir     = "GORUN_PROFILE_DIR"     // where to write trace files (profiling on)
-	EnvProfileCPU     = "GORUN_PROFILE_CPU"     // "1": each rank also writes its CPU profile to the profile directory
-	EnvSecretFD       = "GORUN_SECRET_FD"       // fd to read the per-job secret from (hex, one line)
-	EnvSecret         = "GORUN_SECRET"          // the per-job secret in hex, when no fd can be passed
-	EnvStatusFD       = "GORUN_STATUS_FD"       // fd a rank writes "lost R" lines to, for each peer it lost (gorun names the first failure by them)
-	EnvInitTimeout    = "GORUN_INIT_TIMEOUT"    // how long Init waits for every rank (Go duration)
-	EnvBindAddr       = "GORUN_BIND_ADDR"       // IP that gossip and data plane listen on
-	EnvPorts          = "GORUN_PORTS"           // LOW-HIGH: TCP/UDP ports listeners may use
-	EnvVerbose        = "GORUN_VERBOSE"         // "1": log rendezvous and connection steps to stderr
-	EnvTransport      = "GORUN_TRANSPORT"       // force a transport: tcp, shm
-	EnvAlgo           = "GORUN_ALGO"            // force a collective algorithm
-	EnvTuneFile       = "GORUN_TUNE_FILE"       // the decision tables of gorun --tune (default $XDG_CACHE_HOME/gorun/tune.toml)
-	EnvSingleCopy     = "GORUN_SHM_SINGLE_COPY" // smallest shared-memory message sent by single copy; 0: never
-	EnvHugePages      = "GORUN_SHM_HUGEPAGES"   // 0: do not collapse memory sent from by single copy into huge pages
-	EnvBindTo         = "GORUN_BIND_TO"         // how the rank was bound to CPUs: none, hwthread, core or socket (--bind-to); to a starter, unset is auto
-	EnvReportBindings = "GORUN_REPORT_BINDINGS" // "1": the starter reports each rank's binding (--report-bindings)
-	EnvHostCPUs       = "GORUN_HOST_CPUS"       // the CPUs the ranks of this host share: those its starter may run on, even where each rank is bound to some
-	EnvTimerSlack     = "GORUN_TIMER_SLACK"     // to a starter, the timer slack to give the rank (--timer-slack): a duration, 0 for none; unset is auto
-	EnvRestartCount   = "GORUN_RESTART_COUNT"   // which start of the job this is: 0, then 1, 2, ... after failures (--max-restarts)
-	EnvMaxRestarts    = "GORUN_MAX_RESTARTS"    // how many times gorun starts the job again after a failure (--max-restarts)
+	EnvRank           = "GORUN_RANK"              // this rank, 0..size-1
+	EnvSize           = "GORUN_SIZE"              // number of ranks in the job
+	EnvLocalRank      = "GORUN_LOCAL_RANK"        // rank among the ranks of this host
+	EnvLocalSize      = "GORUN_LOCAL_SIZE"        // number of ranks on this host
+	EnvNodeRank       = "GORUN_NODE_RANK"         // index of this host among the job's hosts
+	EnvNodeCount      = "GORUN_NODE_COUNT"        // number of hosts in the job
+	EnvJobID          = "GORUN_JOB_ID"            // job id; labels the gossip
+	EnvSeeds          = "GORUN_SEEDS"             // comma-separated gossip seed addresses
+	EnvRendezvous     = "GORUN_RENDEZVOUS"        // the launcher's rendezvous "ip:port" (net/rendezvous)
+	EnvHostID         = "GORUN_HOST_ID"           // host identity; overrides hostname+boot id
+	EnvProfileDir     = "GORUN_PROFILE_DIR"       // where to write trace files (profiling on)
+	EnvProfileCPU     = "GORUN_PROFILE_CPU"       // "1": each rank also writes its CPU profile to the profile directory
+	EnvSecretFD       = "GORUN_SECRET_FD"         // fd to read the per-job secret from (hex, one line)
+	EnvSecret         = "GORUN_SECRET"            // the per-job secret in hex, when no fd can be passed
+	EnvStatusFD       = "GORUN_STATUS_FD"         // fd a rank writes "lost R" lines to, for each peer it lost (gorun names the first failure by them)
+	EnvInitTimeout    = "GORUN_INIT_TIMEOUT"      // how long Init waits for every rank (Go duration)
+	EnvBindAddr       = "GORUN_BIND_ADDR"         // IP that gossip and data plane listen on
+	EnvPorts          = "GORUN_PORTS"             // LOW-HIGH: TCP/UDP ports listeners may use
+	EnvVerbose        = "GORUN_VERBOSE"           // "1": log rendezvous and connection steps to stderr
+	EnvTransport      = "GORUN_TRANSPORT"         // force a transport: tcp, shm
+	EnvAlgo           = "GORUN_ALGO"              // force a collective algorithm
+	EnvTuneFile       = "GORUN_TUNE_FILE"         // the decision tables of gorun --tune (default $XDG_CACHE_HOME/gorun/tune.toml)
+	EnvSingleCopy     = "GORUN_SHM_SINGLE_COPY"   // smallest shared-memory message sent by single copy; 0: never
+	EnvHugePages      = "GORUN_SHM_HUGEPAGES"     // 0: do not collapse memory sent from by single copy into huge pages
+	EnvCheckColls     = "GORUN_CHECK_COLLECTIVES" // 1: the ranks compare each collective call before it runs (prims)
+	EnvBindTo         = "GORUN_BIND_TO"           // how the rank was bound to CPUs: none, hwthread, core or socket (--bind-to); to a starter, unset is auto
+	EnvReportBindings = "GORUN_REPORT_BINDINGS"   // "1": the starter reports each rank's binding (--report-bindings)
+	EnvHostCPUs       = "GORUN_HOST_CPUS"         // the CPUs the ranks of this host share: those its starter may run on, even where each rank is bound to some
+	EnvTimerSlack     = "GORUN_TIMER_SLACK"       // to a starter, the timer slack to give the rank (--timer-slack): a duration, 0 for none; unset is auto
+	EnvRestartCount   = "GORUN_RESTART_COUNT"     // which start of the job this is: 0, then 1, 2, ... after failures (--max-restarts)
+	EnvMaxRestarts    = "GORUN_MAX_RESTARTS"      // how many times gorun starts the job again after a failure (--max-restarts)
 
 	// The names torchrun sets, for programs written against it.
 	EnvTorchRank       = "RANK"
