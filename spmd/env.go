@@ -11,7 +11,7 @@ import (
 
 // DefaultInitTimeout is how long Init waits for every rank to arrive when
 // GORUN_INIT_TIMEOUT is not set.
-const DefaultInitTimeout = 60 * time.Second
+const DefaultInitTimeout = contract.DefaultInitTimeout
 
 // Env is the launcher's environment as a rank reads it.
 type Env struct {

@@ -10,10 +10,15 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // The launcher-to-rank contract: the environment gorun (or its agent) gives
 // every rank. gorun(1) lists each variable under ENVIRONMENT.
+// DefaultInitTimeout is how long spmd.Init waits for every rank to arrive
+// where GORUN_INIT_TIMEOUT is unset (gorun --init-timeout left out).
+const DefaultInitTimeout = 60 * time.Second
+
 const (
 	EnvRank           = "GORUN_RANK"              // this rank, 0..size-1
 	EnvSize           = "GORUN_SIZE"              // number of ranks in the job

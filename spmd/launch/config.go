@@ -60,9 +60,10 @@ type Config struct {
 	// origin is where a config file set a key that no flag replaced:
 	// "FILE:LINE" by key, for the errors that judge it with others.
 	origin  map[string]string
-	Verbose bool `toml:"verbose"` // log launch steps; GORUN_VERBOSE=1
-	Quiet   bool `toml:"quiet"`   // no notices of what gorun sets for the ranks
-	DryRun  bool `toml:"-"`       // print the plan, start nothing
+	flagged map[string]bool // the keys of the flags given (SetByFlag)
+	Verbose bool            `toml:"verbose"` // log launch steps; GORUN_VERBOSE=1
+	Quiet   bool            `toml:"quiet"`   // no notices of what gorun sets for the ranks
+	DryRun  bool            `toml:"-"`       // print the plan, start nothing
 
 	// Hosts and mapping.
 	Hosts         string `toml:"hosts"`         // -H node1:2,node2:2
@@ -290,7 +291,19 @@ func (c *Config) Validate() error {
 // SetByFlag records that the command line's flag (as in "profile-cpu")
 // replaced what a config file gave its key (profile_cpu).
 func (c *Config) SetByFlag(flag string) {
-	delete(c.origin, strings.ReplaceAll(flag, "-", "_"))
+	key := strings.ReplaceAll(flag, "-", "_")
+	delete(c.origin, key)
+	if c.flagged == nil {
+		c.flagged = map[string]bool{}
+	}
+	c.flagged[key] = true
+}
+
+// given says whether a flag or a config file gave key's setting, for the
+// settings whose zero value also means "left out".
+func (c *Config) given(key string) bool {
+	_, inFile := c.origin[key]
+	return inFile || c.flagged[key]
 }
 
 // named is how an error names the value of flag (as in "--stdin"): the

@@ -55,6 +55,8 @@ func TestDecodeTOMLErrors(t *testing.T) {
 		{"huge np", "np = 99999999999\n", `c.toml:1: np 99999999999: at most 1048576 ranks in one job`},
 		{"two host lists", "hosts = \"a:1\"\n\nhostfile = \"h\"\n", `c.toml:3: hosts and hostfile both set (lines 1 and 3): keep one`},
 		{"the first bad one", "net = \"10.0.0.0\"\nnpernode = -1\n", `c.toml:1: net "10.0.0.0": want a CIDR`},
+		{"npernode 0", "\nnpernode = 0\n", `c.toml:2: npernode 0: want a positive count`},
+		{"init_timeout 0", "init_timeout = \"0s\"\n", `c.toml:1: init_timeout 0s: want a positive duration`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultConfig()
@@ -88,6 +90,14 @@ func TestValidate(t *testing.T) {
 		{"export empty name", func(c *Config) { c.Export = []string{"=x"} }, "-x"},
 		{"export contract var", func(c *Config) { c.Export = []string{"GORUN_RANK=3"} }, "gorun sets GORUN_RANK"},
 		{"export algo", func(c *Config) { c.Export = []string{"GORUN_ALGO=ring"} }, ""},
+		// A zero that also means "left out" is refused where it was given.
+		{"npernode 0 left out", func(c *Config) {}, ""},
+		{"npernode 0 given", func(c *Config) { c.SetByFlag("npernode") }, "--npernode 0: want a positive count"},
+		{"init-timeout 0 given", func(c *Config) { c.SetByFlag("init-timeout") }, "--init-timeout 0s: want a positive duration (left out, 1m0s)"},
+		{"init-timeout twice", func(c *Config) {
+			c.InitTimeout, c.Export = Duration(5*time.Second), []string{"GORUN_INIT_TIMEOUT=2s"}
+		}, "--init-timeout 5s and -x GORUN_INIT_TIMEOUT=2s both given: keep one"},
+		{"init-timeout by -x alone", func(c *Config) { c.Export = []string{"GORUN_INIT_TIMEOUT=2s"} }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok()

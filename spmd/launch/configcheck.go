@@ -74,6 +74,9 @@ var valueChecks = []struct {
 		return err
 	}},
 	{"--npernode", "npernode", func(c *Config) error {
+		if c.NPerNode == 0 && c.given("npernode") {
+			return fmt.Errorf("0: want a positive count (left out, hosts get ranks up to their slots)")
+		}
 		return negative(c.NPerNode, "want a positive count")
 	}},
 	{"--spawn-radix", "spawn_radix", func(c *Config) error {
@@ -87,7 +90,17 @@ var valueChecks = []struct {
 	}},
 	{"--timeout", "timeout", func(c *Config) error { return negativeDuration(c.Timeout) }},
 	{"--kill-grace", "kill_grace", func(c *Config) error { return negativeDuration(c.KillGrace) }},
-	{"--init-timeout", "init_timeout", func(c *Config) error { return negativeDuration(c.InitTimeout) }},
+	{"--init-timeout", "init_timeout", func(c *Config) error {
+		if c.InitTimeout == 0 && c.given("init_timeout") {
+			return fmt.Errorf("0s: want a positive duration (left out, %v)", contract.DefaultInitTimeout)
+		}
+		for _, x := range c.Export {
+			if name, _, _ := strings.Cut(x, "="); name == contract.EnvInitTimeout && c.InitTimeout > 0 {
+				return fmt.Errorf("%v and -x %s both given: keep one (the flag sets the variable)", time.Duration(c.InitTimeout), x)
+			}
+		}
+		return negativeDuration(c.InitTimeout)
+	}},
 	{"--connect-timeout", "connect_timeout", func(c *Config) error { return negativeDuration(c.ConnectTimeout) }},
 	{"--agent-timeout", "agent_timeout", func(c *Config) error {
 		if t := time.Duration(c.AgentTimeout); t > 0 && t < minAgentTimeout {
