@@ -23,6 +23,9 @@ import (
 // --max-restarts) or is explained by the usage (--timeout,
 // --init-timeout).
 func init() {
+	// gorun's --help is its own flag (newApp): urfave's, which it would
+	// still act on by this name, took the word after it for a command.
+	cli.HelpFlag = nil
 	plain := cli.FlagStringer
 	cli.FlagStringer = func(f cli.Flag) string {
 		s := strings.TrimSuffix(strings.TrimSuffix(plain(f), " (default: 0)"), " (default: 0s)")
@@ -43,7 +46,12 @@ func newApp(sigs <-chan os.Signal) *cli.App {
 		Description: "gorun starts N copies (ranks) of PROGRAM, gives each its rank through the environment, " +
 			"forwards their output line by line, and stops them all when one fails. " +
 			"Flags after PROGRAM belong to the program.",
-		Flags:                     append(flags(), &cli.BoolFlag{Name: flagVersion, Usage: "print gorun's version and exit"}),
+		Flags: append(flags(),
+			&cli.BoolFlag{Name: flagVersion, Usage: "print gorun's version and exit"},
+			&cli.BoolFlag{Name: flagHelp, Aliases: []string{"h"}, Usage: "print this help and exit"}),
+		// urfave's own --help took the word after it for a command to
+		// explain: gorun -np 2 --help ./prog said "No help topic".
+		HideHelp:                  true,
 		HideHelpCommand:           true,
 		HideVersion:               true, // --version is ours: urfave's also takes -v
 		DisableSliceFlagSeparator: true,
@@ -59,6 +67,9 @@ func newApp(sigs <-chan os.Signal) *cli.App {
 
 // run is the action of the app: config file, then flags, then the launcher.
 func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
+	if cliCtx.Bool(flagHelp) {
+		return cli.ShowAppHelp(cliCtx)
+	}
 	if cliCtx.Bool(flagVersion) {
 		_, err := fmt.Fprintln(cliCtx.App.Writer, "gorun", launch.Version())
 		return err
@@ -115,7 +126,7 @@ func run(cliCtx *cli.Context, sigs <-chan os.Signal) error {
 	}
 	cfg.Program, cfg.Args = args[0], args[1:]
 	if !self {
-		apps, first, err := splitApps(cfg.Args)
+		apps, first, err := splitApps(cfg.Args, cliCtx.App.Flags)
 		if err != nil {
 			return usageError{err}
 		}

@@ -19,6 +19,7 @@ const (
 	flagInitTimeout = "init-timeout"
 	flagWdir        = "wdir"
 	flagVersion     = "version"
+	flagHelp        = "help"
 	flagProfile     = "profile"
 	flagProfileCPU  = "profile-cpu"
 	flagMaxRestarts = "max-restarts"

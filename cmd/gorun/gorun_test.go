@@ -490,6 +490,8 @@ func TestBadInput(t *testing.T) {
 		{"host list count 0", []string{"-H", "localhost:0", "true"}, 2, `-H localhost:0: the count after : must be a positive whole number \(e\.g\. node1:4\)`},
 		{"net not here", []string{"-np", "1", "--net", "203.0.113.0/24", "true"}, 2, `--net 203.0.113.0/24: no local address in it`},
 		{"missing value", []string{"-np", "2", "--timeout"}, 2, `--timeout needs a value, a duration such as 30s`},
+		// Said "want a duration such as 30s", of a duration.
+		{"duration overflow", []string{"--timeout", "10000000h", "-np", "1", "true"}, 2, `--timeout "10000000h": too long: want at most 2562047h`},
 		{"misspelt flag", []string{"--tag-ouput", "-np", "2", "true"}, 2, `unknown flag --tag-ouput: did you mean --tag-output\?`},
 		{"mpirun flag", []string{"--mca", "btl", "tcp,self", "-np", "2", "true"}, 2, `unknown flag --mca: gorun has no MCA parameters; GORUN_TRANSPORT=tcp`},
 		{"mpirun display-map", []string{"--display-map", "-np", "2", "true"}, 2, `unknown flag --display-map: --dry-run prints which ranks go to which host`},
@@ -863,7 +865,12 @@ func TestMPMD(t *testing.T) {
 		// Said "how many ranks? give -np N, as in gorun -np 4 true".
 		{[]string{"true", ":", "-np", "2", "true"}, "program 1 of the MPMD job: how many ranks of true? give -np N before it, as in gorun -np 1 true : -np 4 true"},
 		{[]string{"-np", "1", "true", ":", "-np", "1", "-np", "2", "true"}, "-np 1 and -np 2: give a program's -np once"},
-		{[]string{"-np", "1", "true", ":", "---np", "1", "true"}, "---np is not taken per program"},
+		{[]string{"-np", "1", "true", ":", "---np", "1", "true"}, "unknown flag ---np: see gorun --help"},
+		// Said "--bogus is not taken per program", as of a flag gorun has.
+		{[]string{"-np", "1", "true", ":", "-np", "1", "--bogus", "true"}, `program 2 (after ":" number 1): unknown flag --bogus: see gorun --help`},
+		{[]string{"-np", "1", "true", ":", "-np", "1", "--tag-ouput", "true"}, "unknown flag --tag-ouput: did you mean --tag-output?"},
+		// Said `-np "0": want a whole number of ranks`, 0 being one.
+		{[]string{"-np", "1", "true", ":", "-np", "0", "true"}, `program 2 (after ":" number 1): -np 0: want at least 1 rank`},
 		// Said ":: not found on PATH", status 127.
 		{[]string{"-np", "1", ":", "-np", "1", "true"}, `program 1 of the MPMD job: no program before the first ":"`},
 	} {
@@ -1107,6 +1114,22 @@ func TestAllowRunAsRoot(t *testing.T) {
 	r := gorun(t, "", "--allow-run-as-root", "-np", "1", "true")
 	if r.code != 0 || r.stderr != "" {
 		t.Fatalf("want status 0 and no message\n%v", r)
+	}
+}
+
+// TestHelpAnywhere: --help among gorun's flags prints the help and exits
+// 0 whatever follows it (urfave's took the next word for a command:
+// "No help topic for './prog'", status 1); after PROGRAM it is the
+// program's.
+func TestHelpAnywhere(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"-np", "2", "--help", "./prog"}, {"--help", "foo"}} {
+		r := gorun(t, "", args...)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "NAME:\n   gorun - ") || r.stderr != "" {
+			t.Errorf("gorun %q: want the help and status 0\n%v", args, r)
+		}
+	}
+	if r := gorun(t, "", "-np", "1", "sh", "-c", `echo "$@"`, "x", "--help"); r.code != 0 || r.stdout != "--help\n" {
+		t.Errorf("--help after PROGRAM: want it passed to the program\n%v", r)
 	}
 }
 

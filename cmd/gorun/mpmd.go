@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/gorun-hpc/gorun/spmd/launch"
 )
@@ -13,7 +16,8 @@ import (
 // first program's own arguments and the programs after it, each with its
 // -np (or -n) and -x options, then its program and arguments; a ":"
 // always separates programs, as in mpirun.
-func splitApps(args []string) (apps []launch.App, first []string, err error) {
+// fs, gorun's flags, tell a flag not taken per program from a mistake.
+func splitApps(args []string, fs []cli.Flag) (apps []launch.App, first []string, err error) {
 	cut := indexOf(args, ":")
 	if cut < 0 {
 		return nil, args, nil
@@ -25,7 +29,7 @@ func splitApps(args []string) (apps []launch.App, first []string, err error) {
 		if next >= 0 {
 			part, rest = rest[:next], rest[next+1:]
 		}
-		app, err := parseApp(part, n)
+		app, err := parseApp(part, n, fs)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -38,7 +42,7 @@ func splitApps(args []string) (apps []launch.App, first []string, err error) {
 
 // parseApp reads one program context after a ":": its options, then its
 // program and arguments. n counts the programs, from 1.
-func parseApp(part []string, n int) (launch.App, error) {
+func parseApp(part []string, n int, fs []cli.Flag) (launch.App, error) {
 	var app launch.App
 	where := fmt.Sprintf("program %d (after \":\" number %d)", n, n-1)
 	for i := 0; i < len(part); i++ {
@@ -52,6 +56,12 @@ func parseApp(part []string, n int) (launch.App, error) {
 			flag = strings.TrimPrefix(flag, "-")
 		}
 		name, val, hasVal := strings.Cut(flag, "=")
+		if name != "np" && name != "n" && name != "x" && lookupFlag(name, fs) == nil {
+			if strings.HasPrefix(name, "-") { // ---np
+				return app, fmt.Errorf("%s: unknown flag %s: see gorun --help", where, a)
+			}
+			return app, fmt.Errorf("%s: %w", where, flagMistake(errors.New("flag provided but not defined: -"+name), fs))
+		}
 		if !hasVal {
 			if i+1 >= len(part) {
 				return app, fmt.Errorf("%s: %s needs a value (see gorun --help)", where, a)
@@ -62,8 +72,11 @@ func parseApp(part []string, n int) (launch.App, error) {
 		switch name {
 		case "np", "n":
 			np, err := strconv.Atoi(val)
-			if err != nil || np < 1 {
+			switch {
+			case err != nil:
 				return app, fmt.Errorf("%s: -np %q: want a whole number of ranks, 1 or more", where, val)
+			case np < 1:
+				return app, fmt.Errorf("%s: -np %d: want at least 1 rank", where, np)
 			}
 			if app.NP != 0 {
 				return app, fmt.Errorf("%s: -np %d and -np %d: give a program's -np once", where, app.NP, np)

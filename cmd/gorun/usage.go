@@ -43,6 +43,9 @@ func flagMistake(err error, fs []cli.Flag) error {
 		switch lookupFlag(name, fs).(type) {
 		case *cli.DurationFlag:
 			want = "want a duration such as 30s, 10m or 1h30m"
+			if durationSyntax.MatchString(value) {
+				want = "too long: want at most 2562047h (a Go duration's limit, 292 years)"
+			}
 		case *cli.IntFlag:
 			want = "want a whole number"
 		case *cli.BoolFlag:
@@ -70,6 +73,10 @@ func example(f cli.Flag) string {
 // -timeout: ..." and, for a boolean flag given =VALUE, "invalid boolean
 // value "2" for -verbose: ...".
 var invalidValue = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-([\w-]+): `)
+
+// durationSyntax is a duration as Go writes one: a value that matches it
+// and does not parse is out of range.
+var durationSyntax = regexp.MustCompile(`^[-+]?(\d*\.?\d*(ns|us|µs|ms|s|m|h))+$`)
 
 // glued is -np4 for -np 4.
 var glued = regexp.MustCompile(`^(np|n)([0-9]+)$`)
