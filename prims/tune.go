@@ -165,7 +165,7 @@ func Tune(ctx context.Context, c *spmd.Comm, cfg TuneConfig) (Tuning, error) {
 			if len(algos) < 2 {
 				continue
 			}
-			secs, err := timeAlgos(ctx, c, coll, algos, count, send, recv, cfg.Rounds, tuneIters(4*count))
+			secs, err := timeAlgos(ctx, c, coll, algos, count, send, recv, cfg.Rounds, tuneIters(4*count), sweepBudget)
 			if err != nil {
 				return Tuning{}, fmt.Errorf("tuning %s at %d bytes on rank %d: %w", coll, bytes, c.Rank(), err)
 			}
@@ -272,7 +272,7 @@ func confirm(ctx context.Context, c *spmd.Comm, coll topo.Collective, pt *TunePo
 		return nil
 	}
 	pair := []topo.Algo{algos[msg[0]-1], algos[msg[1]-1]}
-	secs, err := timeAlgos(ctx, c, coll, pair, count, send, recv, confirmRounds, iters)
+	secs, err := timeAlgos(ctx, c, coll, pair, count, send, recv, confirmRounds, iters, confirmBudget)
 	if err != nil || cc.Rank() != 0 {
 		return err
 	}
@@ -290,16 +290,25 @@ const tuneConfirmTag = noticeTag + 3
 // timeAlgos times count elements of coll by each of algos (see Tune),
 // iters calls a timing, and returns, on rank 0, the seconds of one call
 // by each.
-func timeAlgos(ctx context.Context, c *spmd.Comm, coll topo.Collective, algos []topo.Algo, count int, send, recv []float32, rounds, iters int) ([]float64, error) {
+func timeAlgos(ctx context.Context, c *spmd.Comm, coll topo.Collective, algos []topo.Algo, count int, send, recv []float32, rounds, iters int, budget time.Duration) ([]float64, error) {
 	k := len(algos)
 	calls := make([]func() error, k)
+	fastest := make([]time.Duration, k) // a warm-up call's least time, rank 0's
 	for i, a := range algos {
 		calls[i] = tuneCall(ctx, c, coll, a, count, send, recv)
-		for range min(iters, 4) { // warm-up
+		for w := range min(iters, 4) { // warm-up
+			start := time.Now()
 			if err := calls[i](); err != nil {
 				return nil, fmt.Errorf("%s: %w", a, err)
 			}
+			if d := time.Since(start); w == 0 || d < fastest[i] {
+				fastest[i] = d
+			}
 		}
+	}
+	n, err := budgeted(ctx, c, fastest, iters, budget)
+	if err != nil {
+		return nil, err
 	}
 	stats := make([]float64, k*rounds)
 	for round := range rounds {
@@ -309,12 +318,12 @@ func timeAlgos(ctx context.Context, c *spmd.Comm, coll topo.Collective, algos []
 				return nil, err
 			}
 			start := time.Now()
-			for range iters {
+			for range n[i] {
 				if err := calls[i](); err != nil {
 					return nil, fmt.Errorf("%s: %w", algos[i], err)
 				}
 			}
-			stats[i*rounds+round] = time.Since(start).Seconds() / float64(iters)
+			stats[i*rounds+round] = time.Since(start).Seconds() / float64(n[i])
 		}
 	}
 	if err := slowest(ctx, c, stats); err != nil {
@@ -328,6 +337,54 @@ func timeAlgos(ctx context.Context, c *spmd.Comm, coll topo.Collective, algos []
 	}
 	return secs, nil
 }
+
+// Timing budgets: the most time one algorithm's timing in one round
+// takes in a sweep, and in a confirmation. Where calls are slow (ranks on
+// two hosts over TCP, or crowded on few cores: 1-5 ms for 64 bytes on
+// the test rig) the calls' counts made one size of a sweep take minutes;
+// where calls take microseconds, the counts bound a timing first, as
+// before (200 calls of 7.5 us, 2,000 in a confirmation).
+const (
+	sweepBudget   = 50 * time.Millisecond
+	confirmBudget = 10 * sweepBudget
+)
+
+// minTimed is the fewest calls a budget leaves a timing.
+const minTimed = 10
+
+// budgeted returns, on every rank, each algorithm's calls a timing: iters,
+// or fewer where rank 0's fastest warm-up call says that iters would take
+// past budget, but at least minTimed. Rank 0 decides, so that every rank
+// makes the same calls.
+func budgeted(ctx context.Context, c *spmd.Comm, fastest []time.Duration, iters int, budget time.Duration) ([]int, error) {
+	cc := c.Collective()
+	msg := make([]byte, 4*len(fastest))
+	if cc.Rank() == 0 {
+		for i, d := range fastest {
+			n := iters
+			if d > 0 && time.Duration(iters)*d > budget {
+				n = max(min(minTimed, iters), int(budget/d))
+			}
+			binary.LittleEndian.PutUint32(msg[4*i:], uint32(n))
+		}
+		for r := 1; r < cc.Size(); r++ {
+			if err := cc.Send(ctx, r, tuneBudgetTag, msg); err != nil {
+				return nil, err
+			}
+		}
+	} else if _, err := cc.Recv(ctx, 0, tuneBudgetTag, msg); err != nil {
+		return nil, err
+	}
+	n := make([]int, len(fastest))
+	for i := range n {
+		n[i] = int(binary.LittleEndian.Uint32(msg[4*i:]))
+	}
+	return n, nil
+}
+
+// tuneBudgetTag is the collective-context tag on which rank 0 tells the
+// others how many calls each timing makes.
+const tuneBudgetTag = noticeTag + 5
 
 // tuneStatsTag is the collective-context tag on which ranks send their
 // timings to rank 0.

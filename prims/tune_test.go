@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gorun-hpc/gorun/spmd"
 	"github.com/gorun-hpc/gorun/spmd/contract"
@@ -468,5 +469,40 @@ func TestTuneReport(t *testing.T) {
 	r.RankHosts = r.RankHosts[:1]
 	if r.Check() == nil {
 		t.Error("a report of one rank checked")
+	}
+}
+
+// TestBudgeted: rank 0's warm-up times decide every rank's calls a timing:
+// iters where they fit the budget, fewer where they would not, never
+// under minTimed (nor over iters).
+func TestBudgeted(t *testing.T) {
+	ms, us := time.Millisecond, time.Microsecond
+	for _, tc := range []struct {
+		fastest []time.Duration
+		iters   int
+		budget  time.Duration
+		want    []int
+	}{
+		{[]time.Duration{7 * us, 5 * us}, 200, sweepBudget, []int{200, 200}},
+		{[]time.Duration{ms, 7 * us}, 200, 50 * ms, []int{50, 200}},
+		{[]time.Duration{20 * ms, 0}, 200, 50 * ms, []int{minTimed, 200}},
+		{[]time.Duration{20 * ms}, 4, 50 * ms, []int{4}},
+		{[]time.Duration{250 * us}, 2000, confirmBudget, []int{2000}},
+		{[]time.Duration{ms}, 2000, confirmBudget, []int{500}},
+	} {
+		spmdtest.Run(t, 3, func(ctx context.Context, w *spmd.World) error {
+			fastest := tc.fastest
+			if w.Rank() != 0 { // the others' times do not count
+				fastest = make([]time.Duration, len(tc.fastest))
+			}
+			n, err := budgeted(ctx, w.Comm, fastest, tc.iters, tc.budget)
+			if err != nil {
+				return err
+			}
+			if !slices.Equal(n, tc.want) {
+				t.Errorf("rank %d: %v calls of %d in %v: %v, want %v", w.Rank(), tc.fastest, tc.iters, tc.budget, n, tc.want)
+			}
+			return nil
+		})
 	}
 }
