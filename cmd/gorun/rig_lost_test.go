@@ -283,8 +283,14 @@ func endCutOff(t *testing.T, rig *netnstest.Rig, host string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its cgroup guards are spared: one whose agent was killed removes
+	// the job's cgroup and exits, as after any SIGKILL of an agent. Killed
+	// with it, it left an empty gorun-* cgroup on this machine at every
+	// run (the rig's hosts share its cgroup tree).
 	for _, p := range pids {
-		syscall.Kill(p, syscall.SIGKILL)
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); !strings.Contains(string(b), "\x00--"+flagCgroupGuard) {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
 	}
 	checkNoLeftovers(t, rig)
 }
