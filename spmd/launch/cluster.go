@@ -354,6 +354,18 @@ func (p *remoteProc) Signal(sig syscall.Signal) error {
 	return nil
 }
 
+// Exited reports whether the rank's end came: the agent sends it after the
+// rank's output, so a rank whose output still waits to be written here
+// counts as running.
+func (p *remoteProc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
 func (p *remoteProc) Wait() status {
 	<-p.done
 	return p.status

@@ -57,6 +57,9 @@ type proc interface {
 	// Wait blocks until the rank has ended, its process group is gone and
 	// its output is drained; it returns how the rank ended.
 	Wait() status
+	// Exited reports whether the rank's process is known to have ended,
+	// though Wait may still wait for its output to be written.
+	Exited() bool
 }
 
 // status is how a rank ended.
@@ -262,6 +265,13 @@ func (p *localProc) Signal(sig syscall.Signal) error {
 		return nil
 	}
 	return err
+}
+
+// Exited reports whether the rank was reaped (its group killed after it).
+func (p *localProc) Exited() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ended
 }
 
 func (p *localProc) Wait() status {

@@ -45,13 +45,15 @@ func (s *supervisor) signal(sig os.Signal) {
 		}
 		s.piped = true
 		s.decide(128 + int(ss))
-		s.out.Logf("gorun's output is closed (SIGPIPE): stopping %s", s.ranks())
+		s.out.Logf("gorun's output is closed (SIGPIPE): %s", s.stopWhat())
 		s.stopWith(syscall.SIGTERM)
 		return
 	}
 	s.signals++
 	if s.signals > 1 {
-		s.out.Logf("%v again: killing %s", sig, s.ranks())
+		if s.alive() > 0 {
+			s.out.Logf("%v again: killing %s", sig, s.ranks())
+		}
 		s.kill()
 		return
 	}
@@ -63,13 +65,17 @@ func (s *supervisor) signal(sig os.Signal) {
 	} else {
 		s.decide(1)
 	}
+	tail := ""
+	if already != "" {
+		tail = "; " + already
+	}
 	switch {
 	case already != "" && s.running == 0:
 		s.out.Logf("%v: %s", sig, already)
-	case already != "":
-		s.out.Logf("%v: stopping %s (send it again to kill %s); %s", sig, s.ranks(), s.them(), already)
+	case s.alive() == 0:
+		s.out.Logf("%v: %s%s", sig, s.stopWhat(), tail)
 	default:
-		s.out.Logf("%v: stopping %s (send it again to kill %s)", sig, s.ranks(), s.them())
+		s.out.Logf("%v: stopping %s (send it again to kill %s)%s", sig, s.ranks(), s.them(), tail)
 	}
 	s.stopWith(stopSig)
 }

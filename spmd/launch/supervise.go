@@ -204,15 +204,19 @@ func (s *supervisor) loop(ctx context.Context, exits <-chan ended) int {
 func (s *supervisor) timedOut() {
 	s.timeout = nil
 	s.decide(exitTimeout)
-	s.out.Logf("job timed out after %v; stopping %s", time.Duration(s.cfg.Timeout), s.ranks())
+	s.out.Logf("job timed out after %v; %s", time.Duration(s.cfg.Timeout), s.stopWhat())
 	s.stop()
 }
 
 // graceOver kills what still runs when the kill grace is over; ranks on
-// other hosts get killAnswer more to end (silent.go).
+// other hosts get killAnswer more to end (silent.go). Ranks that ended
+// and whose output is still being written (to a stdout read slowly) are
+// not named: there is nothing left of them to kill.
 func (s *supervisor) graceOver() {
 	s.grace = nil
-	s.out.Logf("%s did not end within the kill grace of %v (--kill-grace): killing %s (SIGKILL)", s.ranks(), time.Duration(s.cfg.KillGrace), s.them())
+	if s.alive() > 0 {
+		s.out.Logf("%s did not end within the kill grace of %v (--kill-grace): killing %s (SIGKILL)", s.ranks(), time.Duration(s.cfg.KillGrace), s.them())
+	}
 	s.kill()
 }
 
@@ -248,16 +252,46 @@ func (s *supervisor) signalAll(sig syscall.Signal) {
 	}
 }
 
-// ranks names the running ranks for a message: "the 3 running ranks".
-func (s *supervisor) ranks() string {
-	if s.running == 1 {
-		return "the running rank"
+// alive counts the started ranks whose processes run: not those that have
+// ended and whose output is still being written.
+func (s *supervisor) alive() int {
+	n := 0
+	for r, p := range s.procs {
+		if _, done := s.ends[r]; !done && !p.Exited() {
+			n++
+		}
 	}
-	return "the " + itoa(s.running) + " running ranks"
+	return n
+}
+
+// ranks names the running ranks for a message: "the 3 running ranks",
+// "the running rank", or "no rank".
+func (s *supervisor) ranks() string {
+	switch n := s.alive(); n {
+	case 0:
+		return "no rank"
+	case 1:
+		return "the running rank"
+	default:
+		return "the " + itoa(n) + " running ranks"
+	}
 }
 
 // them is the pronoun for the running ranks: "them", or "it" for one.
-func (s *supervisor) them() string { return pronoun(s.running, "it", "them") }
+func (s *supervisor) them() string { return pronoun(s.alive(), "it", "them") }
+
+// stopWhat says what stopping the job stops, for the line of its cause:
+// "stopping the 3 running ranks"; where none runs, that none had started
+// (a --timeout shorter than the start) or that all have ended.
+func (s *supervisor) stopWhat() string {
+	switch {
+	case s.alive() > 0:
+		return "stopping " + s.ranks()
+	case len(s.procs) == 0:
+		return "stopping the job before any rank started"
+	}
+	return "stopping the job, whose ranks have all ended"
+}
 
 func itoa(n int) string { return strconv.Itoa(n) }
 

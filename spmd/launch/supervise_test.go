@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // fakeStarter starts fake ranks in this process: what a remote agent looks
@@ -75,6 +77,15 @@ func (p *fakeProc) exit(st status) {
 		p.st = st
 		close(p.done)
 	})
+}
+
+func (p *fakeProc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
 }
 
 func (p *fakeProc) Wait() status {
@@ -163,6 +174,65 @@ func TestSuperviseSecondSignalKills(t *testing.T) {
 			}
 			if !strings.Contains(errOut, "send it again") {
 				t.Errorf("stderr: %q", errOut)
+			}
+		})
+	}
+}
+
+// TestTimeoutBeforeStart: a --timeout that is over before the first rank
+// starts says so; the line said "stopping the 0 running ranks".
+func TestTimeoutBeforeStart(t *testing.T) {
+	var stderr syncWriter
+	l := &Launcher{Stdout: io.Discard, Stderr: &stderr}
+	cfg := DefaultConfig()
+	cfg.NP, cfg.Program, cfg.Args, cfg.Quiet = 1, "/bin/sleep", []string{"10"}, true
+	cfg.Timeout = Duration(time.Nanosecond) // over when the job starts its first rank
+	code, err := l.Run(context.Background(), cfg)
+	want := "gorun: job timed out after 1ns; stopping the job before any rank started\n"
+	if err != nil || code != exitTimeout || stderr.String() != want {
+		t.Errorf("status %d (%v), stderr %q; want %d and %q", code, err, stderr.String(), exitTimeout, want)
+	}
+}
+
+// TestGraceCountsLiveRanks: gorun's stdout is a pipe nobody reads, and the
+// ranks, which wrote all it holds, are stopped by --timeout. The line at
+// the end of the kill grace counts only the ranks whose processes still
+// run, not those that died of the SIGTERM and whose output is still
+// waiting to be written; it named both, and said it killed them.
+func TestGraceCountsLiveRanks(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script string
+		want   string // "": no line about the kill grace
+	}{
+		{"all dead", "exec yes", ""},
+		{"one alive", `[ "$GORUN_RANK" = 0 ] && trap "" TERM; exec yes`,
+			"gorun: the running rank did not end within the kill grace of 300ms (--kill-grace): killing it (SIGKILL)\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			defer w.Close()
+			var stderr syncWriter
+			l := &Launcher{Stdout: w, Stderr: &stderr}
+			cfg := DefaultConfig()
+			cfg.NP, cfg.Program, cfg.Args, cfg.Quiet = 2, "/bin/sh", []string{"-c", tc.script}, true
+			cfg.Timeout, cfg.KillGrace = Duration(300*time.Millisecond), Duration(300*time.Millisecond)
+			code, err := l.Run(context.Background(), cfg)
+			if err != nil || code != exitTimeout {
+				t.Fatalf("status %d (%v), want %d; stderr:\n%s", code, err, exitTimeout, stderr.String())
+			}
+			got := ""
+			for _, line := range strings.SplitAfter(stderr.String(), "\n") {
+				if strings.Contains(line, "kill grace") {
+					got += line
+				}
+			}
+			if got != tc.want {
+				t.Errorf("kill grace lines %q, want %q; stderr:\n%s", got, tc.want, stderr.String())
 			}
 		})
 	}
