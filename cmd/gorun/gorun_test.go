@@ -1204,6 +1204,32 @@ func TestOutputClosed(t *testing.T) {
 	}
 }
 
+// TestOutputFull: any other error writing gorun's stdout (here ENOSPC,
+// /dev/full) stops the job as a closed pipe does, with one line naming
+// the stream and the error, and status 1; it was ignored, and the job
+// exited 0 with its output lost (or, for a rank that wrote without end,
+// never).
+func TestOutputFull(t *testing.T) {
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer full.Close()
+	for _, script := range []string{"echo hi; exec sleep 60", "exec yes"} {
+		cmd := gorunCmd(t, "-q", "-np", "2", "sh", "-c", script)
+		cmd.Stdout = full
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		start := time.Now()
+		err := cmd.Run()
+		var ee *exec.ExitError
+		const want = `^gorun: writing to stdout: no space left on device; stopping the (running rank|2 running ranks)\n`
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !regexpMatch(want, stderr.String()) {
+			t.Errorf("%s: gorun %v after %v, want status 1 and %q:\n%s", script, err, time.Since(start).Round(time.Millisecond), want, stderr.String())
+		}
+	}
+}
+
 // TestLeftEarly: rank 0 closes its world and exits 0 while the others wait
 // on it; they fail for it, and the line that names the first of them says
 // that rank 0 left early (it named rank 1 or 2 alone, as if at fault).

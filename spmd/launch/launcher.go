@@ -175,6 +175,9 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 			out.Logf("no restart left: the job failed in each of its %d starts (--max-restarts %d)", cfg.restart+1, cfg.MaxRestarts)
 		}
 		if err != nil || !failed || cfg.restart >= cfg.MaxRestarts || ctx.Err() != nil {
+			if err == nil {
+				status = out.settle(status)
+			}
 			return status, err
 		}
 		if err := keepStartOutput(cfg.OutputDir, cfg.restart); err != nil {

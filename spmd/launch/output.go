@@ -2,13 +2,16 @@ package launch
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -37,12 +40,24 @@ type output struct {
 	// stderr (such as the one that says the job timed out).
 	stdout *stream
 	stderr *stream
+
+	// failed is closed at the first write error on stdout or stderr,
+	// which the supervisor stops the job for (a Unix filter fails when
+	// its output does).
+	failed chan struct{}
+	failMu sync.Mutex // protects following
+	err    error      // that error, naming the stream
 }
 
 // stream is one of gorun's output streams and the lock its writes hold.
 type stream struct {
-	mu sync.Mutex // protects writes to w
-	w  io.Writer
+	name string // "stdout" or "stderr", for messages
+
+	mu  sync.Mutex // protects writes to w, and err
+	w   io.Writer
+	err error // the first error writing w: nothing is written after it
+	// failed is told of err, once.
+	failed func(error)
 	// open says which rank's line is open on w: a partial line forwarded
 	// without its newline. The two streams share one where they are one
 	// file (a terminal), so that either ends the other's open line.
@@ -65,11 +80,34 @@ func (s *stream) Write(p []byte) (int, error) {
 	defer s.open.mu.Unlock()
 	if s.open.w != nil {
 		s.open.w = nil
-		if _, err := s.w.Write([]byte{'\n'}); err != nil {
+		if err := s.write([]byte{'\n'}); err != nil {
 			return 0, err
 		}
 	}
-	return s.w.Write(p)
+	if err := s.write(p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// write writes p to w, where no write has failed before; the first error
+// is kept and told. Its caller holds mu.
+func (s *stream) write(p []byte) error {
+	if s.err != nil {
+		return s.err
+	}
+	if _, err := s.w.Write(p); err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) { // "write /dev/stdout: ...": the stream is named here
+			err = pe.Err
+		}
+		s.err = fmt.Errorf("writing to %s: %w", s.name, err)
+		if s.failed != nil {
+			s.failed(s.err)
+		}
+		return s.err
+	}
+	return nil
 }
 
 // piece writes one piece of w's current line in one write: with o's
@@ -112,7 +150,7 @@ func (s *stream) piece(o *output, w *lineWriter, p []byte, end bool) {
 	} else {
 		s.open.w = w
 	}
-	s.w.Write(b.Bytes())
+	s.write(b.Bytes()) // an error is told to the supervisor (output.failed)
 }
 
 // isOpen says whether w's line is the one open.
@@ -124,11 +162,32 @@ func (s *stream) isOpen(w *lineWriter) bool {
 
 // newOutput returns an Output onto stdout and stderr.
 func newOutput(stdout, stderr io.Writer) *output {
-	o := &output{stdout: &stream{w: stdout, open: &openLine{}}, stderr: &stream{w: stderr, open: &openLine{}}}
+	o := &output{failed: make(chan struct{})}
+	o.stdout = &stream{name: "stdout", w: stdout, open: &openLine{}, failed: o.streamFailed}
+	o.stderr = &stream{name: "stderr", w: stderr, open: &openLine{}, failed: o.streamFailed}
 	if sameFile(stdout, stderr) {
 		o.stderr.open = o.stdout.open
 	}
 	return o
+}
+
+// streamFailed keeps the first write error on stdout or stderr and closes
+// failed.
+func (o *output) streamFailed(err error) {
+	o.failMu.Lock()
+	defer o.failMu.Unlock()
+	if o.err == nil {
+		o.err = err
+		close(o.failed)
+	}
+}
+
+// writeErr is the first write error on gorun's stdout or stderr: "writing
+// to stdout: no space left on device"; nil: none.
+func (o *output) writeErr() error {
+	o.failMu.Lock()
+	defer o.failMu.Unlock()
+	return o.err
 }
 
 // sameFile says whether a and b write to one file: one terminal, or one
@@ -151,6 +210,23 @@ func sameFile(a, b io.Writer) bool {
 // closed reports whether the reader of gorun's stdout or stderr has gone
 // (closedPipe).
 func (o *output) closed() bool { return closedPipe(o.stdout.w) || closedPipe(o.stderr.w) }
+
+// settle is the exit status of a job that its ranks, and the supervisor,
+// gave status: where that is 0 but a write to gorun's stdout or stderr
+// failed after the supervisor's last look (a line of the job's end), it
+// says so and returns 1, or quietly 141 for a closed pipe, as the
+// supervisor would have.
+func (o *output) settle(status int) int {
+	err := o.writeErr()
+	switch {
+	case status != 0 || err == nil:
+		return status
+	case errors.Is(err, syscall.EPIPE):
+		return 128 + int(syscall.SIGPIPE)
+	}
+	o.Logf("%v", err)
+	return 1
+}
 
 // Logf writes one line "gorun: ..." to stderr.
 func (o *output) Logf(format string, args ...any) {

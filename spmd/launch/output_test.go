@@ -2,12 +2,15 @@ package launch
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -245,4 +248,48 @@ func TestVerboseLinesTimed(t *testing.T) {
 		}
 	}
 	t.Errorf("verbose line %q: time %s, called at %s", line, stamp, before.Format(verboseTime))
+}
+
+// failWriter fails every write with err and counts the writes.
+type failWriter struct {
+	err    error
+	writes int
+}
+
+func (w *failWriter) Write(p []byte) (int, error) {
+	w.writes++
+	return 0, w.err
+}
+
+// TestOutputWriteError: the first write error on gorun's stdout is kept,
+// named by the stream, and told (failed is closed); nothing more is
+// written there, and gorun's lines on stderr go on. Errors were ignored.
+func TestOutputWriteError(t *testing.T) {
+	full := &failWriter{err: &fs.PathError{Op: "write", Path: "/dev/stdout", Err: syscall.ENOSPC}}
+	var stderr bytes.Buffer
+	o := newOutput(full, &stderr)
+	w, _, _ := o.RankWriters(0, "")
+	w.Write([]byte("one\ntwo\n"))
+	w.Close()
+	select {
+	case <-o.failed:
+	default:
+		t.Fatal("failed not closed after a failed write")
+	}
+	if err := o.writeErr(); err == nil || err.Error() != "writing to stdout: no space left on device" || !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("writeErr %v, want writing to stdout: ENOSPC", err)
+	}
+	if full.writes != 1 {
+		t.Errorf("%d writes to the failed stdout, want 1", full.writes)
+	}
+	o.Logf("still here")
+	if stderr.String() != "gorun: still here\n" {
+		t.Errorf("stderr %q", stderr.String())
+	}
+	if got := o.settle(0); got != 1 || !strings.Contains(stderr.String(), "gorun: writing to stdout: no space left on device\n") {
+		t.Errorf("settle(0) = %d, stderr %q; want 1 and the error said", got, stderr.String())
+	}
+	if got := o.settle(3); got != 3 {
+		t.Errorf("settle(3) = %d, want the job's 3", got)
+	}
 }

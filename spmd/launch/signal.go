@@ -3,6 +3,7 @@ package launch
 // Signals sent to gorun while its job runs: passed on, or a stop.
 
 import (
+	"errors"
 	"os"
 	"syscall"
 	"time"
@@ -33,20 +34,11 @@ func (s *supervisor) signal(sig os.Signal) {
 		s.signalAll(syscall.SIGCONT)
 		return
 	case syscall.SIGPIPE:
-		// gorun's stdout or stderr is a pipe whose reader has gone (gorun
-		// ... | head). A gorun that died of it, as the default action has
-		// it, left the ranks to die of theirs, or to run on, and their
-		// files in /dev/shm; so the job stops as for a SIGTERM, with the
-		// status of a process killed by SIGPIPE. Every write to the closed
-		// pipe brings another: they stop nothing more. A SIGPIPE of a
-		// write to a rank's stdin, which it did not read, stops nothing.
-		if s.piped || !s.out.closed() {
-			return
+		// A SIGPIPE of a write to a rank's stdin, which it did not read,
+		// stops nothing.
+		if s.out.closed() {
+			s.outputClosed()
 		}
-		s.piped = true
-		s.decide(128 + int(ss))
-		s.out.Logf("gorun's output is closed (SIGPIPE): %s", s.stopWhat())
-		s.stopWith(syscall.SIGTERM)
 		return
 	}
 	s.signals++
@@ -97,4 +89,41 @@ func (s *supervisor) cancelled() {
 	case <-time.After(signalLag):
 		s.stop()
 	}
+}
+
+// outputClosed stops the job when gorun's stdout or stderr is a pipe whose
+// reader has gone (gorun ... | head): a SIGPIPE came, or a write failed
+// with EPIPE. A gorun that died of it, as the default action has it, left
+// the ranks to die of theirs, or to run on, and their files in /dev/shm;
+// so the job stops as for a SIGTERM, with the status of a process killed
+// by SIGPIPE. Every write to the closed pipe brings another SIGPIPE: they
+// stop nothing more.
+func (s *supervisor) outputClosed() {
+	if s.piped {
+		return
+	}
+	s.piped = true
+	s.decide(128 + int(syscall.SIGPIPE))
+	s.out.Logf("gorun's output is closed (SIGPIPE): %s", s.stopWhat())
+	s.stopWith(syscall.SIGTERM)
+}
+
+// outputFailed stops the job when a write to gorun's stdout or stderr
+// failed (err names the stream), as a Unix filter fails when its output
+// does: the ranks' output is lost from then on, and a rank that writes
+// without end (yes > /dev/full) ran for ever. One line says so, on stderr
+// unless that is the stream that failed; the status is 1 unless the job's
+// was decided already.
+func (s *supervisor) outputFailed(err error) {
+	if errors.Is(err, syscall.EPIPE) {
+		s.outputClosed()
+		return
+	}
+	s.decide(1)
+	if s.stopping {
+		s.out.Logf("%v", err)
+		return
+	}
+	s.out.Logf("%v; %s", err, s.stopWhat())
+	s.stop()
 }

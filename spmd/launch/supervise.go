@@ -65,6 +65,9 @@ type supervisor struct {
 	pinged   []string         // the hosts of the held failure's lost peers (failure.go)
 	killedAt time.Time        // when SIGKILL was first sent; zero: not yet
 	answer   <-chan time.Time // fires killAnswer after killedAt (silent.go)
+	// outFailed is closed when a write to gorun's stdout or stderr
+	// failed; nil once acted on.
+	outFailed <-chan struct{}
 }
 
 // run starts every rank and supervises them until all have ended, then
@@ -73,7 +76,7 @@ type supervisor struct {
 // the starting at once, and a rank that fails at once stops the job before
 // the rest have started.
 func (j *job) run(ctx context.Context, seed Seed) int {
-	s := &supervisor{job: j, ctxDone: ctx.Done()}
+	s := &supervisor{job: j, ctxDone: ctx.Done(), outFailed: j.out.failed}
 	s.agents, _ = j.starterOf().(hostAgents)
 	if !j.cfg.deadline.IsZero() {
 		t := time.NewTimer(time.Until(j.cfg.deadline))
@@ -149,6 +152,9 @@ func (s *supervisor) poll(exits <-chan ended) {
 			s.holdOver()
 		case <-s.answer:
 			s.answerOver()
+		case <-s.outFailed:
+			s.outFailed = nil
+			s.outputFailed(s.out.writeErr())
 		default:
 			return
 		}
@@ -191,6 +197,9 @@ func (s *supervisor) loop(ctx context.Context, exits <-chan ended) int {
 			s.holdOver()
 		case <-s.answer:
 			s.answerOver()
+		case <-s.outFailed:
+			s.outFailed = nil
+			s.outputFailed(s.out.writeErr())
 		}
 	}
 	s.release()

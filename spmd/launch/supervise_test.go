@@ -237,3 +237,46 @@ func TestGraceCountsLiveRanks(t *testing.T) {
 		})
 	}
 }
+
+// TestOutputFailureStops: a write to gorun's stdout or stderr that fails
+// (not EPIPE, which stops the job with 141) stops the job with status 1
+// and one line on stderr, unless stderr failed. The errors were ignored:
+// a job exited 0 with all its output lost, or ran for ever (yes).
+func TestOutputFailureStops(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stream string // the one on /dev/full
+		script string
+		want   string // on stderr
+	}{
+		{"stdout", "stdout", "echo hi; exec sleep 60", "gorun: writing to stdout: no space left on device; stopping the "},
+		{"stdout, a rank that writes for ever", "stdout", "exec yes", "gorun: writing to stdout: no space left on device; stopping the "},
+		{"stderr", "stderr", "echo oops >&2; exec sleep 60", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+			if err != nil {
+				t.Skip(err)
+			}
+			defer full.Close()
+			var ok syncWriter
+			l := &Launcher{Stdout: &ok, Stderr: full}
+			if tc.stream == "stdout" {
+				l.Stdout, l.Stderr = full, &ok
+			}
+			cfg := DefaultConfig()
+			cfg.NP, cfg.Program, cfg.Args, cfg.Quiet = 2, "/bin/sh", []string{"-c", tc.script}, true
+			cfg.KillGrace = Duration(time.Second)
+			// A guard against a hang: the job used to run until this ended.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			code, err := l.Run(ctx, cfg)
+			if ctx.Err() != nil {
+				t.Fatalf("the job ran until the test's guard stopped it; status %d, its other stream:\n%s", code, ok.String())
+			}
+			if err != nil || code != 1 || !strings.HasPrefix(ok.String(), tc.want) || tc.want != "" && strings.Count(ok.String(), "\n") > 2 {
+				t.Errorf("status %d (%v), want 1; other stream %q, want a line %q", code, err, ok.String(), tc.want)
+			}
+		})
+	}
+}
