@@ -171,6 +171,7 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	}
 	for {
 		status, failed, err := l.start(ctx, &cfg, hl, out, logf)
+		out.cutShort() // before keepStartOutput moves the files it names
 		if err == nil && failed && cfg.MaxRestarts > 0 && cfg.restart >= cfg.MaxRestarts && ctx.Err() == nil {
 			out.Logf("no restart left: the job failed in each of its %d starts (--max-restarts %d)", cfg.restart+1, cfg.MaxRestarts)
 		}

@@ -47,6 +47,11 @@ type output struct {
 	failed chan struct{}
 	failMu sync.Mutex // protects following
 	err    error      // that error, naming the stream
+	// cut are the --output-dir files of this start that a write error
+	// cut short, the first of which was said (fileFailed); anyCut: some
+	// file of any start was, and gorun will not exit 0.
+	cut    []string
+	anyCut bool
 }
 
 // stream is one of gorun's output streams and the lock its writes hold.
@@ -216,16 +221,26 @@ func (o *output) closed() bool { return closedPipe(o.stdout.w) || closedPipe(o.s
 // failed after the supervisor's last look (a line of the job's end), it
 // says so and returns 1, or quietly 141 for a closed pipe, as the
 // supervisor would have.
+//
+// Where a write error cut a file of --output-dir short (fileFailed), which
+// was said when it came, a status of 0 is 1 too.
 func (o *output) settle(status int) int {
 	err := o.writeErr()
+	o.failMu.Lock()
+	cut := o.anyCut
+	o.failMu.Unlock()
 	switch {
-	case status != 0 || err == nil:
+	case status != 0:
 		return status
-	case errors.Is(err, syscall.EPIPE):
+	case err != nil && errors.Is(err, syscall.EPIPE):
 		return 128 + int(syscall.SIGPIPE)
+	case err != nil:
+		o.Logf("%v", err)
+		return 1
+	case cut:
+		return 1
 	}
-	o.Logf("%v", err)
-	return 1
+	return 0
 }
 
 // Logf writes one line "gorun: ..." to stderr.
@@ -267,7 +282,7 @@ func (o *output) RankWriters(rank int, dir string) (stdout, stderr io.WriteClose
 		fo.Close()
 		return nil, nil, fmt.Errorf("output dir: %w", err)
 	}
-	return &tee{file: fo, lines: stdout}, &tee{file: fe, lines: stderr}, nil
+	return &tee{file: fo, lines: stdout, out: o, what: "stdout"}, &tee{file: fe, lines: stderr, out: o, what: "stderr"}, nil
 }
 
 func (o *output) lineWriter(rank int, dst *stream) *lineWriter {
@@ -411,27 +426,71 @@ func (w *lineWriter) Close() error {
 	return nil
 }
 
-// tee writes raw bytes to a file and to the line writer.
+// tee writes raw bytes to a file of --output-dir and to the line writer.
+// A write error ends the file, not the lines: the first is told to out
+// (fileFailed), and nothing more is written to the file, as tee(1) goes
+// on with its other outputs.
 type tee struct {
 	file  *os.File
 	lines io.WriteCloser
-	err   error // the first error writing the file
+	out   *output
+	what  string // "stdout" or "stderr": the stream the lines go to
+	err   error  // the first error writing or closing the file
 }
 
 func (t *tee) Write(p []byte) (int, error) {
 	if t.err == nil {
-		_, t.err = t.file.Write(p)
+		if _, err := t.file.Write(p); err != nil {
+			t.fail(err)
+		}
 	}
 	return t.lines.Write(p)
 }
 
+// Close closes the line writer and the file; a close that fails (where
+// a file system reports a write's error only then: NFS) is told as a
+// write error is.
 func (t *tee) Close() error {
 	t.lines.Close()
-	err := t.file.Close()
-	if t.err != nil {
-		return t.err
+	if err := t.file.Close(); err != nil && t.err == nil {
+		t.fail(err)
 	}
-	return err
+	return t.err
+}
+
+func (t *tee) fail(err error) {
+	t.err = err
+	t.out.fileFailed(t.file.Name(), t.what, err)
+}
+
+// fileFailed is told that a write to the --output-dir file path failed
+// with err ("write DIR/rank.0.out: no space left on device"): the first
+// of a start says so at once; the others are named at the start's end
+// (cutShort). The job goes on: its output still reaches gorun's stdout
+// and stderr (what says which), and a training job is not stopped for a
+// copy of its log; but gorun will not exit 0 (settle).
+func (o *output) fileFailed(path, what string, err error) {
+	o.failMu.Lock()
+	o.cut = append(o.cut, path)
+	first := len(o.cut) == 1
+	o.anyCut = true
+	o.failMu.Unlock()
+	if first { // not under failMu: a failed write to stderr takes it
+		o.Logf("--output-dir: %v; the file ends there, the job goes on (that output still goes to gorun's %s), and gorun will not exit with status 0", err, what)
+	}
+}
+
+// cutShort says which files of --output-dir, besides the first, which was
+// said, a write error cut short in the start that has ended.
+func (o *output) cutShort() {
+	o.failMu.Lock()
+	cut := o.cut
+	o.cut = nil
+	o.failMu.Unlock()
+	if len(cut) > 1 {
+		n := len(cut) - 1
+		o.Logf("--output-dir: %d more %s cut short by write errors: %s", n, plural(n, "file"), strings.Join(cut[1:], ", "))
+	}
 }
 
 // keepStartOutput moves the files that start k of a restarted job wrote

@@ -2,12 +2,14 @@ package launch
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -291,5 +293,112 @@ func TestOutputWriteError(t *testing.T) {
 	}
 	if got := o.settle(3); got != 3 {
 		t.Errorf("settle(3) = %d, want the job's 3", got)
+	}
+}
+
+// fullDir is a directory whose rank.0.out is /dev/full: writes to it fail
+// with ENOSPC, as on a full disk.
+func fullDir(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	if err := os.Symlink("/dev/full", filepath.Join(dir, "rank.0.out")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestOutputDirWriteError: a write error on a file of --output-dir is
+// said at once, in one line naming the file and the error; the job goes
+// on, its output still reaching gorun's stdout, the other files whole,
+// and gorun's status is 1 where it would have been 0. The error was lost
+// and the job exited 0. The files of ranks on other hosts are written
+// here, from their agents' output frames, through the same tee.
+func TestOutputDirWriteError(t *testing.T) {
+	const want = "gorun: --output-dir: write %s: no space left on device; the file ends there, the job goes on (that output still goes to gorun's stdout), and gorun will not exit with status 0\n"
+	t.Run("local", func(t *testing.T) {
+		dir := fullDir(t)
+		var stdout, stderr syncWriter
+		l := &Launcher{Stdout: &stdout, Stderr: &stderr}
+		cfg := DefaultConfig()
+		cfg.NP, cfg.Program, cfg.Quiet, cfg.OutputDir, cfg.TagOutput = 2, "/bin/sh", true, dir, true
+		cfg.Args = []string{"-c", `echo "out $GORUN_RANK"; echo "err $GORUN_RANK" >&2`}
+		code, err := l.Run(context.Background(), cfg)
+		line := fmt.Sprintf(want, filepath.Join(dir, "rank.0.out"))
+		if err != nil || code != 1 || !strings.Contains(stderr.String(), line) || strings.Count(stderr.String(), "gorun:") != 1 {
+			t.Errorf("status %d (%v), stderr %q; want 1 and %q alone", code, err, stderr.String(), line)
+		}
+		if got := lines(stdout.String()); strings.Join(got, "|") != "[0] out 0|[1] out 1" {
+			t.Errorf("stdout %q, want both ranks' lines", stdout.String())
+		}
+		for file, w := range map[string]string{"rank.1.out": "out 1\n", "rank.0.err": "err 0\n", "rank.1.err": "err 1\n"} {
+			if b, err := os.ReadFile(filepath.Join(dir, file)); err != nil || string(b) != w {
+				t.Errorf("%s = %q, %v; want %q", file, b, err, w)
+			}
+		}
+	})
+	t.Run("remote", func(t *testing.T) {
+		dir := fullDir(t)
+		var stdout, stderr syncWriter
+		out := newOutput(&stdout, &stderr)
+		c := newTestCluster(1, 32, out)
+		so, se, err := out.RankWriters(0, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := c.Start(&spec{Rank: rankPlan{Rank: 0, Host: "h1"}, Stdout: so, Stderr: se})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rp := p.(*remoteProc)
+		rp.frame(frame{Type: frameOutput, Host: 1, Payload: []byte("\x01hello\n")})
+		rp.frame(jsonFrame(frameExited, 1, 0, exitMsg{}))
+		if st := p.Wait(); !st.Success() {
+			t.Fatalf("rank 0 %v", st)
+		}
+		// (Sending the start frame to no agent says "no route to host 1".)
+		if stdout.String() != "hello\n" || !strings.Contains(stderr.String(), fmt.Sprintf(want, filepath.Join(dir, "rank.0.out"))) {
+			t.Errorf("stdout %q, stderr %q", stdout.String(), stderr.String())
+		}
+		if got := out.settle(0); got != 1 {
+			t.Errorf("settle(0) = %d, want 1", got)
+		}
+	})
+}
+
+func lines(s string) []string {
+	l := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	slices.Sort(l)
+	return l
+}
+
+// TestOutputDirCutShort: after the first file of a start that a write
+// error cut short, which is said at once, the others are named in one
+// line at the start's end, not one line each.
+func TestOutputDirCutShort(t *testing.T) {
+	dir := fullDir(t)
+	if err := os.Symlink("/dev/full", filepath.Join(dir, "rank.0.err")); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	o := newOutput(io.Discard, &stderr)
+	so, se, err := o.RankWriters(0, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	so.Write([]byte("out\n"))
+	se.Write([]byte("err\n"))
+	se.Write([]byte("more\n"))
+	so.Close()
+	se.Close()
+	if n := strings.Count(stderr.String(), "gorun: --output-dir: "); n != 1 {
+		t.Errorf("%d --output-dir lines before the start's end, want 1:\n%s", n, stderr.String())
+	}
+	o.cutShort()
+	want := "gorun: --output-dir: 1 more file cut short by write errors: " + filepath.Join(dir, "rank.0.err") + "\n"
+	if !strings.HasSuffix(stderr.String(), want) {
+		t.Errorf("stderr %q, want it to end %q", stderr.String(), want)
 	}
 }
