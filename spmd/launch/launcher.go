@@ -175,7 +175,9 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 		if err == nil && failed && cfg.MaxRestarts > 0 && cfg.restart >= cfg.MaxRestarts && ctx.Err() == nil {
 			out.Logf("no restart left: the job failed in each of its %d starts (--max-restarts %d)", cfg.restart+1, cfg.MaxRestarts)
 		}
-		if err != nil || !failed || cfg.restart >= cfg.MaxRestarts || ctx.Err() != nil {
+		// A job whose output cannot be written any more (writeErr) is not
+		// run again: the next start would stop at once for it.
+		if err != nil || !failed || cfg.restart >= cfg.MaxRestarts || ctx.Err() != nil || out.writeErr() != nil {
 			if err == nil {
 				status = out.settle(status)
 			}

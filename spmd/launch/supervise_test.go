@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -278,5 +279,27 @@ func TestOutputFailureStops(t *testing.T) {
 				t.Errorf("status %d (%v), want 1; other stream %q, want a line %q", code, err, ok.String(), tc.want)
 			}
 		})
+	}
+}
+
+// TestOutputFailureNoRestart: a job that failed, and whose stderr then
+// failed (its line about the failure could not be written), is not
+// started again under --max-restarts: the next start stopped before any
+// rank started, with status 1 instead of the failed rank's 3.
+func TestOutputFailureNoRestart(t *testing.T) {
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer full.Close()
+	runs := filepath.Join(t.TempDir(), "runs")
+	l := &Launcher{Stdout: io.Discard, Stderr: full}
+	cfg := DefaultConfig()
+	cfg.NP, cfg.Program, cfg.Quiet, cfg.MaxRestarts = 1, "/bin/sh", true, 1
+	cfg.Args = []string{"-c", "echo run >> " + runs + "; exit 3"}
+	code, err := l.Run(context.Background(), cfg)
+	b, _ := os.ReadFile(runs)
+	if err != nil || code != 3 || string(b) != "run\n" {
+		t.Errorf("status %d (%v), runs %q; want 3 and one run", code, err, b)
 	}
 }
