@@ -96,8 +96,8 @@ func (s *supervisor) cancelled() {
 // with EPIPE. A gorun that died of it, as the default action has it, left
 // the ranks to die of theirs, or to run on, and their files in /dev/shm;
 // so the job stops as for a SIGTERM, with the status of a process killed
-// by SIGPIPE. Every write to the closed pipe brings another SIGPIPE: they
-// stop nothing more.
+// by SIGPIPE, once: a SIGPIPE after the first (a write to the closed pipe
+// that came before the stream kept its error) stops nothing more.
 func (s *supervisor) outputClosed() {
 	if s.piped {
 		return
