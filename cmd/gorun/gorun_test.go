@@ -475,6 +475,10 @@ func TestBadInput(t *testing.T) {
 	// the other ranks" of none.
 	badInterp, noShebang := filepath.Join(dir, "badinterp"), filepath.Join(dir, "noshebang")
 	os.WriteFile(badInterp, []byte("#!/no/such/interp -x\necho hi\n"), 0o755)
+	// Said "start .../crlf.sh: fork/exec .../crlf.sh: no such file or
+	// directory" (127) of the script itself.
+	crlf := filepath.Join(dir, "crlf.sh")
+	os.WriteFile(crlf, []byte("#!/bin/sh\r\necho hi\r\n"), 0o755)
 	os.WriteFile(noShebang, []byte("echo hi\n"), 0o755)
 	for _, tc := range []struct {
 		name string
@@ -533,6 +537,7 @@ func TestBadInput(t *testing.T) {
 		{"program path missing", []string{"-np", "2", "./no/such"}, 127, `\./no/such: no such file or directory \(looked at /\S+/no/such\)`},
 		{"go file", []string{"-np", "1", "../../examples/hello/main.go"}, 126, `\.\./\.\./examples/hello/main\.go is a Go source file: give its package's directory, \.\./\.\./examples/hello, and gorun builds it`},
 		{"bad interpreter", []string{"-np", "2", badInterp}, 127, regexpQuote(badInterp) + `: its #! line names /no/such/interp, which does not exist`},
+		{"crlf script", []string{"-np", "1", crlf}, 127, regexpQuote(crlf) + `: its #! line names "/bin/sh\\r", which does not exist: the file has Windows \(CRLF\) line endings, .*; convert them with sed -i 's/\\r\$//' ` + regexpQuote(crlf) + ` \(or dos2unix ` + regexpQuote(crlf) + `\)`},
 		{"no #! line", []string{"-np", "2", noShebang}, 126, regexpQuote(noShebang) + ` is not a program this machine can run \(no #! line, not an ELF for this machine\)`},
 		{"malformed config", []string{"--config", cfg, "true"}, 2, regexpQuote(cfg) + `:3: .*tag_output`},
 		{"missing config", []string{"--config", cfg + ".missing", "-np", "1", "true"}, 2, `no such file`},

@@ -3,15 +3,12 @@ package launch
 import (
 	"bytes"
 	"context"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"go/build"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 )
 
@@ -81,54 +78,6 @@ func resolveProgram(name string) (program, error) {
 		return program{}, err
 	}
 	return program{Path: abs}, nil
-}
-
-// runnable checks what the kernel will check at exec, to say it better
-// than exec does, once and before any rank starts: a script's #!
-// interpreter must exist (exec said "no such file or directory" of the
-// script), and a file without #! must be an ELF of this machine (exec
-// said "exec format error"). A file gorun cannot read passes.
-func runnable(name, path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	head := make([]byte, 256)
-	n, _ := io.ReadFull(f, head)
-	head = head[:n]
-	if line, ok := bytes.CutPrefix(head, []byte("#!")); ok {
-		if i := bytes.IndexByte(line, '\n'); i >= 0 {
-			line = line[:i]
-		}
-		words := strings.Fields(string(line))
-		if len(words) > 0 && filepath.IsAbs(words[0]) {
-			if _, err := os.Stat(words[0]); errors.Is(err, os.ErrNotExist) {
-				return errorf(errNotFound, "%s: its #! line names %s, which does not exist: install it or fix the line", name, words[0])
-			}
-		}
-		return nil
-	}
-	if runtime.GOOS != "linux" {
-		return nil // Mach-O and others: left to exec
-	}
-	notHere := errorf(ErrNotExecutable, "%s is not a program this machine can run (no #! line, not an ELF for this machine)", name)
-	if !bytes.HasPrefix(head, []byte(elf.ELFMAG)) {
-		return notHere
-	}
-	want, known := elfMachines[runtime.GOARCH]
-	if ef, err := elf.NewFile(f); err == nil && known && ef.Machine != want {
-		return errorf(ErrNotExecutable, "%s is not a program this machine can run: an ELF for %v, and this machine is %s", name, ef.Machine, runtime.GOARCH)
-	}
-	return nil
-}
-
-// elfMachines are the ELF machines of the GOARCHes gorun knows; others
-// are not checked.
-var elfMachines = map[string]elf.Machine{
-	"amd64": elf.EM_X86_64, "386": elf.EM_386, "arm64": elf.EM_AARCH64, "arm": elf.EM_ARM,
-	"ppc64le": elf.EM_PPC64, "ppc64": elf.EM_PPC64, "riscv64": elf.EM_RISCV, "s390x": elf.EM_S390,
-	"loong64": elf.EM_LOONGARCH, "mips64le": elf.EM_MIPS, "mips64": elf.EM_MIPS,
 }
 
 func goPackage(name, dir string) (program, error) {
