@@ -479,6 +479,9 @@ func TestBadInput(t *testing.T) {
 	// directory" (127) of the script itself.
 	crlf := filepath.Join(dir, "crlf.sh")
 	os.WriteFile(crlf, []byte("#!/bin/sh\r\necho hi\r\n"), 0o755)
+	// Was status 1, "fork/exec .../fakeelf: exec format error".
+	fakeELF := filepath.Join(dir, "fakeelf")
+	os.WriteFile(fakeELF, []byte("\x7fELF\x02\x01\x01\x00garbage"), 0o755)
 	os.WriteFile(noShebang, []byte("echo hi\n"), 0o755)
 	for _, tc := range []struct {
 		name string
@@ -538,6 +541,7 @@ func TestBadInput(t *testing.T) {
 		{"go file", []string{"-np", "1", "../../examples/hello/main.go"}, 126, `\.\./\.\./examples/hello/main\.go is a Go source file: give its package's directory, \.\./\.\./examples/hello, and gorun builds it`},
 		{"bad interpreter", []string{"-np", "2", badInterp}, 127, regexpQuote(badInterp) + `: its #! line names /no/such/interp, which does not exist`},
 		{"crlf script", []string{"-np", "1", crlf}, 127, regexpQuote(crlf) + `: its #! line names "/bin/sh\\r", which does not exist: the file has Windows \(CRLF\) line endings, .*; convert them with sed -i 's/\\r\$//' ` + regexpQuote(crlf) + ` \(or dos2unix ` + regexpQuote(crlf) + `\)`},
+		{"damaged ELF", []string{"-np", "1", fakeELF}, 126, regexpQuote(fakeELF) + ` is not a program this machine can run: an ELF file of 15 bytes, cut short in its header: a truncated or damaged file; copy or build it again`},
 		{"no #! line", []string{"-np", "2", noShebang}, 126, regexpQuote(noShebang) + ` is not a program this machine can run \(no #! line, not an ELF for this machine\)`},
 		{"malformed config", []string{"--config", cfg, "true"}, 2, regexpQuote(cfg) + `:3: .*tag_output`},
 		{"missing config", []string{"--config", cfg + ".missing", "-np", "1", "true"}, 2, `no such file`},

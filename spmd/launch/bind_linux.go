@@ -37,7 +37,7 @@ var hostCPUs = sync.OnceValues(func() ([]cpuInfo, error) {
 // refuses (a seccomp filter) leaves the rank the starter's.
 func startWith(cmd *exec.Cmd, cpus []int, slack timerSlack) error {
 	if cpus == nil && slack.d <= 0 {
-		return cmd.Start()
+		return startCmd(cmd)
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -69,7 +69,7 @@ func startWith(cmd *exec.Cmd, cpus []int, slack timerSlack) error {
 					return fmt.Errorf("--timer-slack %v: prctl: %w", slack.d, err)
 				}
 			}
-			return cmd.Start()
+			return startCmd(cmd)
 		}()
 		if restored {
 			runtime.UnlockOSThread()

@@ -19,5 +19,5 @@ func startWith(cmd *exec.Cmd, cpus []int, slack timerSlack) error {
 	if slack.d > 0 && !slack.auto {
 		return errorf(ErrUsage, "--timer-slack needs Linux (prctl PR_SET_TIMERSLACK); --timer-slack 0 leaves it alone")
 	}
-	return cmd.Start()
+	return startCmd(cmd)
 }

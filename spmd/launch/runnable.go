@@ -3,13 +3,16 @@ package launch
 import (
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 )
 
 // runnable checks what the kernel will check at exec, to say it better
@@ -32,15 +35,80 @@ func runnable(name, path string) error {
 	if runtime.GOOS != "linux" {
 		return nil // Mach-O and others: left to exec
 	}
-	notHere := errorf(ErrNotExecutable, "%s is not a program this machine can run (no #! line, not an ELF for this machine)", name)
 	if !bytes.HasPrefix(head, []byte(elf.ELFMAG)) {
-		return notHere
+		return errorf(ErrNotExecutable, "%s is not a program this machine can run (no #! line, not an ELF for this machine)", name)
 	}
-	want, known := elfMachines[runtime.GOARCH]
-	if ef, err := elf.NewFile(f); err == nil && known && ef.Machine != want {
-		return errorf(ErrNotExecutable, "%s is not a program this machine can run: an ELF for %v, and this machine is %s", name, ef.Machine, runtime.GOARCH)
+	if why := elfProblem(f); why != "" {
+		return errorf(ErrNotExecutable, "%s is not a program this machine can run: %s", name, why)
 	}
 	return nil
+}
+
+// elfProblem says why the kernel would refuse the ELF file f at exec, as
+// its ELF loader (fs/binfmt_elf.c) checks the file header and the size of
+// the program headers, or returns "". Sections, which the kernel does
+// not read, are not looked at: debug/elf.NewFile, which reads them too,
+// would refuse programs that run.
+func elfProblem(f *os.File) string {
+	fi, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	size := fi.Size()
+	var ident [elf.EI_NIDENT]byte
+	if _, err := f.ReadAt(ident[:], 0); err != nil {
+		return fmt.Sprintf("an ELF file of %d bytes, cut short in its header: a truncated or damaged file; copy or build it again", size)
+	}
+	var order binary.ByteOrder
+	switch elf.Data(ident[elf.EI_DATA]) {
+	case elf.ELFDATA2LSB:
+		order = binary.LittleEndian
+	case elf.ELFDATA2MSB:
+		order = binary.BigEndian
+	default:
+		return fmt.Sprintf("an ELF file of unknown byte order (%d): a damaged file, or not a program", ident[elf.EI_DATA])
+	}
+	var typ elf.Type
+	var machine elf.Machine
+	var hsize, phentsize, want, phnum int
+	var phoff uint64
+	r := io.NewSectionReader(f, 0, size)
+	switch elf.Class(ident[elf.EI_CLASS]) {
+	case elf.ELFCLASS64:
+		var h elf.Header64
+		err = binary.Read(r, order, &h)
+		typ, machine, phoff, phentsize, phnum = elf.Type(h.Type), elf.Machine(h.Machine), h.Phoff, int(h.Phentsize), int(h.Phnum)
+		hsize, want = binary.Size(h), binary.Size(elf.Prog64{})
+	case elf.ELFCLASS32:
+		var h elf.Header32
+		err = binary.Read(r, order, &h)
+		typ, machine, phoff, phentsize, phnum = elf.Type(h.Type), elf.Machine(h.Machine), uint64(h.Phoff), int(h.Phentsize), int(h.Phnum)
+		hsize, want = binary.Size(h), binary.Size(elf.Prog32{})
+	default:
+		return fmt.Sprintf("an ELF file of unknown class (%d): a damaged file, or not a program", ident[elf.EI_CLASS])
+	}
+	if err != nil {
+		return fmt.Sprintf("an ELF file of %d bytes, cut short in its %d-byte header: a truncated or damaged file; copy or build it again", size, hsize)
+	}
+	switch typ {
+	case elf.ET_EXEC, elf.ET_DYN:
+	case elf.ET_REL:
+		return "an ELF relocatable object (a .o file), not an executable: link it into a program"
+	case elf.ET_CORE:
+		return "an ELF core dump, not an executable"
+	default:
+		return fmt.Sprintf("an ELF file of type %v, not an executable: a damaged file, or not a program", typ)
+	}
+	if m, known := elfMachines[runtime.GOARCH]; known && machine != m {
+		return fmt.Sprintf("an ELF for %v, and this machine is %s", machine, runtime.GOARCH)
+	}
+	switch {
+	case phentsize != want || phnum == 0 || phnum*phentsize > 65536:
+		return fmt.Sprintf("an ELF executable whose header is damaged (%d program headers of %d bytes; want %d bytes each): copy or build it again", phnum, phentsize, want)
+	case phoff > uint64(size) || uint64(size)-phoff < uint64(phnum*phentsize):
+		return fmt.Sprintf("an ELF executable of %d bytes whose program headers end past its end: a truncated or damaged file; copy or build it again", size)
+	}
+	return ""
 }
 
 // elfMachines are the ELF machines of the GOARCHes gorun knows; others
@@ -106,3 +174,24 @@ func crlfHint(name string) string {
 	q := shellQuote(name)
 	return "the file has Windows (CRLF) line endings, and the \\r at the end of its #! line is taken as part of the name; convert them with sed -i 's/\\r$//' " + q + " (or dos2unix " + q + ")"
 }
+
+// startCmd starts cmd, as every rank is started, and says what an exec
+// format error (ENOEXEC) means, of whatever cause: exec's own words named
+// none, and the program had passed runnable, or runnable was not asked (an
+// agent's host, a file changed since).
+func startCmd(cmd *exec.Cmd) error {
+	err := cmd.Start()
+	if errors.Is(err, syscall.ENOEXEC) {
+		return &execFormatError{err}
+	}
+	return err
+}
+
+// execFormatError is an exec that the kernel refused with ENOEXEC.
+type execFormatError struct{ err error }
+
+func (e *execFormatError) Error() string {
+	return "not a program this machine can run (exec format error): an executable for another machine, a damaged or truncated one, or a script whose #! line names no interpreter"
+}
+
+func (e *execFormatError) Unwrap() error { return e.err }

@@ -1,10 +1,16 @@
 package launch
 
 import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -71,5 +77,110 @@ func TestRunnable(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// patchedELF writes a copy of this test's own executable (an ELF of this
+// machine) to dir/name with its header changed by patch.
+func patchedELF(t *testing.T, dir, name string, patch func(h *elf.Header64)) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if elf.Class(b[elf.EI_CLASS]) != elf.ELFCLASS64 || elf.Data(b[elf.EI_DATA]) != elf.ELFDATA2LSB {
+		t.Skip("the test's executable is not a little-endian 64-bit ELF")
+	}
+	var h elf.Header64
+	if err := binary.Read(bytes.NewReader(b), binary.LittleEndian, &h); err != nil {
+		t.Fatal(err)
+	}
+	patch(&h)
+	var w bytes.Buffer
+	binary.Write(&w, binary.LittleEndian, &h)
+	copy(b, w.Bytes())
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestRunnableELF: an ELF that the kernel's loader would refuse is said
+// before any rank starts (status 126); one it runs passes, whatever
+// debug/elf makes of its sections. A header cut short passed, and exec's
+// "exec format error" was status 1.
+func TestRunnableELF(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("ELF checks are Linux's")
+	}
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short")
+	os.WriteFile(short, []byte("\x7fELF\x02\x01\x01\x00garbage"), 0o755)
+	other := elf.EM_AARCH64
+	if runtime.GOARCH == "arm64" {
+		other = elf.EM_X86_64
+	}
+	for _, tc := range []struct {
+		name, path, want string // want "": runnable
+	}{
+		{"short", short, "an ELF file of 15 bytes, cut short in its header: a truncated or damaged file"},
+		{"object", patchedELF(t, dir, "object", func(h *elf.Header64) { h.Type = uint16(elf.ET_REL) }), "an ELF relocatable object (a .o file), not an executable: link it"},
+		{"core", patchedELF(t, dir, "core", func(h *elf.Header64) { h.Type = uint16(elf.ET_CORE) }), "an ELF core dump"},
+		{"machine", patchedELF(t, dir, "machine", func(h *elf.Header64) { h.Machine = uint16(other) }), "an ELF for " + other.String() + ", and this machine is " + runtime.GOARCH},
+		{"phentsize", patchedELF(t, dir, "phentsize", func(h *elf.Header64) { h.Phentsize = 0 }), " program headers of 0 bytes; want 56 bytes each): copy or build it again"},
+		{"phoff", patchedELF(t, dir, "phoff", func(h *elf.Header64) { h.Phoff = 1 << 40 }), "whose program headers end past its end: a truncated or damaged file"},
+		{"executable", patchedELF(t, dir, "executable", func(h *elf.Header64) {}), ""},
+		// The kernel reads no sections: such a program runs.
+		{"sections", patchedELF(t, dir, "sections", func(h *elf.Header64) { h.Shoff = 1 << 40 }), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := runnable(tc.path, tc.path)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("runnable: %v", err)
+				}
+				if out, err := exec.Command(tc.path, "-test.run=^$").CombinedOutput(); err != nil {
+					t.Fatalf("%s does not run: %v\n%s", tc.path, err, out)
+				}
+				return
+			}
+			if !errors.Is(err, ErrNotExecutable) || !strings.HasPrefix(err.Error(), tc.path+" is not a program this machine can run: ") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("runnable: %v\nwant ErrNotExecutable saying %q", err, tc.want)
+			}
+			// The kernel agrees.
+			if err := exec.Command(tc.path).Run(); !errors.Is(err, syscall.ENOEXEC) {
+				t.Errorf("exec %s: %v, want ENOEXEC", tc.path, err)
+			}
+		})
+	}
+}
+
+// TestStartExecFormatError: a rank whose exec fails with ENOEXEC, of any
+// cause (here a file that runnable would have refused, started without
+// it, as an agent's host does), is status 126 with a line that says what
+// it means. It was status 1, "fork/exec ...: exec format error".
+func TestStartExecFormatError(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "fakeelf")
+	os.WriteFile(path, []byte("\x7fELF\x02\x01\x01\x00garbage"), 0o755)
+	var out bytes.Buffer
+	_, err := local{}.Start(&spec{Rank: rankPlan{Rank: 3}, Path: path, Env: os.Environ(), Stdout: nopCloser{&out}, Stderr: nopCloser{&out}})
+	if err == nil {
+		t.Fatal("started")
+	}
+	want := "rank 3: start " + path + ": not a program this machine can run (exec format error): an executable for another machine, a damaged or truncated one, or a script whose #! line names no interpreter"
+	if err.Error() != want {
+		t.Errorf("error %q\nwant %q", err, want)
+	}
+	if !errors.Is(err, syscall.ENOEXEC) {
+		t.Errorf("error %v is not ENOEXEC", err)
+	}
+	if got := startFailure(err); got != 126 {
+		t.Errorf("startFailure = %d, want 126", got)
 	}
 }

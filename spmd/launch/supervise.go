@@ -338,7 +338,8 @@ func (j *job) starterOf() starter {
 
 // startFailure is the job's status when a rank could not be started: 2
 // for a usage error (a --bind-to that overloads a core), else as a shell
-// would report the program (127 not found, 126 not executable), else 1.
+// would report the program (127 not found, 126 not executable or not a
+// program this machine can run), else 1.
 func startFailure(err error) int {
 	switch {
 	case errors.Is(err, ErrUsage):
@@ -347,7 +348,7 @@ func startFailure(err error) int {
 		return 1
 	case errors.Is(err, fs.ErrNotExist):
 		return 127
-	case errors.Is(err, fs.ErrPermission):
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOEXEC):
 		return 126
 	}
 	return 1
