@@ -10,7 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/gorun-hpc/gorun/cmd/internal/suggest"
+	"github.com/gorun-hpc/gorun/internal/suggest"
 )
 
 //go:generate go test -run TestManPage -update

@@ -561,6 +561,40 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// TestProgramNotOnPath: a name not on PATH is said with the path to give
+// only where the working directory (or --wdir) has it, else with the
+// nearest program on PATH, if one is near. "give a path such as ./NAME"
+// was said of every name, ./NAME there or not.
+func TestProgramNotOnPath(t *testing.T) {
+	bin, work := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(bin, "mytool"), []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(filepath.Join(bin, "mytoool.txt"), []byte("not a program\n"), 0o644)
+	os.Mkdir(filepath.Join(work, "sub"), 0o755)
+	os.WriteFile(filepath.Join(work, "sub", "mytoool"), []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(filepath.Join(work, "here"), []byte("#!/bin/sh\n"), 0o755)
+	for _, tc := range []struct {
+		name string
+		args []string
+		hint string // what follows "not found on PATH (bin)"
+	}{
+		{"near", []string{"-np", "1", "mytoool"}, "; did you mean mytool?"},
+		{"nothing near", []string{"-np", "1", "zzqqxx"}, ""},
+		{"here", []string{"-np", "1", "here"}, "; give a path such as ./here"},
+		{"in wdir", []string{"-np", "1", "--wdir", "sub", "mytoool"}, "; give a path such as sub/mytoool (a path is taken from gorun's working directory, not from --wdir)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := gorunCmd(t, tc.args...)
+			cmd.Dir = work
+			cmd.Env = append(cmd.Env, "PATH="+bin)
+			r := runGorun(t, cmd)
+			prog := tc.args[len(tc.args)-1]
+			if want := "gorun: " + prog + ": not found on PATH (" + bin + ")" + tc.hint + "\n"; r.code != 127 || r.stderr != want {
+				t.Errorf("status %d, stderr %q; want 127 and %q", r.code, r.stderr, want)
+			}
+		})
+	}
+}
+
 // TestStartFailureStatus: a rank that cannot start for a reason other than
 // its program exits with the status gorun(1) gives: 2 for a --bind-to
 // that overloads a core, 1 for an output file gorun cannot create (it

@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/gorun-hpc/gorun/cmd/internal/suggest"
+	"github.com/gorun-hpc/gorun/internal/suggest"
 )
 
 // flagMistake turns the flag parser's message about a command line into

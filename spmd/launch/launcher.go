@@ -98,7 +98,7 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 	}
 	progs := make([]program, len(cfg.contexts()))
 	for i, a := range cfg.contexts() {
-		p, err := resolveProgram(a.Program)
+		p, err := resolveProgram(a.Program, cfg.Wdir)
 		if err != nil && len(progs) > 1 {
 			return 0, fmt.Errorf("program %d of the MPMD job: %w", i+1, err)
 		}

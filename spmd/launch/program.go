@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/gorun-hpc/gorun/internal/suggest"
 )
 
 // Errors about the program, for errors.Is. gorun exits 127 for
@@ -40,12 +42,13 @@ func (p program) String() string {
 // resolveProgram finds name as a shell would: a name with a slash is a path
 // (relative to the current directory), any other name is looked up on PATH.
 // A directory holding a Go main package resolves to that package, which
-// Build turns into an executable.
-func resolveProgram(name string) (program, error) {
+// Build turns into an executable. wdir is --wdir, for the message of a
+// name not on PATH.
+func resolveProgram(name, wdir string) (program, error) {
 	if !strings.Contains(name, "/") && name != "." && name != ".." {
 		p, err := exec.LookPath(name)
 		if err != nil {
-			return program{}, errorf(errNotFound, "%s: not found on PATH (%s); give a path such as ./%s", name, os.Getenv("PATH"), name)
+			return program{}, errorf(errNotFound, "%s: not found on PATH (%s)%s", name, os.Getenv("PATH"), notOnPathHint(name, wdir))
 		}
 		abs, err := filepath.Abs(p)
 		if err != nil {
@@ -78,6 +81,56 @@ func resolveProgram(name string) (program, error) {
 		return program{}, err
 	}
 	return program{Path: abs}, nil
+}
+
+// notOnPathHint ends the message for name, not found on PATH: the path
+// to give where the working directory has a file or directory of that
+// name (or --wdir, wdir, has one: gorun looks for a path from its own
+// working directory), else the nearest name of a program on PATH, where
+// one is near.
+func notOnPathHint(name, wdir string) string {
+	if _, err := os.Stat(name); err == nil {
+		return "; give a path such as ./" + name
+	}
+	if wdir != "" {
+		if p := filepath.Join(wdir, name); p != name {
+			if _, err := os.Stat(p); err == nil {
+				return "; give a path such as " + p + " (a path is taken from gorun's working directory, not from --wdir)"
+			}
+		}
+	}
+	if near := nearestOnPath(name); near != "" {
+		return "; did you mean " + near + "?"
+	}
+	return ""
+}
+
+// nearestOnPath returns the name of a program on PATH nearest to name
+// (suggest.Closest), or "". It reads each directory of PATH once, without
+// a stat per entry: it runs only for a name that is not there.
+func nearestOnPath(name string) string {
+	var names []string
+	seen := map[string]bool{}
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if dir == "" || dir == "." {
+			continue // the working directory: said above, if it has name
+		}
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if n := e.Name(); !e.IsDir() && !seen[n] {
+				seen[n] = true
+				names = append(names, n)
+			}
+		}
+	}
+	near := suggest.Closest(name, names)
+	if near == "" {
+		return ""
+	}
+	if _, err := exec.LookPath(near); err != nil {
+		return "" // not executable, or a directory's symbolic link
+	}
+	return near
 }
 
 func goPackage(name, dir string) (program, error) {
