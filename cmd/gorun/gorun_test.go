@@ -270,6 +270,50 @@ func TestStdin(t *testing.T) {
 	}
 }
 
+// TestStdinUnreadable: gorun's standard input that cannot be read. A
+// directory, which every read fails, is a usage error before any rank
+// starts, unless --stdin none; a read that fails later is said in one
+// line, the ranks see their input end there, and the job goes on. Both
+// were dropped: the ranks saw an empty input and gorun exited 0.
+func TestStdinUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	open := func(t *testing.T, path string) *os.File {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	rank := []string{"sh", "-c", `echo "$GORUN_RANK:$(cat)"`}
+	t.Run("directory", func(t *testing.T) {
+		cmd := gorunCmd(t, append([]string{"-np", "2", "--stdin", "all"}, rank...)...)
+		cmd.Stdin = open(t, dir)
+		r := runGorun(t, cmd)
+		want := "gorun: standard input is a directory (" + dir + "), which the ranks cannot read: redirect a file, or give --stdin none\n"
+		if r.code != 2 || r.stderr != want || r.stdout != "" {
+			t.Errorf("want status 2, no rank started and stderr %q\n%v", want, r)
+		}
+	})
+	t.Run("directory, stdin none", func(t *testing.T) {
+		cmd := gorunCmd(t, append([]string{"-np", "2", "--stdin", "none"}, rank...)...)
+		cmd.Stdin = open(t, dir)
+		if r := runGorun(t, cmd); r.code != 0 || strings.Join(lines(r.stdout), "|") != "0:|1:" {
+			t.Errorf("want status 0 and the ranks' empty input\n%v", r)
+		}
+	})
+	t.Run("read error", func(t *testing.T) {
+		// The test's own memory at address 0: every read fails with EIO.
+		cmd := gorunCmd(t, append([]string{"-np", "2", "--stdin", "all"}, rank...)...)
+		cmd.Stdin = open(t, "/proc/self/mem")
+		r := runGorun(t, cmd)
+		line := "gorun: reading standard input: read /dev/stdin: input/output error; the ranks' standard input ends there, as at end of file\n"
+		if r.code != 0 || strings.Count(r.stderr, line) != 1 || strings.Join(lines(r.stdout), "|") != "0:|1:" {
+			t.Errorf("want status 0, the ranks' input ended and one line %q\n%v", line, r)
+		}
+	})
+}
+
 func TestWdir(t *testing.T) {
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
 	r := gorun(t, "", "-np", "1", "--wdir", dir, "pwd")

@@ -139,7 +139,11 @@ func (l *Launcher) Run(ctx context.Context, cfg Config) (int, error) {
 		}
 		return 0, plan.Format(l.Stdout)
 	}
-	// A bad --output-dir or --profile is the user's to fix, before a build.
+	// A bad --output-dir or --profile, or a standard input that cannot
+	// be read, is the user's to fix, before a build.
+	if err := checkStdin(l.Stdin, &cfg); err != nil {
+		return 0, err
+	}
 	if err := prepareDirs(&cfg); err != nil {
 		return 0, err
 	}

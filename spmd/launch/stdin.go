@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -15,8 +16,12 @@ const stdinBuffer = 16 << 20
 // --stdin all) and closes each at the end of src. Each dst has its own
 // writer and a buffer of up to limit bytes, so that a rank that does not
 // read holds back the others only once its buffer is full; a rank that
-// has exited (its pipe is closed) is dropped.
-func forwardStdin(src io.Reader, dsts []*os.File, limit int) {
+// has exited (its pipe is closed) is dropped. A read error ends src as
+// its end would, and logf says it once: the job goes on, and a rank that
+// reads sees its input end there. (It was dropped: "gorun < /tmp" ran its
+// ranks on an empty input and exited 0, where "cat < /tmp" says "Is a
+// directory" and exits 1.)
+func forwardStdin(src io.Reader, dsts []*os.File, limit int, logf func(format string, args ...any)) {
 	sinks := make([]*stdinSink, len(dsts))
 	for i, d := range dsts {
 		sinks[i] = newStdinSink(d, limit)
@@ -40,9 +45,30 @@ func forwardStdin(src io.Reader, dsts []*os.File, limit int) {
 			}
 		}
 		if err != nil {
+			if err != io.EOF {
+				logf("reading standard input: %v; the ranks' standard input ends there, as at end of file", err)
+			}
 			return
 		}
 	}
+}
+
+// checkStdin refuses, as a usage error, a standard input f that is a
+// directory where the job would read it (--stdin other than none):
+// every read of it fails (EISDIR); a shell's "< DIR" made by mistake.
+func checkStdin(f *os.File, cfg *Config) error {
+	if target, err := cfg.StdinRank(); f == nil || err != nil || target == stdinNone {
+		return nil
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.IsDir() {
+		return nil
+	}
+	name := ""
+	if dir, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd())); err == nil {
+		name = " (" + dir + ")"
+	}
+	return errorf(ErrUsage, "standard input is a directory%s, which the ranks cannot read: redirect a file, or give --stdin none", name)
 }
 
 // stdinSink is one rank's standard input: a queue of chunks and the

@@ -2,10 +2,14 @@ package launch
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -20,7 +24,7 @@ func TestForwardStdinSlowRank(t *testing.T) {
 	defer slowR.Close()
 	done := make(chan struct{})
 	go func() {
-		forwardStdin(bytes.NewReader(data), []*os.File{slowW, fastW, goneW}, 4<<20)
+		forwardStdin(bytes.NewReader(data), []*os.File{slowW, fastW, goneW}, 4<<20, t.Errorf)
 		close(done)
 	}()
 	got, err := io.ReadAll(fastR) // ends when forwardStdin closes fastW
@@ -34,6 +38,28 @@ func TestForwardStdinSlowRank(t *testing.T) {
 	}
 }
 
+// TestForwardStdinReadError: a read error on gorun's input ends every
+// rank's input after what was read, as its end would, and is said once.
+// It was dropped without a word.
+func TestForwardStdinReadError(t *testing.T) {
+	r0, w0, _ := os.Pipe()
+	r1, w1, _ := os.Pipe()
+	defer r0.Close()
+	defer r1.Close()
+	src := io.MultiReader(strings.NewReader("abc"), iotest.ErrReader(errors.New("read /dev/stdin: input/output error")))
+	var said []string
+	forwardStdin(src, []*os.File{w0, w1}, 1<<20, func(format string, args ...any) { said = append(said, fmt.Sprintf(format, args...)) })
+	for i, r := range []*os.File{r0, r1} {
+		if got, err := io.ReadAll(r); string(got) != "abc" || err != nil {
+			t.Errorf("rank %d read %q, %v; want abc and its end", i, got, err)
+		}
+	}
+	want := "reading standard input: read /dev/stdin: input/output error; the ranks' standard input ends there, as at end of file"
+	if len(said) != 1 || said[0] != want {
+		t.Errorf("said %q, want once %q", said, want)
+	}
+}
+
 // TestForwardStdinBound: once a rank that does not read holds limit
 // bytes, reading more of the input waits for it.
 func TestForwardStdinBound(t *testing.T) {
@@ -41,7 +67,7 @@ func TestForwardStdinBound(t *testing.T) {
 	slowR, slowW, _ := os.Pipe()
 	defer slowR.Close()
 	src := &countingReader{r: bytes.NewReader(data)}
-	go forwardStdin(src, []*os.File{slowW}, 256<<10)
+	go forwardStdin(src, []*os.File{slowW}, 256<<10, t.Errorf)
 	time.Sleep(200 * time.Millisecond) // let it fill the buffer and the pipe
 	if n := src.n(); n > 2<<20 {
 		t.Errorf("read %d bytes of input for a rank that reads nothing, want at most its buffer and a pipe's", n)

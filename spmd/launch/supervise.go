@@ -463,6 +463,6 @@ func (j *job) stdin() []*os.File {
 	if ttyStdin(j.l.Stdin) {
 		src = ttyReader{j.l.Stdin}
 	}
-	go forwardStdin(src, dsts, stdinBuffer)
+	go forwardStdin(src, dsts, stdinBuffer, j.out.Logf)
 	return files
 }
