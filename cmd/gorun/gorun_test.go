@@ -510,6 +510,98 @@ func TestGoPackage(t *testing.T) {
 	}
 }
 
+// TestBuildKilled: gorun killed with SIGKILL while it builds a Go package
+// leaves nothing of the build running, and the next gorun that builds one
+// removes the build directory it left. The go command built on to the
+// end, and its directory stayed in $TMPDIR for good.
+func TestBuildKilled(t *testing.T) {
+	tmp, scratch := t.TempDir(), t.TempDir()
+	pids := filepath.Join(scratch, "pids")
+	// Every tool the go command runs waits first: the build is under way
+	// until gorun is killed. (-toolexec is part of the cache keys: no
+	// cached result makes the build quick.)
+	toolexec := filepath.Join(scratch, "slowtool")
+	os.WriteFile(toolexec, []byte("#!/bin/sh\necho $$ >>"+pids+"\nsleep 60\nexec \"$@\"\n"), 0o755)
+	cmd := gorunCmd(t, "-np", "1", "./testdata/hello")
+	cmd.Env = append(cmd.Env, "TMPDIR="+tmp, "GOFLAGS=-toolexec="+toolexec)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var tool int
+	for deadline := time.Now().Add(time.Minute); tool == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no tool of the build started in a minute")
+		}
+		b, _ := os.ReadFile(pids)
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			tool, _ = strconv.Atoi(f[0])
+		}
+	}
+	group, ok := runningIn(tool)
+	if !ok {
+		t.Fatalf("tool %d gone before gorun was killed", tool)
+	}
+	if group == cmd.Process.Pid || group == syscall.Getpgrp() {
+		t.Fatalf("the build runs in gorun's process group %d", group)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(tmp, "gorun-build-"+strconv.Itoa(cmd.Process.Pid)+"-*"))
+	if len(dirs) != 1 {
+		t.Fatalf("build directories of gorun %d in %s: %q, want one", cmd.Process.Pid, tmp, dirs)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	killed := time.Now()
+	for left := groupMembers(group); len(left) > 0; left = groupMembers(group) {
+		if time.Since(killed) > 5*time.Second {
+			t.Fatalf("5s after gorun's SIGKILL, its build's group %d still has processes %v", group, left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("the build's group was gone %v after gorun's SIGKILL", time.Since(killed).Round(time.Millisecond))
+	if _, err := os.Stat(dirs[0]); err != nil {
+		t.Fatalf("the build directory went with gorun (%v): this test cannot see the next gorun remove it", err)
+	}
+	next := gorunCmd(t, "-np", "1", "./testdata/hello")
+	next.Env = append(next.Env, "TMPDIR="+tmp)
+	if r := runGorun(t, next); r.code != 0 {
+		t.Fatal(r)
+	}
+	if _, err := os.Stat(dirs[0]); !os.IsNotExist(err) {
+		t.Errorf("the next build left the killed gorun's %s (%v)", dirs[0], err)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("left in TMPDIR: %v", left)
+	}
+}
+
+// runningIn is the process group of pid, and whether pid runs: a zombie,
+// or no such process, does not.
+func runningIn(pid int) (pgrp int, ok bool) {
+	f := procStat(pid) // state ppid pgrp ...
+	if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+		return 0, false
+	}
+	pgrp, _ = strconv.Atoi(f[2])
+	return pgrp, true
+}
+
+// groupMembers are the pids of process group pgrp's running processes.
+func groupMembers(pgrp int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var left []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if g, ok := runningIn(pid); ok && g == pgrp {
+			left = append(left, pid)
+		}
+	}
+	return left
+}
+
 func TestBadInput(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "bad.toml")

@@ -1,8 +1,6 @@
 package launch
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"go/build"
@@ -164,44 +162,4 @@ func inModule(dir string) bool {
 		}
 		dir = parent
 	}
-}
-
-// Build builds p.Package once with "go build" into a new temporary
-// directory, sets p.Path, and returns a function that removes the directory.
-// A program that is already an executable is returned as is. The compiler's
-// output is part of the error, which wraps ErrBuild.
-func (p *program) Build(ctx context.Context) (cleanup func(), err error) {
-	if p.Path != "" {
-		return func() {}, nil
-	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		return nil, errorf(ErrBuild, "%s is a Go package but there is no go command on PATH to build it", p.Package)
-	}
-	dir, err := os.MkdirTemp("", "gorun-build-")
-	if err != nil {
-		return nil, fmt.Errorf("build %s: %w", p.Package, err)
-	}
-	cleanup = func() { os.RemoveAll(dir) }
-	out := filepath.Join(dir, filepath.Base(p.Package))
-	args := []string{"build", "-o", out}
-	if len(p.Files) > 0 {
-		args = append(args, p.Files...)
-	} else {
-		args = append(args, ".")
-	}
-	cmd := exec.CommandContext(ctx, gobin, args...)
-	cmd.Dir = p.Package
-	var msg bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &msg, &msg
-	if err := cmd.Run(); err != nil {
-		cleanup()
-		text := strings.TrimRight(msg.String(), "\n")
-		if text == "" {
-			text = err.Error()
-		}
-		return nil, errorf(ErrBuild, "go build %s failed:\n%s", p.Package, text)
-	}
-	p.Path = out
-	return cleanup, nil
 }
