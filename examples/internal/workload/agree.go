@@ -63,15 +63,25 @@ func disagreement(ctx context.Context, c *spmd.Comm, mine string, r int) error {
 	}
 	a, b := strings.Split(first, "\n"), strings.Split(other, "\n")
 	if a[0] != b[0] {
-		return fmt.Errorf("rank %d runs %s but rank 0 %s: run one program, with the same flags, on every rank of the job",
-			r, strings.TrimPrefix(b[0], "program="), strings.TrimPrefix(a[0], "program="))
+		return saidBy0(c, fmt.Errorf("rank %d runs %s but rank 0 %s: run one program, with the same flags, on every rank of the job",
+			r, strings.TrimPrefix(b[0], "program="), strings.TrimPrefix(a[0], "program=")))
 	}
 	for i := range min(len(a), len(b)) {
 		if a[i] != b[i] {
-			return fmt.Errorf("rank %d runs with %s but rank 0 with %s: give every rank of the job the same flags", r, b[i], a[i])
+			return saidBy0(c, fmt.Errorf("rank %d runs with %s but rank 0 with %s: give every rank of the job the same flags", r, b[i], a[i]))
 		}
 	}
-	return fmt.Errorf("the flags of rank %d differ from rank 0's: give every rank of the job the same flags", r)
+	return saidBy0(c, fmt.Errorf("the flags of rank %d differ from rank 0's: give every rank of the job the same flags", r))
+}
+
+// saidBy0 is err, which every rank of c has found alike from what they
+// shared, as rank 0 returns it and as the others do: under Main only rank
+// 0 says it (heard; see RootSays), not every rank the same line.
+func saidBy0(c *spmd.Comm, err error) error {
+	if c.Rank() != 0 {
+		return heard{err}
+	}
+	return err
 }
 
 // broadcastString sends root's s to every rank; each passes its own s.
