@@ -5,6 +5,8 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
+
+	"github.com/gorun-hpc/gorun/strategies/nn/gemm"
 )
 
 // installGEMM puts gemm's fast Sgemm behind blas32 once, unless the
@@ -36,16 +38,7 @@ func matmulStrided(transA, transB bool, m, n, k int, a []float32, lda int, b []f
 	case m == 0 || n == 0:
 		return
 	case k == 0:
-		for i := range m {
-			row := c[i*ldc : i*ldc+n]
-			if beta == 0 {
-				clear(row)
-				continue
-			}
-			for j := range row {
-				row[j] *= beta
-			}
-		}
+		gemm.Scale(m, n, beta, c, ldc)
 		return
 	}
 	ga := blas32.General{Rows: m, Cols: k, Stride: lda, Data: a}

@@ -49,7 +49,7 @@ func sgemm(r *arch, tA, tB blas.Transpose, m, n, k int, alpha float32, a []float
 		return
 	}
 	if alpha == 0 || k == 0 {
-		scale(m, n, beta, c, ldc)
+		Scale(m, n, beta, c, ldc)
 		return
 	}
 	multiply(r, aT, bT, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
@@ -116,8 +116,12 @@ func trans(t blas.Transpose) (transposed, ok bool) {
 	return false, false
 }
 
-// scale sets C = beta * C; a zero beta writes zeros without reading C.
-func scale(m, n int, beta float32, c []float32, ldc int) {
+// Scale sets the m×n matrix C (row stride ldc) to beta·C, which is all a
+// product with k = 0 or alpha = 0 does; a zero beta writes zeros without
+// reading C. Unlike Sgemm it checks nothing of A and B, which such a
+// product need not have: nn calls it for an empty k, whose operands BLAS's
+// checks refuse.
+func Scale(m, n int, beta float32, c []float32, ldc int) {
 	if beta == 1 {
 		return
 	}
