@@ -262,5 +262,8 @@ func TestFailureSaidOnce(t *testing.T) {
 		if err == nil || strings.Count(stderr, tc.want) != 1 || strings.Contains(stderr, "peer lost") || !strings.Contains(stderr, "gorun: rank 0 ") {
 			t.Errorf("a resume with %s: %v; want one line saying %q, gorun naming rank 0 and no peer lost:\n%s%s", tc.name, err, tc.want, out, stderr)
 		}
+		if _, err := os.Stat(tc.dir); err == nil && tc.dir != dir {
+			t.Errorf("a resume with %s: the failed resume created %s", tc.name, tc.dir)
+		}
 	}
 }

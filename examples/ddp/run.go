@@ -34,7 +34,8 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		return err
 	}
 	// Rank 0 writes the checkpoint: a --ckpt it cannot fails here.
-	if err := workload.CheckCheckpointDir(ctx, w.Comm, cfg.ckpt, w.Rank() == 0); err != nil {
+	check := w.Rank() == 0 && !workload.NothingToResume(cfg.ckpt, cfg.resume, w.Env().MaxRestarts)
+	if err := workload.CheckCheckpointDir(ctx, w.Comm, cfg.ckpt, check); err != nil {
 		return err
 	}
 	wl, err := workload.New(cfg.Config, w.Rank(), w.Size())

@@ -54,7 +54,8 @@ func train(ctx context.Context, w *spmd.World, c config, model nn.GPTConfig, tok
 	if err := c.checkMesh(w.Size()); err != nil {
 		return err
 	}
-	if err := workload.CheckCheckpointDir(ctx, w.Comm, c.ckpt, true); err != nil {
+	check := !workload.NothingToResume(c.ckpt, c.resume, w.Env().MaxRestarts)
+	if err := workload.CheckCheckpointDir(ctx, w.Comm, c.ckpt, check); err != nil {
 		return err
 	}
 	st := &stats{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"syscall"
 
@@ -28,6 +29,16 @@ func CheckCheckpointDir(ctx context.Context, c *spmd.Comm, dir string, check boo
 		err = WritableDir(dir)
 	}
 	return prims.Agree(ctx, c, err, "checking --ckpt "+dir)
+}
+
+// NothingToResume reports whether a --resume from dir is bound to fail
+// for want of a checkpoint: dir is missing, and no gorun --max-restarts
+// start (maxRestarts 0) would train from step 0 in it. A program checks
+// dir (CheckCheckpointDir) only where it is not, so that the failed
+// resume leaves no empty directory behind.
+func NothingToResume(dir string, resume bool, maxRestarts int) bool {
+	_, err := os.Stat(dir)
+	return resume && maxRestarts == 0 && errors.Is(err, fs.ErrNotExist)
 }
 
 // WritableDir creates dir if it is missing and creates and removes a
