@@ -1,5 +1,3 @@
-// Package suggest finds the name a user probably meant, for the "did you
-// mean" of gorun's and goprof's usage errors.
 package suggest
 
 // Closest returns the name of names nearest to name, if one is within two

@@ -1,9 +1,3 @@
-// Package replica holds the check that the data-parallel drivers (dp,
-// zero, ps) make at their start: that every rank's replica of the model
-// is the same model. A rank
-// whose parameters differ would otherwise take rank 0's values into
-// tensors of other shapes and average unrelated gradients, or, where the
-// sizes differ, issue collectives that do not match.
 package replica
 
 import (
@@ -23,7 +17,8 @@ import (
 // the same shapes in the same order (PyTorch DDP checks the shapes too).
 // who starts the error ("dp", "zero", "ps"). Every rank of c calls it.
 func Same(ctx context.Context, c *spmd.Comm, st *nn.Store, who string) error {
-	sig := []int64{Signature(st)}
+	mine := Signature(st)
+	sig := []int64{mine}
 	if err := prims.Broadcast(ctx, c, sig, 0); err != nil {
 		return fmt.Errorf("%s: comparing the ranks' models: %w", who, err)
 	}
@@ -31,7 +26,7 @@ func Same(ctx context.Context, c *spmd.Comm, st *nn.Store, who string) error {
 	// One max-reduction gives the least and most of each count and the
 	// first rank whose shapes differ from rank 0's (as minus its rank).
 	first := int64(-math.MaxInt64)
-	if sig[0] != Signature(st) {
+	if sig[0] != mine {
 		first = -int64(c.Rank())
 	}
 	v := []int64{n, -n, units, -units, first}
